@@ -1,0 +1,83 @@
+/**
+ * The narrow interface between the MCP tools and the diffusion engine. Tool
+ * handlers validate and decode input, then call
+ * {@link Generator.generate}; everything ONNX lives behind it (in a Worker).
+ *
+ * @module
+ */
+
+/** The three generation sizes of the contract. */
+export type SizeId = "square_512" | "landscape_512" | "portrait_512";
+
+/** Width and height of each size id, in pixels (W×H). */
+export const SIZES: Readonly<Record<SizeId, { width: number; height: number }>> = {
+  square_512: { width: 512, height: 512 },
+  landscape_512: { width: 512, height: 384 },
+  portrait_512: { width: 384, height: 512 },
+};
+
+/** What produced an image; written to the PNG `mode` metadata. */
+export type Mode = "text_to_image" | "guided_image" | "inpaint_image";
+
+/** The preprocessors of `generate_guided_image`. */
+export type ControlMode = "depth" | "openpose" | "openpose_full";
+
+/** An 8-bit RGB image, interleaved, row-major: `data.length === width * height * 3`. */
+export interface RgbImage {
+  width: number;
+  height: number;
+  data: Uint8Array;
+}
+
+/**
+ * A binary inpainting mask, one byte per pixel: 1 = regenerate (luminance
+ * above 50%), 0 = keep.
+ */
+export interface Mask {
+  width: number;
+  height: number;
+  data: Uint8Array;
+}
+
+/** Fields shared by every generation request. */
+interface RequestBase {
+  /** Final positive prompt (base prompt already joined). */
+  positive: string;
+  /** Final negative prompt (base prompt already joined). */
+  negative: string;
+  /** Output width in pixels (a multiple of 8). */
+  width: number;
+  /** Output height in pixels (a multiple of 8). */
+  height: number;
+  /** Seed for torch-compatible noise, 0..2^32-1. */
+  seed: number;
+}
+
+/** One image to generate. Images are already resized to `width`×`height`. */
+export type GenerationRequest =
+  | RequestBase & { mode: "text_to_image" }
+  | RequestBase & { mode: "guided_image"; controlMode: ControlMode; image: RgbImage }
+  | RequestBase & { mode: "inpaint_image"; image: RgbImage; mask: Mask };
+
+/** A generated image and what the model should be told about it. */
+export interface GenerationResult {
+  image: RgbImage;
+  /** Remarks for the result text, e.g. "positive prompt truncated to 77 tokens". */
+  notes: string[];
+}
+
+/** Options of one {@link Generator.generate} call. */
+export interface GenerateOptions {
+  /** Aborting stops the run at the next step boundary; the promise rejects. */
+  signal?: AbortSignal;
+  /** Called after every denoising step with steps done and total steps. */
+  onProgress?: (step: number, total: number) => void;
+}
+
+/** The diffusion engine as the tools see it. */
+export interface Generator {
+  /** Runs one generation. Rejects with a `ToolError` on expected failures. */
+  generate(request: GenerationRequest, options?: GenerateOptions): Promise<GenerationResult>;
+  /** Releases sessions and the worker. */
+  close(): Promise<void>;
+}
