@@ -1,0 +1,91 @@
+/**
+ * generate-image-sd15-mcp: an MCP server for local Stable Diffusion 1.5 on
+ * ONNX Runtime. This file only parses the command line and wires things.
+ *
+ * ```sh
+ * deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
+ * ```
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { startApp } from "./mod/app/mod.ts";
+import { ConfigError, loadConfig } from "./mod/config/mod.ts";
+import { log } from "./mod/log/mod.ts";
+
+const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
+
+  --config PATH       config file (default: $SD_MCP_CONFIG, else ./config.toml if present)
+  --transport T       stdio (default) or http
+  --host H            HTTP listen address (default 127.0.0.1)
+  --port P            HTTP port (default 8080; 0 = any free port)
+`;
+
+async function main(): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: Deno.args,
+      options: {
+        config: { type: "string" },
+        transport: { type: "string" },
+        host: { type: "string" },
+        port: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    Deno.stderr.writeSync(new TextEncoder().encode(`${(error as Error).message}\n${USAGE}`));
+    return 2;
+  }
+  if (values.help) {
+    Deno.stderr.writeSync(new TextEncoder().encode(USAGE));
+    return 0;
+  }
+  let port: number | undefined;
+  if (values.port !== undefined) {
+    port = /^\d+$/.test(values.port) ? Number(values.port) : NaN;
+    if (Number.isNaN(port)) {
+      log("error", "main", `--port must be a number from 0 to 65535, got "${values.port}"`);
+      return 2;
+    }
+  }
+  const path = values.config ?? Deno.env.get("SD_MCP_CONFIG") ??
+    (await exists("config.toml") ? "config.toml" : undefined);
+  try {
+    const config = await loadConfig({
+      path,
+      overrides: { transport: values.transport, host: values.host, port },
+    });
+    const app = await startApp(config);
+    const stop = () => {
+      log("info", "main", "shutting down: no new requests; letting the running generation finish");
+      void app.shutdown();
+    };
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+    await app.finished;
+    return 0;
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      log("error", "main", error.message);
+      return 2;
+    }
+    log("error", "main", `start-up failed: ${(error as Error)?.message ?? String(error)}`);
+    return 1;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.exit(await main());

@@ -1,0 +1,121 @@
+/**
+ * Wires a resolved configuration into a running server: model check, engine,
+ * queue, tools, and the chosen transport (stdio, or HTTP with API keys).
+ *
+ * @module
+ */
+
+import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
+import type { ResolvedConfig } from "../config/mod.ts";
+import { openDatabase } from "../db/mod.ts";
+import { ImageService } from "../generation/mod.ts";
+import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
+import { log } from "../log/mod.ts";
+import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
+import { createGenerator } from "../pipeline/mod.ts";
+import type { Generator } from "../pipeline/types.ts";
+import { GenerationQueue } from "../queue/mod.ts";
+import { createTools } from "../../tools/mod.ts";
+
+/** A running server. */
+export interface App {
+  /** The HTTP address, when serving HTTP. */
+  http?: Deno.NetAddr;
+  /** Resolves when the server stops on its own (stdin closed, or after {@link App.shutdown}). */
+  finished: Promise<void>;
+  /** Stops accepting work, lets the running generation finish (bounded), releases everything. */
+  shutdown(): Promise<void>;
+}
+
+/** Test seams: replace the engine. */
+export interface AppOverrides {
+  generator?: Generator;
+}
+
+const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
+  "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
+  "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
+  "Generations run one at a time; each takes seconds to minutes.";
+
+/** Starts the server described by `config`. */
+export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
+  const generator = overrides.generator ?? await createGenerator(config);
+  const queue = new GenerationQueue(config.generation.queueLimit);
+  const images = new ImageService({
+    generator,
+    queue,
+    prompt: config.prompt,
+    defaultSize: config.generation.defaultSize,
+    seed: config.generation.seed,
+    output: config.output,
+  });
+  const tools = createTools(config, images);
+  const grace = config.server.shutdownGraceMs;
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((r) => resolveFinished = r);
+  let stopping: Promise<void> | undefined;
+
+  const drain = async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), grace));
+    const timedOut = await Promise.race([queue.idle().then(() => false), expired]);
+    clearTimeout(timer);
+    if (timedOut) log("warn", "app", `running generation did not finish within ${grace} ms`);
+  };
+
+  if (config.server.transport === "stdio") {
+    const server = createMcpServer({ tools, instructions: INSTRUCTIONS });
+    const transport = new DenoStdioTransport();
+    const shutdown = () =>
+      stopping ??= (async () => {
+        await drain();
+        await server.close().catch(() => {});
+        await generator.close();
+        resolveFinished();
+      })();
+    transport.onclose = () => void shutdown();
+    await server.connect(transport);
+    log("info", "app", `serving ${tools.length} tools over stdio`);
+    return { finished, shutdown };
+  }
+
+  const db = await openDatabase({
+    url: config.auth.databaseUrl,
+    embeddedDir: `${config.server.dataDir}/pglite`,
+  });
+  const authenticator = createAuthenticator({
+    db,
+    environment: config.server.environment,
+    cloudfrontSecret: config.auth.cloudfrontSecret,
+    cacheTtlMs: config.auth.cacheTtlMs,
+    lastUsedIntervalMs: config.auth.lastUsedIntervalMs,
+    dbTimeoutMs: config.auth.dbTimeoutMs,
+  });
+  let http: HttpServerHandle;
+  try {
+    http = await startHttpServer({
+      hostname: config.server.host,
+      port: config.server.port,
+      allowedOrigins: config.server.allowedOrigins,
+      authenticator,
+      authFailureResponse,
+      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
+      health: () => ({ queue: queue.stats(), tools: tools.length }),
+    });
+  } catch (error) {
+    await authenticator.close();
+    await db.close();
+    await generator.close();
+    throw error;
+  }
+  const shutdown = () =>
+    stopping ??= (async () => {
+      await http.shutdown(grace);
+      await drain();
+      await authenticator.close();
+      await db.close();
+      await generator.close();
+      resolveFinished();
+    })();
+  return { http: http.addr, finished, shutdown };
+}

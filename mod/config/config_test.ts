@@ -1,0 +1,169 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { parse as parseToml } from "smol-toml";
+import { ConfigError, loadConfig, RawConfigSchema } from "./mod.ts";
+
+const repoConfig = new URL("../../config.toml", import.meta.url).pathname;
+
+async function withConfig(text: string, fn: (path: string) => Promise<void>) {
+  const dir = await Deno.makeTempDir();
+  const path = join(dir, "config.toml");
+  await Deno.writeTextFile(path, text);
+  try {
+    await fn(path);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function configError(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, `expected ConfigError, got ${error}`);
+    return error.message;
+  }
+  assert.fail("expected the config to be refused");
+}
+
+function keyPaths(value: unknown, prefix = ""): string[] {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return [prefix];
+  return Object.entries(value).flatMap(([k, v]) => keyPaths(v, prefix ? `${prefix}.${k}` : k));
+}
+
+Deno.test("config.toml in the repository lists every key with its default", async () => {
+  const fileRaw = parseToml(await Deno.readTextFile(repoConfig));
+  const defaults = RawConfigSchema.parse({});
+  assert.deepEqual(keyPaths(fileRaw).sort(), keyPaths(defaults).sort());
+  assert.deepEqual(RawConfigSchema.parse(fileRaw), defaults);
+});
+
+Deno.test("every key of config.toml has a one-line comment", async () => {
+  const lines = (await Deno.readTextFile(repoConfig)).split("\n");
+  const keyLines = lines.filter((l) => /^[a-z_]+\s*=/.test(l));
+  assert.ok(keyLines.length > 30);
+  for (const line of keyLines) assert.match(line, /#\s*\S/, `no comment on: ${line}`);
+});
+
+Deno.test("paths resolve against the config file's folder", async () => {
+  await withConfig(`[models]\nroot = "m"\n[output]\ndir = "out"\n`, async (path) => {
+    const dir = path.slice(0, path.lastIndexOf("/"));
+    const config = await loadConfig({ path, env: {} });
+    assert.equal(config.models.root, join(dir, "m"));
+    assert.equal(config.models.base, join(dir, "m", "sd15"));
+    assert.equal(config.models.lock, join(dir, "models.lock"));
+    assert.equal(config.output.dir, join(dir, "out"));
+    assert.equal(config.controlnet.depth.model, join(dir, "m", "controlnet/depth.onnx"));
+  });
+});
+
+Deno.test("an unknown key is refused, naming the file and the key", async () => {
+  await withConfig(`[generation]\nstepz = 20\n`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.match(message, new RegExp(path.replaceAll("/", "\\/")));
+    assert.match(message, /generation\.stepz: unknown key/);
+  });
+  await withConfig(`[sever]\nport = 1\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /sever: unknown key/);
+  });
+});
+
+Deno.test("a wrong type is refused with the key and the value", async () => {
+  await withConfig(`[server]\nport = "8080"\n`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.match(message, /server\.port: .*expected number.*\(got "8080"\)/);
+  });
+});
+
+Deno.test("a value out of range is refused with the key and the value", async () => {
+  await withConfig(`[generation]\nsteps = 0\nseed = 4294967296\n`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.match(message, /generation\.steps: .*>=1.*\(got 0\)/);
+    assert.match(message, /generation\.seed: .*\(got 4294967296\)/);
+  });
+  await withConfig(`[generation]\nscheduler = "heun"\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /generation\.scheduler: .*"heun"/);
+  });
+});
+
+Deno.test("invalid TOML is refused naming the file", async () => {
+  await withConfig(`[server\nport = 1`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.ok(message.startsWith(path));
+    assert.match(message, /invalid TOML/);
+  });
+});
+
+Deno.test("a missing config file is refused", async () => {
+  const message = await configError(loadConfig({ path: "/nonexistent/config.toml", env: {} }));
+  assert.match(message, /cannot read config file \/nonexistent\/config\.toml/);
+});
+
+Deno.test("command-line overrides are validated like the file", async () => {
+  const config = await loadConfig({
+    overrides: { transport: "http", host: "0.0.0.0", port: 9000 },
+    env: { MCP_ENV: "local" },
+  });
+  assert.equal(config.server.transport, "http");
+  assert.equal(config.server.host, "0.0.0.0");
+  assert.equal(config.server.port, 9000);
+  assert.match(
+    await configError(loadConfig({ overrides: { transport: "sse" }, env: {} })),
+    /server\.transport: .*\(got "sse"\)/,
+  );
+  assert.match(
+    await configError(loadConfig({ overrides: { port: 70000 }, env: {} })),
+    /server\.port: .*\(got 70000\)/,
+  );
+});
+
+Deno.test("MCP_ENV overrides server.environment", async () => {
+  await withConfig(`[server]\nenvironment = "staging"\n`, async (path) => {
+    assert.equal((await loadConfig({ path, env: {} })).server.environment, "staging");
+    assert.equal((await loadConfig({ path, env: { MCP_ENV: "local" } })).server.environment, "local");
+  });
+});
+
+Deno.test("HTTP outside local needs CLOUDFRONT_SECRET_HEADER; stdio does not", async () => {
+  const message = await configError(loadConfig({ overrides: { transport: "http" }, env: {} }));
+  assert.match(message, /CLOUDFRONT_SECRET_HEADER is not set/);
+  const ok = await loadConfig({
+    overrides: { transport: "http" },
+    env: { CLOUDFRONT_SECRET_HEADER: "s3cret" },
+  });
+  assert.equal(ok.auth.cloudfrontSecret, "s3cret");
+  assert.equal((await loadConfig({ env: {} })).server.transport, "stdio");
+});
+
+Deno.test("secrets come from the environment; the backend is enabled by BACKEND_INTERNAL_URL", async () => {
+  const none = await loadConfig({ env: {} });
+  assert.equal(none.backend, undefined);
+  assert.equal(none.auth.databaseUrl, undefined);
+  const some = await loadConfig({
+    env: {
+      BACKEND_INTERNAL_URL: "http://backend.internal:3000/",
+      BACKEND_INTERNAL_API_KEY: "k",
+      DATABASE_URL: "postgres://u:p@h/db",
+    },
+  });
+  assert.deepEqual(some.backend, {
+    url: "http://backend.internal:3000",
+    apiKey: "k",
+    timeoutMs: 15000,
+  });
+  assert.equal(some.auth.databaseUrl, "postgres://u:p@h/db");
+  assert.match(
+    await configError(loadConfig({ env: { BACKEND_INTERNAL_URL: "not a url" } })),
+    /BACKEND_INTERNAL_URL is not a valid URL/,
+  );
+});
+
+Deno.test("seed -1 means random, a fixed seed is kept; spacing auto means unset", async () => {
+  assert.equal((await loadConfig({ env: {} })).generation.seed, null);
+  assert.equal((await loadConfig({ env: {} })).generation.timestepSpacing, undefined);
+  await withConfig(`[generation]\nseed = 42\ntimestep_spacing = "trailing"\n`, async (path) => {
+    const config = await loadConfig({ path, env: {} });
+    assert.equal(config.generation.seed, 42);
+    assert.equal(config.generation.timestepSpacing, "trailing");
+  });
+});

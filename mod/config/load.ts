@@ -1,0 +1,97 @@
+/**
+ * Reads `config.toml`, validates it and resolves it, failing with one message
+ * that names the file, every bad key and the value it had.
+ *
+ * @module
+ */
+
+import { parse as parseToml } from "smol-toml";
+import { resolve } from "node:path";
+import type { z } from "zod";
+import { RawConfigSchema } from "./schema.ts";
+import { ConfigError, resolveConfig, type ResolvedConfig } from "./resolve.ts";
+
+/** Command-line values that override the file (validated like the file). */
+export interface ConfigOverrides {
+  transport?: string;
+  host?: string;
+  port?: number;
+}
+
+/** Where the config comes from and what overrides it. */
+export interface LoadConfigOptions {
+  /** Path of the TOML file; undefined = defaults only. */
+  path?: string;
+  /** Command-line overrides for `[server]`. */
+  overrides?: ConfigOverrides;
+  /** Environment (defaults to `Deno.env.toObject()`). */
+  env?: Record<string, string | undefined>;
+  /** Folder for relative paths when there is no file (defaults to `Deno.cwd()`). */
+  cwd?: string;
+}
+
+function valueAt(root: unknown, path: PropertyKey[]): unknown {
+  let node = root;
+  for (const key of path) {
+    if (node === null || typeof node !== "object") return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
+}
+
+/** Formats zod issues as `key: problem (got value)` lines. */
+export function formatIssues(issues: z.core.$ZodIssue[], input: unknown): string[] {
+  const lines: string[] = [];
+  for (const issue of issues) {
+    const key = issue.path.map(String).join(".");
+    if (issue.code === "unrecognized_keys") {
+      for (const k of issue.keys) lines.push(`${key ? key + "." : ""}${k}: unknown key`);
+      continue;
+    }
+    const got = valueAt(input, issue.path);
+    const shown = got === undefined ? "" : ` (got ${JSON.stringify(got)})`;
+    lines.push(`${key || "(root)"}: ${issue.message}${shown}`);
+  }
+  return lines;
+}
+
+/**
+ * Loads, validates and resolves the configuration.
+ *
+ * @throws ConfigError naming the file and each bad key
+ */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<ResolvedConfig> {
+  const env = options.env ?? Deno.env.toObject();
+  const cwd = options.cwd ?? Deno.cwd();
+  const file = options.path ? resolve(cwd, options.path) : null;
+  let raw: Record<string, unknown> = {};
+  if (file) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+    }
+    try {
+      raw = parseToml(text) as Record<string, unknown>;
+    } catch (error) {
+      throw new ConfigError(`${file}: invalid TOML: ${(error as Error).message}`);
+    }
+  }
+  const o = options.overrides ?? {};
+  if (o.transport !== undefined || o.host !== undefined || o.port !== undefined) {
+    const server = { ...(raw.server as Record<string, unknown> | undefined) };
+    if (o.transport !== undefined) server.transport = o.transport;
+    if (o.host !== undefined) server.host = o.host;
+    if (o.port !== undefined) server.port = o.port;
+    raw = { ...raw, server };
+  }
+  const parsed = RawConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = formatIssues(parsed.error.issues, raw);
+    throw new ConfigError(
+      `invalid config ${file ?? "(defaults + command line)"}:\n  ${lines.join("\n  ")}`,
+    );
+  }
+  return resolveConfig(parsed.data, file, env, cwd);
+}

@@ -1,0 +1,215 @@
+/**
+ * Raw config in, resolved config out, once. Paths become absolute, secrets
+ * are read from the environment, cross-key rules are checked; nothing
+ * downstream re-checks any of it.
+ *
+ * @module
+ */
+
+import { dirname, isAbsolute, resolve } from "node:path";
+import type { SizeId } from "../pipeline/types.ts";
+import type { RawConfig } from "./schema.ts";
+
+/** The scheduler names accepted by `generation.scheduler`. */
+export type SchedulerName = RawConfig["generation"]["scheduler"];
+
+/** One ControlNet's resolved settings. */
+export interface ControlNetConfig {
+  /** Whether requests for it are served. */
+  enabled: boolean;
+  /** Absolute path of the ControlNet ONNX file. */
+  model: string;
+  /** ControlNet strength applied to every residual. */
+  conditioningScale: number;
+}
+
+/** Configuration after validation and resolution; every path is absolute. */
+export interface ResolvedConfig {
+  /** The config file it came from, or null when defaults were used. */
+  file: string | null;
+  server: {
+    transport: "stdio" | "http";
+    host: string;
+    port: number;
+    /** From `[server] environment`, overridden by `MCP_ENV`. */
+    environment: string;
+    allowedOrigins: string[];
+    shutdownGraceMs: number;
+    dataDir: string;
+  };
+  auth: {
+    cacheTtlMs: number;
+    dbTimeoutMs: number;
+    lastUsedIntervalMs: number;
+    /** `DATABASE_URL`; undefined = embedded PostgreSQL in `dataDir`. */
+    databaseUrl?: string;
+    /** `CLOUDFRONT_SECRET_HEADER`; required in HTTP mode unless the environment is `local`. */
+    cloudfrontSecret?: string;
+  };
+  /** Present only when `BACKEND_INTERNAL_URL` is set: enables the design-code tools. */
+  backend?: { url: string; apiKey?: string; timeoutMs: number };
+  models: {
+    /** Folder holding every model file; `models.lock` paths are relative to it. */
+    root: string;
+    /** Absolute path of models.lock. */
+    lock: string;
+    /** Absolute SD 1.5 folder (diffusers ONNX layout). */
+    base: string;
+    /** Absolute path of the UNet that accepts ControlNet residuals. */
+    controlnetUnet: string;
+  };
+  runtime: {
+    executionProvider: "cpu" | "cuda" | "webgpu";
+    intraOpThreads: number;
+    interOpThreads: number;
+    graphOptimization: "disabled" | "basic" | "extended" | "all";
+  };
+  generation: {
+    defaultSize: SizeId;
+    steps: number;
+    guidanceScale: number;
+    scheduler: SchedulerName;
+    timestepSpacing?: "leading" | "trailing" | "linspace";
+    karras: boolean;
+    eta: number;
+    /** Fixed seed, or null for a random seed per image. */
+    seed: number | null;
+    maxCount: number;
+    queueLimit: number;
+  };
+  prompt: { positive: string; negative: string };
+  controlnet: {
+    depth: ControlNetConfig & { preprocessor: string };
+    openpose: ControlNetConfig & { detector: string; estimator: string };
+    inpaint: ControlNetConfig;
+  };
+  output: { save: boolean; dir: string };
+}
+
+/** A config problem: names the file and the key. */
+export class ConfigError extends Error {
+  /** Creates an error whose message already names file and key. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Turns a validated raw config into the resolved one.
+ *
+ * @param raw validated raw config
+ * @param file the config file (paths are relative to its folder), or null
+ * @param env environment variables to read secrets from
+ * @param cwd folder used for relative paths when there is no file
+ */
+export function resolveConfig(
+  raw: RawConfig,
+  file: string | null,
+  env: Record<string, string | undefined>,
+  cwd: string,
+): ResolvedConfig {
+  const base = file ? dirname(file) : cwd;
+  const where = file ?? "defaults";
+  const abs = (p: string, from = base) => isAbsolute(p) ? p : resolve(from, p);
+  const root = abs(raw.models.root);
+  const nonEmpty = (v: string | undefined) => v === undefined || v === "" ? undefined : v;
+
+  const environment = nonEmpty(env.MCP_ENV) ?? raw.server.environment;
+  const cloudfrontSecret = nonEmpty(env.CLOUDFRONT_SECRET_HEADER);
+  if (raw.server.transport === "http" && environment !== "local" && !cloudfrontSecret) {
+    throw new ConfigError(
+      `${where}: server.environment is "${environment}" but CLOUDFRONT_SECRET_HEADER is not set; ` +
+        `set it (X-MCP-Token is required outside "local"), or set MCP_ENV=local for local use`,
+    );
+  }
+
+  let backend: ResolvedConfig["backend"];
+  const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
+  if (backendUrl) {
+    let parsed: URL;
+    try {
+      parsed = new URL(backendUrl);
+    } catch {
+      throw new ConfigError(`BACKEND_INTERNAL_URL is not a valid URL: "${backendUrl}"`);
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+      throw new ConfigError(`BACKEND_INTERNAL_URL must be http(s), got "${parsed.protocol}"`);
+    }
+    backend = {
+      url: backendUrl.replace(/\/+$/, ""),
+      apiKey: nonEmpty(env.BACKEND_INTERNAL_API_KEY),
+      timeoutMs: raw.backend.timeout_ms,
+    };
+  }
+
+  const cn = raw.controlnet;
+  return {
+    file,
+    server: {
+      transport: raw.server.transport,
+      host: raw.server.host,
+      port: raw.server.port,
+      environment,
+      allowedOrigins: raw.server.allowed_origins.map((o) => new URL(o).origin),
+      shutdownGraceMs: raw.server.shutdown_grace_seconds * 1000,
+      dataDir: abs(raw.server.data_dir),
+    },
+    auth: {
+      cacheTtlMs: raw.auth.cache_seconds * 1000,
+      dbTimeoutMs: raw.auth.db_timeout_ms,
+      lastUsedIntervalMs: raw.auth.last_used_interval_seconds * 1000,
+      databaseUrl: nonEmpty(env.DATABASE_URL),
+      cloudfrontSecret,
+    },
+    backend,
+    models: {
+      root,
+      lock: abs(raw.models.lock),
+      base: abs(raw.models.base, root),
+      controlnetUnet: abs(raw.models.controlnet_unet, root),
+    },
+    runtime: {
+      executionProvider: raw.runtime.execution_provider,
+      intraOpThreads: raw.runtime.intra_op_threads,
+      interOpThreads: raw.runtime.inter_op_threads,
+      graphOptimization: raw.runtime.graph_optimization,
+    },
+    generation: {
+      defaultSize: raw.generation.default_size,
+      steps: raw.generation.steps,
+      guidanceScale: raw.generation.guidance_scale,
+      scheduler: raw.generation.scheduler,
+      timestepSpacing: raw.generation.timestep_spacing === "auto"
+        ? undefined
+        : raw.generation.timestep_spacing,
+      karras: raw.generation.karras,
+      eta: raw.generation.eta,
+      seed: raw.generation.seed < 0 ? null : raw.generation.seed,
+      maxCount: raw.generation.max_count,
+      queueLimit: raw.generation.queue_limit,
+    },
+    prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
+    controlnet: {
+      depth: {
+        enabled: cn.depth.enabled,
+        model: abs(cn.depth.model, root),
+        preprocessor: abs(cn.depth.preprocessor, root),
+        conditioningScale: cn.depth.conditioning_scale,
+      },
+      openpose: {
+        enabled: cn.openpose.enabled,
+        model: abs(cn.openpose.model, root),
+        detector: abs(cn.openpose.detector, root),
+        estimator: abs(cn.openpose.estimator, root),
+        conditioningScale: cn.openpose.conditioning_scale,
+      },
+      inpaint: {
+        enabled: cn.inpaint.enabled,
+        model: abs(cn.inpaint.model, root),
+        conditioningScale: cn.inpaint.conditioning_scale,
+      },
+    },
+    output: { save: raw.output.save, dir: abs(raw.output.dir) },
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * The raw shape of `config.toml`, as zod schemas. Every key is optional and
+ * has the default written in the repository's `config.toml`; unknown keys are
+ * errors so that a typo never silently falls back to a default.
+ *
+ * @module
+ */
+
+import { z } from "zod";
+
+const SIZE_IDS = ["square_512", "landscape_512", "portrait_512"] as const;
+const SCHEDULERS = ["pndm", "ddim", "euler", "euler_a", "dpmpp_2m", "lcm"] as const;
+
+const relativePath = z.string().min(1, "must be a non-empty path");
+
+const server = z.strictObject({
+  transport: z.enum(["stdio", "http"]).default("stdio"),
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.int().min(0).max(65535).default(8080),
+  environment: z.string().regex(/^[a-z][a-z0-9_-]*$/, "must be a lowercase word such as production or local")
+    .default("production"),
+  allowed_origins: z.array(z.url({ message: "must be an origin such as https://example.com" }))
+    .default([]),
+  shutdown_grace_seconds: z.number().min(0).max(3600).default(120),
+  data_dir: relativePath.default(".data"),
+});
+
+const auth = z.strictObject({
+  cache_seconds: z.number().min(0).max(3600).default(30),
+  db_timeout_ms: z.int().min(50).max(60_000).default(2000),
+  last_used_interval_seconds: z.number().min(1).max(86_400).default(60),
+});
+
+const backend = z.strictObject({
+  timeout_ms: z.int().min(100).max(600_000).default(15_000),
+});
+
+const models = z.strictObject({
+  root: relativePath.default("models"),
+  lock: relativePath.default("models.lock"),
+  base: relativePath.default("sd15"),
+  controlnet_unet: relativePath.default("sd15/controlnet_unet/model.onnx"),
+});
+
+const runtime = z.strictObject({
+  execution_provider: z.enum(["cpu", "cuda", "webgpu"]).default("cpu"),
+  intra_op_threads: z.int().min(0).max(1024).default(0),
+  inter_op_threads: z.int().min(0).max(1024).default(0),
+  graph_optimization: z.enum(["disabled", "basic", "extended", "all"]).default("all"),
+});
+
+const generation = z.strictObject({
+  default_size: z.enum(SIZE_IDS).default("square_512"),
+  steps: z.int().min(1).max(500).default(25),
+  guidance_scale: z.number().min(0).max(50).default(7.5),
+  scheduler: z.enum(SCHEDULERS).default("pndm"),
+  timestep_spacing: z.enum(["auto", "leading", "trailing", "linspace"]).default("auto"),
+  karras: z.boolean().default(false),
+  eta: z.number().min(0).max(1).default(0),
+  seed: z.int().min(-1).max(4_294_967_295).default(-1),
+  max_count: z.int().min(1).max(100).default(10),
+  queue_limit: z.int().min(0).max(1000).default(8),
+});
+
+const prompt = z.strictObject({
+  positive: z.string().max(10_000).default(""),
+  negative: z.string().max(10_000).default(""),
+});
+
+const scale = z.number().min(0).max(5);
+
+const controlnet = z.strictObject({
+  depth: z.strictObject({
+    enabled: z.boolean().default(false),
+    model: relativePath.default("controlnet/depth.onnx"),
+    preprocessor: relativePath.default("annotators/depth.onnx"),
+    conditioning_scale: scale.default(1.0),
+  }).prefault({}),
+  openpose: z.strictObject({
+    enabled: z.boolean().default(false),
+    model: relativePath.default("controlnet/openpose.onnx"),
+    detector: relativePath.default("annotators/yolox_l.onnx"),
+    estimator: relativePath.default("annotators/dw-ll_ucoco_384.onnx"),
+    conditioning_scale: scale.default(1.0),
+  }).prefault({}),
+  inpaint: z.strictObject({
+    enabled: z.boolean().default(false),
+    model: relativePath.default("controlnet/inpaint.onnx"),
+    conditioning_scale: scale.default(0.5),
+  }).prefault({}),
+});
+
+const output = z.strictObject({
+  save: z.boolean().default(false),
+  dir: relativePath.default("outputs"),
+});
+
+/** The whole raw config file; missing sections take their defaults. */
+export const RawConfigSchema = z.strictObject({
+  server: server.prefault({}),
+  auth: auth.prefault({}),
+  backend: backend.prefault({}),
+  models: models.prefault({}),
+  runtime: runtime.prefault({}),
+  generation: generation.prefault({}),
+  prompt: prompt.prefault({}),
+  controlnet: controlnet.prefault({}),
+  output: output.prefault({}),
+});
+
+/** The raw config after zod applied defaults (paths still relative). */
+export type RawConfig = z.output<typeof RawConfigSchema>;

@@ -1,0 +1,150 @@
+/**
+ * The path every image takes after validation: queue → engine → PNG with
+ * metadata → optional save. Tool handlers decode and validate; this module
+ * owns seeds, timing, metadata and saving, so the three tools behave alike.
+ *
+ * @module
+ */
+
+import { encodePng } from "../image/mod.ts";
+import type { ImageContent, TextContent, ToolResult } from "../mcp/tool.ts";
+import { imageFileName, savePng } from "../output/mod.ts";
+import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
+import { SIZES } from "../pipeline/types.ts";
+import type { GenerationQueue } from "../queue/mod.ts";
+import { randomSeedU32 } from "../random/mod.ts";
+import { joinPrompts } from "./inputs.ts";
+
+/** What the service needs from the configuration. */
+export interface ImageServiceOptions {
+  generator: Generator;
+  queue: GenerationQueue;
+  prompt: { positive: string; negative: string };
+  defaultSize: SizeId;
+  /** Fixed seed, or null for random seeds. */
+  seed: number | null;
+  output: { save: boolean; dir: string };
+  /** Clock, replaceable in tests. */
+  now?: () => Date;
+}
+
+/** One image to make: validated user input plus, for guided/inpaint, decoded images. */
+export type ImageJob = {
+  positive: string;
+  negative: string;
+  size: SizeId;
+  seed: number;
+  /** Sanitized name prefix for the saved file, or null. */
+  name: string | null;
+} & (
+  | { mode: "text_to_image" }
+  | Omit<Extract<GenerationRequest, { mode: "guided_image" }>, keyof BaseFields>
+  | Omit<Extract<GenerationRequest, { mode: "inpaint_image" }>, keyof BaseFields>
+);
+
+type BaseFields = {
+  positive: string;
+  negative: string;
+  width: number;
+  height: number;
+  seed: number;
+};
+
+/** A finished image. */
+export interface ImageOutcome {
+  png: Uint8Array;
+  seed: number;
+  size: SizeId;
+  mode: Mode;
+  /** Absolute path when saved. */
+  savedPath?: string;
+  /** Remarks from the engine (e.g. prompt truncation). */
+  notes: string[];
+}
+
+/** Per-call options. */
+export interface ImageRunOptions {
+  signal?: AbortSignal;
+  /** When the request arrived (ms since epoch); elapsed time counts from here. */
+  receivedAt: number;
+  onProgress?: (step: number, total: number) => void;
+}
+
+/** See the module documentation. */
+export class ImageService {
+  #o: ImageServiceOptions;
+  #now: () => Date;
+
+  /** Creates the service. */
+  constructor(options: ImageServiceOptions) {
+    this.#o = options;
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  /** The size to use for a request's `size` (null = configured default). */
+  resolveSize(size: SizeId | null): SizeId {
+    return size ?? this.#o.defaultSize;
+  }
+
+  /**
+   * The seed of image `index` (1-based) of a batch: `(seed + index − 1) mod
+   * 2^32` with a fixed seed, else a fresh random u32.
+   */
+  seedFor(index: number): number {
+    if (this.#o.seed === null) return randomSeedU32();
+    return (this.#o.seed + index - 1) % 2 ** 32;
+  }
+
+  /** Queues, generates, encodes and (when configured) saves one image. */
+  async generate(job: ImageJob, options: ImageRunOptions): Promise<ImageOutcome> {
+    const { width, height } = SIZES[job.size];
+    const prompts = joinPrompts(this.#o.prompt, job.positive, job.negative);
+    const base = { ...prompts, width, height, seed: job.seed };
+    const request: GenerationRequest = job.mode === "text_to_image"
+      ? { ...base, mode: "text_to_image" }
+      : job.mode === "guided_image"
+      ? { ...base, mode: "guided_image", controlMode: job.controlMode, image: job.image }
+      : { ...base, mode: "inpaint_image", image: job.image, mask: job.mask };
+    const result = await this.#o.queue.run(
+      () =>
+        this.#o.generator.generate(request, {
+          signal: options.signal,
+          onProgress: options.onProgress,
+        }),
+      options.signal,
+    );
+    const finished = this.#now();
+    const elapsed = Math.max(0, finished.getTime() - options.receivedAt) / 1000;
+    const png = await encodePng(result.image, {
+      seed: String(job.seed),
+      size: job.size,
+      mode: job.mode,
+      timestamp: finished.toISOString(),
+      elapsed_seconds: elapsed.toFixed(3),
+    });
+    let savedPath: string | undefined;
+    if (this.#o.output.save) {
+      savedPath = await savePng(
+        this.#o.output.dir,
+        imageFileName(job.name, finished, job.seed),
+        png,
+      );
+    }
+    return { png, seed: job.seed, size: job.size, mode: job.mode, savedPath, notes: result.notes };
+  }
+}
+
+/** The MCP `ImageContent` of a PNG. */
+export function pngContent(png: Uint8Array): ImageContent {
+  return { type: "image", data: png.toBase64(), mimeType: "image/png" };
+}
+
+/**
+ * The result of a one-image call: one `ImageContent`, followed by a text item
+ * only when the engine has something to say (e.g. a truncated prompt).
+ */
+export function singleImageResult(outcome: ImageOutcome): ToolResult {
+  const content: Array<ImageContent | TextContent> = [pngContent(outcome.png)];
+  if (outcome.notes.length) content.push({ type: "text", text: outcome.notes.join(" ") });
+  return { content };
+}

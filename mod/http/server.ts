@@ -1,0 +1,201 @@
+/**
+ * Streamable HTTP on `Deno.serve`: `POST /mcp` (stateless: a new MCP server
+ * and transport per request, SSE responses so progress notifications reach
+ * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
+ * cap sized for two maximal images, authentication before any MCP work, and
+ * a graceful shutdown.
+ *
+ * @module
+ */
+
+import { log } from "../log/mod.ts";
+import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
+import type { Server } from "../mcp/sdk.ts";
+import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
+import type { Scope } from "../mcp/tool.ts";
+
+/** Result of authenticating one request. */
+export type AuthOutcome =
+  | { ok: true; scope: Scope }
+  | { ok: false; status: 401 | 503; message: string };
+
+/** Authenticates a request from its headers (never its body). */
+export interface RequestAuthenticator {
+  authenticate(request: Request): Promise<AuthOutcome>;
+}
+
+/** Options of {@link startHttpServer}. */
+export interface HttpServerOptions {
+  hostname: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Browser origins allowed to call `/mcp`; requests without `Origin` pass. */
+  allowedOrigins: readonly string[];
+  /** Authenticates every `/mcp` request. */
+  authenticator: RequestAuthenticator;
+  /** Builds the MCP server for one authenticated request. */
+  createServer: (scope: Scope) => Server;
+  /** Turns a failed authentication into a response. */
+  authFailureResponse: (outcome: Extract<AuthOutcome, { ok: false }>) => Response;
+  /** Extra fields for `/healthz`. */
+  health?: () => Record<string, unknown>;
+  /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
+  maxBodyBytes?: number;
+}
+
+/** A running HTTP server. */
+export interface HttpServerHandle {
+  /** The bound address (port resolved when 0 was asked). */
+  addr: Deno.NetAddr;
+  /** Stops accepting connections and waits for in-flight requests, at most `graceMs`. */
+  shutdown(graceMs: number): Promise<void>;
+  /** Resolves when the server has stopped. */
+  finished: Promise<void>;
+}
+
+function jsonRpcError(status: number, code: number, message: string, headers?: HeadersInit) {
+  return new Response(
+    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }),
+    { status, headers: { "content-type": "application/json", ...headers } },
+  );
+}
+
+class BodyTooLarge extends Error {}
+
+/** Reads a body up to `limit` bytes, failing fast when it grows past it. */
+async function readBodyCapped(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw new BodyTooLarge();
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.length;
+  }
+  return out;
+}
+
+/** Starts the HTTP server; see the module documentation. */
+export function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
+  const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
+  const allowed = new Set(options.allowedOrigins);
+  const decoder = new TextDecoder();
+
+  async function handleMcp(request: Request): Promise<Response> {
+    if (request.method !== "POST") {
+      // Stateless server: no GET stream to resume, no session to DELETE.
+      return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
+        allow: "POST",
+      });
+    }
+    const declared = Number(request.headers.get("content-length") ?? "0");
+    if (declared > maxBody) {
+      return jsonRpcError(413, -32600, `request body of ${declared} bytes exceeds ${maxBody} bytes`);
+    }
+    const auth = await options.authenticator.authenticate(request);
+    if (!auth.ok) return options.authFailureResponse(auth);
+
+    let parsedBody: unknown;
+    try {
+      const bytes = await readBodyCapped(request, maxBody);
+      parsedBody = JSON.parse(decoder.decode(bytes));
+    } catch (error) {
+      if (error instanceof BodyTooLarge) {
+        return jsonRpcError(413, -32600, `request body exceeds ${maxBody} bytes`);
+      }
+      return jsonRpcError(400, -32700, `parse error: ${(error as Error).message}`);
+    }
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: false,
+      maxRequestBodySize: maxBody,
+    });
+    const server = options.createServer(auth.scope);
+    await server.connect(transport);
+    // The client closing the SSE stream cancels its request (spec 2026-07-28
+    // §Cancellation); Deno aborts request.signal when the client goes away.
+    const closeAll = () => {
+      transport.close().catch(() => {});
+      server.close().catch(() => {});
+    };
+    request.signal.addEventListener("abort", closeAll, { once: true });
+    const response = await transport.handleRequest(request, {
+      parsedBody,
+      authInfo: {
+        token: "",
+        clientId: auth.scope.keyPrefix,
+        scopes: [auth.scope.permission],
+        extra: { scope: auth.scope },
+      },
+    });
+    if (!response.body) closeAll();
+    return response;
+  }
+
+  async function handler(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (url.pathname === "/healthz") {
+      if (request.method !== "GET" && request.method !== "HEAD") {
+        return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
+      }
+      return Response.json({ status: "ok", ...options.health?.() });
+    }
+    if (url.pathname !== "/mcp") {
+      return new Response("not found\n", { status: 404 });
+    }
+    const origin = request.headers.get("origin");
+    if (origin !== null && !allowed.has(origin)) {
+      // DNS-rebinding protection: a browser page from another origin must not
+      // reach a server on the user's machine (MCP 2025-11-25 transports: 403).
+      return jsonRpcError(403, -32000, `origin ${origin} is not allowed (server.allowed_origins)`);
+    }
+    try {
+      return await handleMcp(request);
+    } catch (error) {
+      log("error", "http", "request failed", { error: (error as Error)?.stack ?? String(error) });
+      return jsonRpcError(500, -32603, "internal server error");
+    }
+  }
+
+  return new Promise((resolve, reject) => {
+    try {
+      const server = Deno.serve({
+        hostname: options.hostname,
+        port: options.port,
+        onListen: () => {},
+        onError: (error) => {
+          log("error", "http", "unhandled error", { error: String(error) });
+          return new Response("internal server error\n", { status: 500 });
+        },
+      }, handler);
+      const addr = server.addr as Deno.NetAddr;
+      log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
+      resolve({
+        addr,
+        finished: server.finished,
+        async shutdown(graceMs: number) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));
+          const timedOut = await Promise.race([server.shutdown().then(() => false), expired]);
+          clearTimeout(timer);
+          if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
+        },
+      });
+    } catch (error) {
+      reject(error);
+    }
+  });
+}

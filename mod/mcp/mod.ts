@@ -1,0 +1,14 @@
+/**
+ * MCP plumbing: the tool interface, the server factory, the stdio transport
+ * and the SDK door.
+ *
+ * @module
+ */
+
+export * from "./tool.ts";
+export { createMcpServer, scopeRefusal, SERVER_INFO } from "./server.ts";
+export type { McpServerOptions } from "./server.ts";
+export { DenoStdioTransport } from "./stdio.ts";
+export type { DenoStdioOptions } from "./stdio.ts";
+export { MAX_IMAGE_BASE64_LENGTH, MAX_REQUEST_BYTES } from "./limits.ts";
+export { formatValidationError } from "./validation.ts";

@@ -1,0 +1,110 @@
+/**
+ * Builds the MCP server: the low-level SDK `Server` with hand-written JSON
+ * Schemas. One instance serves one stdio session, or one HTTP request in
+ * stateless mode (a new server and transport per request).
+ *
+ * @module
+ */
+
+import { log } from "../log/mod.ts";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  Server,
+} from "./sdk.ts";
+import { errorResult, type Scope, ToolError, type ToolDefinition, type ToolResult } from "./tool.ts";
+import { formatValidationError } from "./validation.ts";
+
+/** Name and version reported in `initialize`. */
+export const SERVER_INFO = { name: "generate-image-sd15-mcp", version: "0.1.0" } as const;
+
+/** Options of {@link createMcpServer}. */
+export interface McpServerOptions {
+  /** The tools to list and serve, in listing order. */
+  tools: readonly ToolDefinition[];
+  /** The caller's scope (HTTP); undefined for stdio. */
+  scope?: Scope;
+  /** Server instructions shown to the client at initialize. */
+  instructions?: string;
+}
+
+/**
+ * Whether a caller with `scope` may call a tool: `read` keys may call only
+ * read-only tools. Returns the refusal text, or null when allowed.
+ */
+export function scopeRefusal(scope: Scope | undefined, tool: ToolDefinition): string | null {
+  if (!scope || tool.annotations.readOnlyHint || scope.permission === "write") return null;
+  return `tool ${tool.name} needs an API key with "write" permission; ` +
+    `this key (${scope.keyPrefix}) has "${scope.permission}"`;
+}
+
+/** Creates a server that lists `tools` and dispatches calls to them. */
+export function createMcpServer(options: McpServerOptions): Server {
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: {} },
+    instructions: options.instructions,
+  });
+  const byName = new Map(options.tools.map((t) => [t.name, t]));
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: options.tools.map((t) => ({
+      name: t.name,
+      ...(t.title ? { title: t.title } : {}),
+      description: t.description,
+      inputSchema: t.inputSchema as { type: "object"; [k: string]: unknown },
+      annotations: t.annotations,
+    })),
+  }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const tool = byName.get(request.params.name);
+    if (!tool) {
+      // An unknown tool is a protocol problem, not a tool execution error.
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+    }
+    const refusal = scopeRefusal(options.scope, tool);
+    if (refusal) return errorResult(refusal);
+    const parsed = tool.validate.safeParse(request.params.arguments ?? {});
+    if (!parsed.success) {
+      return errorResult(formatValidationError(tool.name, parsed.error.issues));
+    }
+    const progressToken = extra._meta?.progressToken;
+    let lastProgress = -Infinity;
+    const context = {
+      signal: extra.signal,
+      scope: options.scope,
+      async progress(progress: number, total?: number, message?: string) {
+        // The spec requires progress to increase; duplicates are dropped.
+        if (progressToken === undefined || progress <= lastProgress || extra.signal.aborted) {
+          return;
+        }
+        lastProgress = progress;
+        try {
+          await extra.sendNotification({
+            method: "notifications/progress",
+            params: { progressToken, progress, total, message },
+          });
+        } catch (error) {
+          log("debug", "mcp", "progress notification not delivered", {
+            error: (error as Error).message,
+          });
+        }
+      },
+    };
+    try {
+      const result: ToolResult = await tool.handle(parsed.data, context);
+      return result;
+    } catch (error) {
+      if (error instanceof ToolError) return errorResult(error.message);
+      if (extra.signal.aborted) return errorResult(`${tool.name} was cancelled`);
+      log("error", "mcp", `tool ${tool.name} failed unexpectedly`, {
+        error: (error as Error)?.stack ?? String(error),
+      });
+      return errorResult(`${tool.name} failed: ${(error as Error)?.message ?? String(error)}`);
+    }
+  });
+
+  return server;
+}

@@ -1,0 +1,173 @@
+/**
+ * An MCP stdio transport for Deno: newline-delimited JSON-RPC on
+ * stdin/stdout.
+ *
+ * The SDK's `StdioServerTransport` is written against Node streams and
+ * `Buffer.concat`s every chunk onto the pending message, which is quadratic
+ * for the 72 MB messages two maximal images make. This one keeps a list of
+ * chunks and joins them once per line, caps a line at
+ * {@link MAX_REQUEST_BYTES}, and answers an oversized or unparsable line with
+ * a JSON-RPC error instead of closing the stream.
+ *
+ * @module
+ */
+
+import { log } from "../log/mod.ts";
+import { MAX_REQUEST_BYTES } from "./limits.ts";
+import { type JSONRPCMessage, JSONRPCMessageSchema, type Transport } from "./sdk.ts";
+
+const NEWLINE = 0x0a;
+
+/** Options of {@link DenoStdioTransport}. */
+export interface DenoStdioOptions {
+  /** Where messages come from (default: `Deno.stdin.readable`). */
+  input?: ReadableStream<Uint8Array>;
+  /** Where messages go (default: `Deno.stdout.writable`). */
+  output?: WritableStream<Uint8Array>;
+  /** Largest accepted line in bytes (default {@link MAX_REQUEST_BYTES}). */
+  maxMessageBytes?: number;
+}
+
+/** Server-side stdio transport; see the module documentation. */
+export class DenoStdioTransport implements Transport {
+  /** Called when the input ends or the transport is closed. */
+  onclose?: () => void;
+  /** Called on a transport-level error. */
+  onerror?: (error: Error) => void;
+  /** Called for every parsed message. */
+  onmessage?: (message: JSONRPCMessage) => void;
+
+  #input: ReadableStream<Uint8Array>;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #max: number;
+  #reader?: ReadableStreamDefaultReader<Uint8Array>;
+  #closed = false;
+  #encoder = new TextEncoder();
+  #decoder = new TextDecoder();
+  #writeChain: Promise<void> = Promise.resolve();
+
+  /** Creates the transport; nothing is read until {@link start}. */
+  constructor(options: DenoStdioOptions = {}) {
+    this.#input = options.input ?? Deno.stdin.readable;
+    this.#writer = (options.output ?? Deno.stdout.writable).getWriter();
+    this.#max = options.maxMessageBytes ?? MAX_REQUEST_BYTES;
+  }
+
+  /** Starts reading input in the background. */
+  start(): Promise<void> {
+    this.#reader = this.#input.getReader();
+    this.#readLoop().catch((error) => this.onerror?.(error as Error));
+    return Promise.resolve();
+  }
+
+  async #readLoop(): Promise<void> {
+    const reader = this.#reader!;
+    let pending: Uint8Array[] = [];
+    let pendingBytes = 0;
+    let discarding = false;
+    try {
+      while (!this.#closed) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        let start = 0;
+        while (start < value.length) {
+          const nl = value.indexOf(NEWLINE, start);
+          const end = nl === -1 ? value.length : nl;
+          const piece = value.subarray(start, end);
+          if (!discarding) {
+            if (pendingBytes + piece.length > this.#max) {
+              discarding = true;
+              pending = [];
+              pendingBytes = 0;
+            } else {
+              // A piece kept across reads is copied: the stream may reuse its chunk.
+              pending.push(nl === -1 ? piece.slice() : piece);
+              pendingBytes += piece.length;
+            }
+          }
+          if (nl === -1) break;
+          if (discarding) {
+            this.#reject(-32600, `message larger than ${this.#max} bytes refused`);
+            discarding = false;
+          } else {
+            this.#dispatch(pending, pendingBytes);
+          }
+          pending = [];
+          pendingBytes = 0;
+          start = nl + 1;
+        }
+      }
+    } finally {
+      this.#finish();
+    }
+  }
+
+  #dispatch(pieces: Uint8Array[], total: number): void {
+    let bytes: Uint8Array;
+    if (pieces.length === 1) bytes = pieces[0];
+    else {
+      bytes = new Uint8Array(total);
+      let offset = 0;
+      for (const p of pieces) {
+        bytes.set(p, offset);
+        offset += p.length;
+      }
+    }
+    let text = this.#decoder.decode(bytes);
+    if (text.endsWith("\r")) text = text.slice(0, -1);
+    if (text.trim() === "") return;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (error) {
+      this.#reject(-32700, `parse error: ${(error as Error).message}`);
+      return;
+    }
+    const parsed = JSONRPCMessageSchema.safeParse(json);
+    if (!parsed.success) {
+      const id = (json as { id?: unknown })?.id;
+      this.#reject(
+        -32600,
+        "invalid JSON-RPC message",
+        typeof id === "string" || typeof id === "number" ? id : null,
+      );
+      return;
+    }
+    this.onmessage?.(parsed.data);
+  }
+
+  #reject(code: number, message: string, id: string | number | null = null): void {
+    log("warn", "stdio", message);
+    // A JSON-RPC error with id null is how the spec answers a request whose id is unknown.
+    this.#write(JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } }) + "\n")
+      .catch((error) => this.onerror?.(error as Error));
+  }
+
+  #write(text: string): Promise<void> {
+    const bytes = this.#encoder.encode(text);
+    this.#writeChain = this.#writeChain.then(() => this.#writer.write(bytes));
+    return this.#writeChain;
+  }
+
+  /** Writes one message as a line on stdout. */
+  send(message: JSONRPCMessage): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("stdio transport is closed"));
+    return this.#write(JSON.stringify(message) + "\n");
+  }
+
+  #finish(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.onclose?.();
+  }
+
+  /** Stops reading and flushes pending writes. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.#reader?.cancel();
+    } catch { /* already closed */ }
+    await this.#writeChain.catch(() => {});
+    this.#finish();
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * One FIFO queue in front of the engine: generations run one at a time
+ * (contract §2: "serialized by one lock"), a bounded number wait, and a full
+ * queue answers at once instead of piling up requests that clients will time
+ * out on anyway.
+ *
+ * @module
+ */
+
+import { ToolError } from "../mcp/tool.ts";
+
+interface Waiter {
+  start: () => void;
+  fail: (error: unknown) => void;
+}
+
+/** Counts exposed on `/healthz`. */
+export interface QueueStats {
+  running: boolean;
+  waiting: number;
+  limit: number;
+}
+
+/** FIFO, single-slot job queue; see the module documentation. */
+export class GenerationQueue {
+  #limit: number;
+  #running = false;
+  #waiting: Waiter[] = [];
+  #idle: Array<() => void> = [];
+
+  /** @param limit how many jobs may wait behind the running one */
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  /** Current counts. */
+  stats(): QueueStats {
+    return { running: this.#running, waiting: this.#waiting.length, limit: this.#limit };
+  }
+
+  /**
+   * Runs `job` when its turn comes. Rejects at once with a "busy"
+   * {@link ToolError} when the queue is full, and with the signal's reason when
+   * aborted while waiting (the slot is freed).
+   */
+  async run<T>(job: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
+    if (this.#running) {
+      if (this.#waiting.length >= this.#limit) {
+        throw new ToolError(
+          "busy",
+          `the generation queue is full (1 running, ${this.#waiting.length} waiting, ` +
+            `generation.queue_limit = ${this.#limit}); try again in a minute`,
+        );
+      }
+      await new Promise<void>((resolve, reject) => {
+        const waiter: Waiter = {
+          start: () => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve();
+          },
+          fail: reject,
+        };
+        const onAbort = () => {
+          const i = this.#waiting.indexOf(waiter);
+          if (i >= 0) this.#waiting.splice(i, 1);
+          reject(signal!.reason);
+        };
+        signal?.addEventListener("abort", onAbort, { once: true });
+        this.#waiting.push(waiter);
+      });
+    }
+    this.#running = true;
+    try {
+      return await job();
+    } finally {
+      this.#next();
+    }
+  }
+
+  #next(): void {
+    const waiter = this.#waiting.shift();
+    if (waiter) {
+      waiter.start();
+      return;
+    }
+    this.#running = false;
+    for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
+  /** Resolves when nothing runs or waits. */
+  idle(): Promise<void> {
+    if (!this.#running && this.#waiting.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * The tool registry: the image tools always, the design-code tools only when
+ * `BACKEND_INTERNAL_URL` is configured.
+ *
+ * @module
+ */
+
+import { createBackendClient } from "../mod/backend/mod.ts";
+import type { ResolvedConfig } from "../mod/config/mod.ts";
+import type { ImageService } from "../mod/generation/mod.ts";
+import type { ToolDefinition } from "../mod/mcp/mod.ts";
+import { createDesignCodeTools } from "./design_code.ts";
+import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
+import { createGenerateImageTool } from "./generate_image.ts";
+import { createInpaintImageTool } from "./inpaint_image.ts";
+
+/** Builds every tool this configuration serves, in listing order. */
+export function createTools(config: ResolvedConfig, images: ImageService): ToolDefinition[] {
+  const tools: ToolDefinition[] = [
+    createGenerateImageTool({ images, maxCount: config.generation.maxCount }),
+    createGenerateGuidedImageTool({ images, controlnet: config.controlnet }),
+    createInpaintImageTool({ images, inpaint: config.controlnet.inpaint }),
+  ] as ToolDefinition[];
+  if (config.backend) {
+    const backend = createBackendClient({
+      baseUrl: config.backend.url,
+      apiKey: config.backend.apiKey,
+      timeoutMs: config.backend.timeoutMs,
+    });
+    tools.push(...(createDesignCodeTools(backend) as ToolDefinition[]));
+  }
+  return tools;
+}
