@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import type { JSONRPCMessage } from "./sdk.ts";
+import { DenoStdioTransport } from "./stdio.ts";
+
+/** A transport fed from chunks, collecting what it writes. */
+function harness(chunks: Uint8Array[], maxMessageBytes?: number) {
+  const written: string[] = [];
+  const input = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const c of chunks) controller.enqueue(c);
+      controller.close();
+    },
+  });
+  const decoder = new TextDecoder();
+  const output = new WritableStream<Uint8Array>({
+    write(chunk) {
+      written.push(decoder.decode(chunk));
+    },
+  });
+  const transport = new DenoStdioTransport({ input, output, maxMessageBytes });
+  const messages: JSONRPCMessage[] = [];
+  transport.onmessage = (m) => messages.push(m);
+  const closed = new Promise<void>((r) => transport.onclose = r);
+  return { transport, messages, written, closed };
+}
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const ping = (id: number) => JSON.stringify({ jsonrpc: "2.0", id, method: "ping" });
+
+Deno.test("messages split across chunks and several per chunk are parsed in order", async () => {
+  const text = `${ping(1)}\n${ping(2)}\r\n${ping(3)}\n`;
+  const bytes = enc(text);
+  const chunks = [bytes.subarray(0, 5), bytes.subarray(5, 40), bytes.subarray(40)];
+  const h = harness(chunks);
+  await h.transport.start();
+  await h.closed;
+  assert.deepEqual(h.messages.map((m) => (m as { id: number }).id), [1, 2, 3]);
+});
+
+Deno.test("a 30 MB message (beyond the SDK's 10 MiB default) is accepted", async () => {
+  const big = "A".repeat(30_000_000);
+  const line = enc(
+    JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { x: big } }) + "\n",
+  );
+  const chunks: Uint8Array[] = [];
+  for (let i = 0; i < line.length; i += 65536) chunks.push(line.slice(i, i + 65536));
+  const h = harness(chunks);
+  await h.transport.start();
+  await h.closed;
+  assert.equal(h.messages.length, 1);
+  const params = (h.messages[0] as unknown as { params: { x: string } }).params;
+  assert.equal(params.x.length, 30_000_000);
+});
+
+Deno.test("an oversized line is refused with a JSON-RPC error and the next message still works", async () => {
+  const h = harness([enc("x".repeat(200) + "\n" + ping(5) + "\n")], 100);
+  await h.transport.start();
+  await h.closed;
+  await h.transport.close();
+  assert.deepEqual(h.messages.map((m) => (m as { id: number }).id), [5]);
+  const reply = JSON.parse(h.written.join(""));
+  assert.equal(reply.error.code, -32600);
+  assert.match(reply.error.message, /larger than 100 bytes/);
+  assert.equal(reply.id, null);
+});
+
+Deno.test("invalid JSON gets a parse error and does not stop the stream", async () => {
+  const h = harness([enc(`{not json\n${ping(6)}\n`)]);
+  await h.transport.start();
+  await h.closed;
+  await h.transport.close();
+  assert.deepEqual(h.messages.map((m) => (m as { id: number }).id), [6]);
+  assert.equal(JSON.parse(h.written.join("")).error.code, -32700);
+});
+
+Deno.test("send writes one JSON line", async () => {
+  const h = harness([]);
+  await h.transport.send({ jsonrpc: "2.0", id: 1, result: {} });
+  await h.transport.close();
+  assert.equal(h.written.join(""), `{"jsonrpc":"2.0","id":1,"result":{}}\n`);
+});
