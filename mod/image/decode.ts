@@ -1,0 +1,105 @@
+/**
+ * The input-image path of the image tools: string → validated bytes
+ * ({@link decodeImageInput}) → pixels at the generation size
+ * ({@link toRgbImage} for `input_image`, {@link toMask} for `mask_image`).
+ * Contract §2 / source/mcp-tools.ja.md §2.3.
+ *
+ * @module
+ */
+
+import { ToolError } from "../mcp/tool.ts";
+import type { Mask, RgbImage } from "../pipeline/types.ts";
+import { decodeBase64 } from "./base64.ts";
+import { splitImageString } from "./data_uri.ts";
+import { decodeGray, decodeRgb } from "./sharp.ts";
+import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
+import type { DecodedImage, ImageField } from "./types.ts";
+
+/**
+ * Validates an image tool input without decoding pixels: data-URI form,
+ * canonical base64 and its length (≤ 36,000,000 characters of payload,
+ * checked before decoding), PNG/JPEG magic bytes, declared vs detected type,
+ * header dimensions and the 40,000,000-pixel limit. Rejects with
+ * `ToolError("image")` whose message names `field`.
+ */
+export function decodeImageInput(field: ImageField, value: string): Promise<DecodedImage> {
+  try {
+    if (typeof value !== "string") {
+      throw new ToolError("image", `${field}: expected a string, got ${typeof value}`);
+    }
+    const { declared, declaredType, payload } = splitImageString(field, value);
+    const bytes = decodeBase64(field, payload);
+    const { format, width, height } = inspectImage(field, bytes, declared, declaredType);
+    return Promise.resolve({ field, format, bytes, width, height });
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+function checkSize(width: number, height: number): void {
+  if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) {
+    throw new RangeError(`target size must be positive integers, got ${width}×${height}`);
+  }
+}
+
+/** Turns a sharp/libvips failure into an image-class tool error. */
+function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
+  const detail = (error instanceof Error ? error.message : String(error))
+    .split("\n").map((line) => line.trim()).filter((line) => line.length > 0).join("; ");
+  return new ToolError(
+    "image",
+    `${decoded.field}: the ${
+      FORMAT_NAMES[decoded.format]
+    } image (${decoded.width}×${decoded.height}) ` +
+      `could not be decoded; it is corrupt or truncated (${detail})`,
+  );
+}
+
+/**
+ * Decodes `decoded` to 8-bit sRGB RGB at exactly `width`×`height`:
+ * EXIF orientation applied; gray, gray+alpha, palette, 16-bit, RGBA and
+ * CMYK converted to sRGB; alpha flattened onto white, because transparent
+ * areas of user images are usually background, and white is how viewers
+ * show them; then stretched (aspect ratio not kept, as the contract says
+ * "resized to the generation size") with Lanczos-3.
+ * Rejects with `ToolError("image")` for corrupt or truncated data.
+ */
+export async function toRgbImage(
+  decoded: DecodedImage,
+  width: number,
+  height: number,
+): Promise<RgbImage> {
+  checkSize(width, height);
+  try {
+    const raw = await decodeRgb(decoded.bytes, { width, height }, "lanczos3");
+    return { width: raw.width, height: raw.height, data: raw.data };
+  } catch (error) {
+    throw decodeFailure(decoded, error);
+  }
+}
+
+/**
+ * Decodes `decoded` to a binary mask at exactly `width`×`height`: EXIF
+ * orientation applied, alpha flattened onto black (a mask drawn as white
+ * strokes on a transparent layer means "regenerate the strokes"),
+ * converted to grayscale luminance, stretched with nearest-neighbour
+ * sampling, then thresholded: value > 127 (luminance above 50%) → 1 =
+ * regenerate, else 0 = keep.
+ * Rejects with `ToolError("image")` for corrupt or truncated data.
+ */
+export async function toMask(
+  decoded: DecodedImage,
+  width: number,
+  height: number,
+): Promise<Mask> {
+  checkSize(width, height);
+  let raw;
+  try {
+    raw = await decodeGray(decoded.bytes, { width, height });
+  } catch (error) {
+    throw decodeFailure(decoded, error);
+  }
+  const data = raw.data;
+  for (let i = 0; i < data.length; i++) data[i] = data[i] > 127 ? 1 : 0;
+  return { width: raw.width, height: raw.height, data };
+}
