@@ -1,0 +1,102 @@
+/**
+ * Normalizes a backend list payload into the `list-designs` / `list-code`
+ * result of the contract.
+ *
+ * Source: `source/http-io-contract.ja.md`, "`list-designs` / `list-code` 成功":
+ * `{ project_id, organization_id, total_count, returned_count, limit, offset, items }`.
+ * The backend proxies AI-v2 compact metadata and its exact payload is not
+ * pinned down, so a plain array, `{ items }`, `{ <plural> }` (`designs`,
+ * `codes`, `code`) and `{ results }` are all accepted.
+ *
+ * @module
+ */
+
+/** The list arguments after validation (defaults applied). */
+export interface ListArguments {
+  project_id: number;
+  organization_id?: number;
+  limit: number;
+  offset: number;
+}
+
+/** The contract's list result. */
+export interface ListPage {
+  [key: string]: unknown;
+  project_id: number;
+  organization_id: number | null;
+  total_count: number;
+  returned_count: number;
+  limit: number;
+  offset: number;
+  items: unknown[];
+}
+
+/**
+ * Builds the list result.
+ *
+ * `total_count` is the backend's `total_count` (or `total`), else the number
+ * of items; `limit` and `offset` are the backend's when it reports integers
+ * (it may clamp), else the request's; `organization_id` is the argument, else
+ * the backend's, else `null`.
+ *
+ * @param data The unwrapped backend payload.
+ * @param args The validated arguments.
+ * @param itemKeys Keys that may hold the item array, in order of preference.
+ * @returns The page, or why the payload cannot be used.
+ */
+export function toListPage(
+  data: unknown,
+  args: ListArguments,
+  itemKeys: readonly string[],
+): { ok: true; page: ListPage } | { ok: false; message: string } {
+  let items: unknown[] | undefined;
+  let fields: Record<string, unknown> = {};
+  if (Array.isArray(data)) {
+    items = data;
+  } else if (typeof data === "object" && data !== null) {
+    fields = data as Record<string, unknown>;
+    for (const key of ["items", ...itemKeys, "results"]) {
+      const value = fields[key];
+      if (Array.isArray(value)) {
+        items = value;
+        break;
+      }
+    }
+  }
+  if (items === undefined) {
+    const keys = ["items", ...itemKeys, "results"].map((key) => `"${key}"`).join(", ");
+    return {
+      ok: false,
+      message: `Invalid backend response: expected a list, or an object with an array in ` +
+        `${keys}, got ${describe(data)}`,
+    };
+  }
+  const total = countField(fields.total_count) ?? countField(fields.total) ?? items.length;
+  return {
+    ok: true,
+    page: {
+      project_id: args.project_id,
+      organization_id: args.organization_id ?? positiveField(fields.organization_id) ?? null,
+      total_count: total,
+      returned_count: items.length,
+      limit: positiveField(fields.limit) ?? args.limit,
+      offset: countField(fields.offset) ?? args.offset,
+      items,
+    },
+  };
+}
+
+function countField(value: unknown): number | undefined {
+  return Number.isSafeInteger(value) && (value as number) >= 0 ? value as number : undefined;
+}
+
+function positiveField(value: unknown): number | undefined {
+  return Number.isSafeInteger(value) && (value as number) > 0 ? value as number : undefined;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value !== "object") return typeof value;
+  const keys = Object.keys(value);
+  return keys.length === 0 ? "an empty object" : `an object with keys ${keys.join(", ")}`;
+}

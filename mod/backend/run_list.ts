@@ -1,0 +1,79 @@
+/**
+ * The shared handler body of `list-designs` and `list-code`: scope check,
+ * `GET /internal/<resource>?project_id&organization_id&limit&offset`, and the
+ * contract's list result.
+ *
+ * @module
+ */
+
+import type { ToolContext, ToolResult } from "../mcp/tool.ts";
+import { callBackend } from "./call_backend.ts";
+import { type ListArguments, toListPage } from "./list_page.ts";
+import { projectScopeRefusal } from "./project_scope.ts";
+import { backendErrorResult, backendSuccessResult } from "./tool_results.ts";
+import type { BackendClient } from "./types.ts";
+
+/** What differs between the two list tools. */
+export interface ListSpec {
+  /** Last path segment: `designs` or `code`. */
+  resource: string;
+  /** Keys that may hold the item array besides `items` and `results`. */
+  itemKeys: readonly string[];
+  /** Singular and plural noun for the summary, e.g. `["design", "designs"]`. */
+  nouns: readonly [string, string];
+  /** Text before the colon of an error. */
+  action: string;
+  /** Clock for error timestamps. */
+  now: () => Date;
+}
+
+/**
+ * Runs one list request.
+ *
+ * @param backend The backend client.
+ * @param args Validated arguments (defaults applied).
+ * @param context The tool call's context.
+ * @param spec What to list.
+ * @returns The success or error result.
+ */
+export async function runListRequest(
+  backend: BackendClient,
+  args: ListArguments,
+  context: ToolContext,
+  spec: ListSpec,
+): Promise<ToolResult> {
+  const refusal = projectScopeRefusal(context.scope, args.project_id);
+  if (refusal !== undefined) return backendErrorResult(spec.action, refusal, spec.now());
+
+  const call = await callBackend(
+    backend,
+    {
+      method: "GET",
+      path: ["internal", spec.resource],
+      query: {
+        project_id: args.project_id,
+        organization_id: args.organization_id,
+        limit: args.limit,
+        offset: args.offset,
+      },
+    },
+    context,
+    {
+      action: spec.action,
+      notFound: `Project not found: ${args.project_id}`,
+      now: spec.now,
+    },
+  );
+  if (!call.ok) return call.result;
+
+  const listed = toListPage(call.data, args, spec.itemKeys);
+  if (!listed.ok) return backendErrorResult(spec.action, listed.message, spec.now());
+  const { page } = listed;
+  const noun = (count: number) => count === 1 ? spec.nouns[0] : spec.nouns[1];
+  return backendSuccessResult(
+    `Found ${page.total_count} ${noun(page.total_count)} in project ${page.project_id}; ` +
+      `returned ${page.returned_count} (offset ${page.offset}, limit ${page.limit})`,
+    page,
+    true,
+  );
+}

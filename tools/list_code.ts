@@ -1,0 +1,82 @@
+/**
+ * `list-code`: lists the compact metadata of a project's code sources (code
+ * components) through the backend internal API (`GET /internal/code`), which
+ * checks the scope and proxies the AI-v2 code source list.
+ *
+ * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`list-designs` /
+ * `list-code` 成功"). An empty list is a success with count 0.
+ *
+ * @module
+ */
+
+import type { ToolDefinition } from "../mod/mcp/tool.ts";
+import {
+  argumentsSchema,
+  type BackendClient,
+  type DesignCodeToolOptions,
+  limitJson,
+  limitSchema,
+  offsetJson,
+  offsetSchema,
+  optionalOrganizationIdJson,
+  optionalOrganizationIdSchema,
+  projectIdJson,
+  projectIdSchema,
+  runListRequest,
+} from "../mod/backend/mod.ts";
+
+const schema = argumentsSchema({
+  project_id: projectIdSchema,
+  organization_id: optionalOrganizationIdSchema,
+  limit: limitSchema,
+  offset: offsetSchema,
+});
+
+/**
+ * Creates the `list-code` tool (read-only, idempotent, open world).
+ *
+ * @param backend The backend client.
+ * @param options Clock for error timestamps.
+ * @returns The tool definition.
+ */
+export function createListCodeTool(
+  backend: BackendClient,
+  options: DesignCodeToolOptions = {},
+): ToolDefinition<typeof schema> {
+  const now = options.now ?? (() => new Date());
+  return {
+    name: "list-code",
+    title: "List code",
+    description: "List the code sources (imported code components) of a project as compact " +
+      "metadata, e.g. code _id, name and type. Paged with limit and offset; total_count gives " +
+      "the full number. Use a code _id with get-code-detail.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        project_id: projectIdJson,
+        organization_id: optionalOrganizationIdJson,
+        limit: limitJson,
+        offset: offsetJson,
+      },
+      required: ["project_id"],
+      additionalProperties: false,
+    },
+    annotations: {
+      title: "List code",
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: true,
+    },
+    validate: schema,
+    handle(args, context) {
+      return runListRequest(backend, args, context, {
+        resource: "code",
+        itemKeys: ["code", "codes"],
+        nouns: ["code source", "code sources"],
+        action: "Failed to list code",
+        now,
+      });
+    },
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * `list-designs`: lists the compact metadata of a project's design sources
+ * through the backend internal API (`GET /internal/designs`), which checks the
+ * scope and proxies the AI-v2 design source list.
+ *
+ * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`list-designs` /
+ * `list-code` 成功"). An empty list is a success with count 0.
+ *
+ * @module
+ */
+
+import type { ToolDefinition } from "../mod/mcp/tool.ts";
+import {
+  argumentsSchema,
+  type BackendClient,
+  type DesignCodeToolOptions,
+  limitJson,
+  limitSchema,
+  offsetJson,
+  offsetSchema,
+  optionalOrganizationIdJson,
+  optionalOrganizationIdSchema,
+  projectIdJson,
+  projectIdSchema,
+  runListRequest,
+} from "../mod/backend/mod.ts";
+
+const schema = argumentsSchema({
+  project_id: projectIdSchema,
+  organization_id: optionalOrganizationIdSchema,
+  limit: limitSchema,
+  offset: offsetSchema,
+});
+
+/**
+ * Creates the `list-designs` tool (read-only, idempotent, open world).
+ *
+ * @param backend The backend client.
+ * @param options Clock for error timestamps.
+ * @returns The tool definition.
+ */
+export function createListDesignsTool(
+  backend: BackendClient,
+  options: DesignCodeToolOptions = {},
+): ToolDefinition<typeof schema> {
+  const now = options.now ?? (() => new Date());
+  return {
+    name: "list-designs",
+    title: "List designs",
+    description: "List the design sources (imported Figma frames/components) of a project as " +
+      "compact metadata: design _id, name, file_id, page_id, node_id, component_id. Paged " +
+      "with limit and offset; total_count gives the full number. Use a design _id with " +
+      "get-design-detail, trigger-des2code or get-des2code.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        project_id: projectIdJson,
+        organization_id: optionalOrganizationIdJson,
+        limit: limitJson,
+        offset: offsetJson,
+      },
+      required: ["project_id"],
+      additionalProperties: false,
+    },
+    annotations: {
+      title: "List designs",
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: true,
+    },
+    validate: schema,
+    handle(args, context) {
+      return runListRequest(backend, args, context, {
+        resource: "designs",
+        itemKeys: ["designs"],
+        nouns: ["design", "designs"],
+        action: "Failed to list designs",
+        now,
+      });
+    },
+  };
+}
