@@ -1,0 +1,461 @@
+/**
+ * Downloads the files of models.lock that are missing or wrong.
+ *
+ * For each file: bytes stream into `<final>.partial` while sha256 is computed
+ * on the fly; an interrupted transfer resumes with an HTTP `Range` request
+ * (206 appends, 200 means the server ignored the range and the file restarts
+ * from byte 0); only a file whose size and sha256 match the lock is renamed
+ * to its final name, so a final name never holds partial or corrupt bytes.
+ * A hash mismatch deletes the partial file and is reported with both hashes.
+ * Transient failures (network errors, cut connections, stalls, HTTP 408/425/
+ * 429/5xx) are retried with backoff a bounded number of times.
+ *
+ * @module
+ */
+
+import { createHash, type Hash } from "node:crypto";
+import { dirname, join } from "node:path";
+import { log } from "../log/mod.ts";
+import type { LockEntry } from "./lock.ts";
+import { ProgressLine, type ProgressOptions } from "./progress.ts";
+import { hashFileInto, sha256File } from "./sha256_file.ts";
+import {
+  cachedSha256,
+  loadVerifyCache,
+  saveVerifyCache,
+  type VerifyCache,
+} from "./verify_cache.ts";
+
+/** What to download and how. */
+export interface DownloadOptions {
+  /** The models root; entry paths are relative to it. */
+  root: string;
+  /** Entries to make present. */
+  entries: readonly LockEntry[];
+  /** Verification cache; default `<root>/.verified.json` (shared with start-up verification). */
+  cacheFile?: string;
+  /** fetch implementation; default global fetch. */
+  fetch?: typeof fetch;
+  /** Failed attempts in a row (without new bytes) before a file is given up; default 6. */
+  maxAttempts?: number;
+  /** Wait before retry number `n` (1-based); default 1 s, 2 s, 4 s … capped at 30 s. */
+  retryDelayMs?: (n: number) => number;
+  /** Abort a response that delivers no bytes for this long; default 60 s. */
+  stallTimeoutMs?: number;
+  /** Progress line options, or false for none. */
+  progress?: ProgressOptions | false;
+  /** Aborting stops at once; the partial file stays for the next resume. */
+  signal?: AbortSignal;
+}
+
+/** Result for one file. */
+export interface FileOutcome {
+  /** Lock path. */
+  path: string;
+  /** `present`: already correct; `downloaded`: fetched and verified; `failed`: see `error`. */
+  status: "present" | "downloaded" | "failed";
+  /** Why it failed. */
+  error?: string;
+}
+
+/** Result of a whole run. */
+export interface DownloadReport {
+  /** One outcome per entry, in lock order. */
+  files: FileOutcome[];
+  /** The failed ones. */
+  failed: FileOutcome[];
+}
+
+/** A failure worth retrying (the partial file is kept and resumed). */
+class TransientError extends Error {}
+/** A failure that retrying cannot fix. */
+class PermanentError extends Error {}
+
+const TRANSIENT_STATUS = new Set([408, 425, 429, 500, 502, 503, 504]);
+
+/** Download state of one file: the hash covers exactly the `offset` bytes in the partial file. */
+interface PartialState {
+  hash: Hash;
+  offset: number;
+}
+
+async function removeIfExists(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+}
+
+async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
+  try {
+    return await Deno.stat(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    throw e;
+  }
+}
+
+function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+async function writeAll(file: Deno.FsFile, data: Uint8Array): Promise<void> {
+  let written = 0;
+  while (written < data.length) written += await file.write(data.subarray(written));
+}
+
+/**
+ * Makes the partial file consistent with the lock: bytes beyond the expected
+ * size mean it is not a prefix of this file, so it is dropped; otherwise its
+ * bytes are hashed so the download can resume.
+ */
+async function preparePartial(partial: string, entry: LockEntry): Promise<PartialState> {
+  const hash = createHash("sha256");
+  const stat = await statOrNull(partial);
+  if (!stat) return { hash, offset: 0 };
+  if (!stat.isFile || stat.size > entry.size) {
+    log("warn", "models", "discarding a partial download larger than the expected size", {
+      path: entry.path,
+      partialSize: stat.size,
+      expected: entry.size,
+    });
+    await Deno.remove(partial, { recursive: true });
+    return { hash, offset: 0 };
+  }
+  const offset = await hashFileInto(hash, partial, stat.size);
+  if (offset === entry.size && hash.copy().digest("hex") !== entry.sha256) {
+    // A complete leftover that does not verify cannot be resumed: start over.
+    log("warn", "models", "discarding a complete partial download with the wrong sha256", {
+      path: entry.path,
+    });
+    await Deno.remove(partial);
+    return { hash: createHash("sha256"), offset: 0 };
+  }
+  if (offset > 0) {
+    log("info", "models", "resuming partial download", { path: entry.path, offset });
+  }
+  return { hash, offset };
+}
+
+/** Parses `Content-Range: bytes start-end/total`. */
+function parseContentRange(
+  value: string | null,
+): { start: number; total: number | null } | null {
+  const m = value?.match(/^bytes\s+(\d+)-(\d+)\/(\d+|\*)$/i);
+  if (!m) return null;
+  return { start: Number(m[1]), total: m[3] === "*" ? null : Number(m[3]) };
+}
+
+/** Context shared by the attempts of one run. */
+interface RunContext {
+  fetch: typeof fetch;
+  stallTimeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * One HTTP attempt: requests the missing bytes and appends them to the
+ * partial file, updating `state` as bytes land, so that after any error
+ * `state` still describes the file exactly.
+ */
+async function fetchInto(
+  entry: LockEntry,
+  partial: string,
+  state: PartialState,
+  ctx: RunContext,
+  progress: ProgressLine | null,
+): Promise<void> {
+  const controller = new AbortController();
+  const onOuterAbort = () => controller.abort(ctx.signal!.reason);
+  ctx.signal?.addEventListener("abort", onOuterAbort, { once: true });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(
+      () => controller.abort(new TransientError(`no data for ${ctx.stallTimeoutMs} ms`)),
+      ctx.stallTimeoutMs,
+    );
+  };
+  let file: Deno.FsFile | undefined;
+  try {
+    arm();
+    // identity: byte ranges and Content-Length must refer to the file's own
+    // bytes, not to a gzip/br transfer encoding that fetch would undo.
+    const headers: Record<string, string> = { "Accept-Encoding": "identity" };
+    if (state.offset > 0) headers.Range = `bytes=${state.offset}-`;
+    let res: Response;
+    try {
+      res = await ctx.fetch(entry.url, { headers, signal: controller.signal, redirect: "follow" });
+    } catch (e) {
+      if (ctx.signal?.aborted) throw ctx.signal.reason;
+      const reason = controller.signal.reason instanceof TransientError
+        ? controller.signal.reason.message
+        : (e as Error).message;
+      throw new TransientError(`request failed: ${reason}`);
+    }
+    let append: boolean;
+    if (res.status === 206 && state.offset > 0) {
+      const range = parseContentRange(res.headers.get("content-range"));
+      if (range === null || range.start !== state.offset) {
+        const message = `server answered Range bytes=${state.offset}- with Content-Range ` +
+          `${JSON.stringify(res.headers.get("content-range"))}; restarting from byte 0`;
+        await res.body?.cancel();
+        await removeIfExists(partial);
+        state.hash = createHash("sha256");
+        state.offset = 0;
+        throw new TransientError(message);
+      }
+      if (range.total !== null && range.total !== entry.size) {
+        await res.body?.cancel();
+        throw new PermanentError(
+          `server reports ${range.total} bytes but models.lock says ${entry.size}`,
+        );
+      }
+      append = true;
+    } else if (res.status === 200 || res.status === 206) {
+      if (state.offset > 0) {
+        log("info", "models", "server ignored the Range request; restarting from byte 0", {
+          path: entry.path,
+        });
+      }
+      const length = res.headers.get("content-length");
+      const encoding = res.headers.get("content-encoding");
+      const encoded = encoding !== null && encoding.toLowerCase() !== "identity";
+      if (res.status === 200 && !encoded && length !== null && Number(length) !== entry.size) {
+        await res.body?.cancel();
+        throw new PermanentError(
+          `server reports ${length} bytes but models.lock says ${entry.size}`,
+        );
+      }
+      state.hash = createHash("sha256");
+      state.offset = 0;
+      append = false;
+    } else if (res.status === 416) {
+      await res.body?.cancel();
+      await removeIfExists(partial);
+      state.hash = createHash("sha256");
+      state.offset = 0;
+      throw new TransientError("server rejected the resume range (HTTP 416); restarting");
+    } else {
+      await res.body?.cancel();
+      const what = `HTTP ${res.status} ${res.statusText} from ${entry.url}`.trim();
+      if (TRANSIENT_STATUS.has(res.status)) throw new TransientError(what);
+      throw new PermanentError(what);
+    }
+    if (!res.body) throw new TransientError("response has no body");
+
+    file = await Deno.open(partial, {
+      write: true,
+      create: true,
+      append,
+      truncate: !append,
+    });
+    const reader = res.body.getReader();
+    while (true) {
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        if (ctx.signal?.aborted) throw ctx.signal.reason;
+        const reason = controller.signal.reason instanceof TransientError
+          ? controller.signal.reason.message
+          : (e as Error).message;
+        throw new TransientError(
+          `connection lost at ${state.offset} of ${entry.size} bytes: ${reason}`,
+        );
+      }
+      if (chunk.done) break;
+      arm();
+      const bytes = chunk.value;
+      if (state.offset + bytes.length > entry.size) {
+        await reader.cancel();
+        file.close();
+        file = undefined;
+        await removeIfExists(partial);
+        state.hash = createHash("sha256");
+        state.offset = 0;
+        throw new PermanentError(
+          `server sent more than the ${entry.size} bytes models.lock expects; the download was deleted`,
+        );
+      }
+      await writeAll(file, bytes);
+      state.hash.update(bytes);
+      state.offset += bytes.length;
+      progress?.update(state.offset);
+    }
+    if (state.offset < entry.size) {
+      throw new TransientError(
+        `connection closed at ${state.offset} of ${entry.size} bytes`,
+      );
+    }
+  } finally {
+    clearTimeout(timer);
+    ctx.signal?.removeEventListener("abort", onOuterAbort);
+    file?.close();
+  }
+}
+
+/** Records a verified file in the cache and saves it. */
+async function remember(
+  cache: VerifyCache,
+  cacheFile: string,
+  entry: LockEntry,
+  abs: string,
+): Promise<void> {
+  const stat = await Deno.stat(abs);
+  const mtimeMs = stat.mtime?.getTime();
+  if (mtimeMs === undefined) return;
+  cache.files[entry.path] = { size: stat.size, mtimeMs, sha256: entry.sha256 };
+  await saveVerifyCache(cacheFile, cache);
+}
+
+/** Checks whether the final file is already right; removes it when it is wrong. */
+async function alreadyPresent(
+  entry: LockEntry,
+  abs: string,
+  cache: VerifyCache,
+  cacheFile: string,
+): Promise<boolean> {
+  const stat = await statOrNull(abs);
+  if (!stat) return false;
+  if (!stat.isFile) {
+    throw new PermanentError(`${abs} exists but is not a regular file; move it away`);
+  }
+  if (stat.size !== entry.size) {
+    log("warn", "models", "existing file has the wrong size; downloading it again", {
+      path: entry.path,
+      size: stat.size,
+      expected: entry.size,
+    });
+    await Deno.remove(abs);
+    return false;
+  }
+  const mtimeMs = stat.mtime?.getTime() ?? null;
+  let actual = cachedSha256(cache, entry.path, stat.size, mtimeMs);
+  if (actual === undefined) {
+    log("info", "models", "checking existing file", { path: entry.path });
+    actual = await sha256File(abs);
+    if (mtimeMs !== null) {
+      cache.files[entry.path] = { size: stat.size, mtimeMs, sha256: actual };
+      await saveVerifyCache(cacheFile, cache);
+    }
+  }
+  if (actual === entry.sha256) return true;
+  log("warn", "models", "existing file has the wrong sha256; downloading it again", {
+    path: entry.path,
+    actual,
+    expected: entry.sha256,
+  });
+  await Deno.remove(abs);
+  return false;
+}
+
+/** Downloads one entry (or confirms it is present). */
+async function ensureFile(
+  entry: LockEntry,
+  label: string,
+  options: DownloadOptions,
+  cache: VerifyCache,
+  cacheFile: string,
+): Promise<FileOutcome["status"]> {
+  const abs = join(options.root, entry.path);
+  const partial = `${abs}.partial`;
+  if (await alreadyPresent(entry, abs, cache, cacheFile)) return "present";
+  if (entry.url.startsWith("fixture:")) {
+    throw new PermanentError(
+      `${entry.url} is built locally (deno task fixtures), it cannot be downloaded`,
+    );
+  }
+  await Deno.mkdir(dirname(abs), { recursive: true });
+  const state = await preparePartial(partial, entry);
+  const ctx: RunContext = {
+    fetch: options.fetch ?? fetch,
+    stallTimeoutMs: options.stallTimeoutMs ?? 60_000,
+    signal: options.signal,
+  };
+  const maxAttempts = options.maxAttempts ?? 6;
+  const delay = options.retryDelayMs ?? ((n: number) => Math.min(30_000, 1000 * 2 ** (n - 1)));
+  const progress = options.progress === false
+    ? null
+    : new ProgressLine(label, entry.size, options.progress);
+  progress?.update(state.offset);
+  let failures = 0;
+  try {
+    if (entry.size === 0) await Deno.writeFile(partial, new Uint8Array(0));
+    while (state.offset < entry.size) {
+      const before = state.offset;
+      try {
+        await fetchInto(entry, partial, state, ctx, progress);
+        break;
+      } catch (e) {
+        if (!(e instanceof TransientError)) throw e;
+        failures = state.offset > before ? 1 : failures + 1;
+        if (failures >= maxAttempts) {
+          throw new PermanentError(
+            `${e.message}; giving up after ${failures} failed attempts in a row ` +
+              `(any partial file is kept; run again to resume)`,
+          );
+        }
+        const wait = delay(failures);
+        log("warn", "models", `download interrupted, retrying in ${wait} ms`, {
+          path: entry.path,
+          error: e.message,
+          attempt: failures,
+        });
+        await abortableDelay(wait, options.signal);
+      }
+    }
+  } finally {
+    progress?.finish();
+  }
+  const actual = state.hash.digest("hex");
+  if (actual !== entry.sha256) {
+    await removeIfExists(partial);
+    throw new PermanentError(
+      `sha256 mismatch: expected ${entry.sha256}, got ${actual}; the download was deleted`,
+    );
+  }
+  await Deno.rename(partial, abs);
+  await remember(cache, cacheFile, entry, abs);
+  return "downloaded";
+}
+
+/**
+ * Makes every entry present and verified under `root`, one file at a time.
+ * Never throws for a single file's failure (see `report.failed`); rethrows
+ * only an abort of `options.signal`.
+ */
+export async function downloadModelFiles(options: DownloadOptions): Promise<DownloadReport> {
+  const cacheFile = options.cacheFile ?? join(options.root, ".verified.json");
+  const cache = await loadVerifyCache(cacheFile);
+  const files: FileOutcome[] = [];
+  const count = options.entries.length;
+  for (const [i, entry] of options.entries.entries()) {
+    const label = `[${i + 1}/${count}] ${entry.path}`;
+    try {
+      const status = await ensureFile(entry, label, options, cache, cacheFile);
+      files.push({ path: entry.path, status });
+      log("info", "models", status === "present" ? "already present" : "downloaded and verified", {
+        path: entry.path,
+      });
+    } catch (e) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      const error = (e as Error).message;
+      files.push({ path: entry.path, status: "failed", error });
+      log("error", "models", "download failed", { path: entry.path, error });
+    }
+  }
+  return { files, failed: files.filter((f) => f.status === "failed") };
+}

@@ -1,0 +1,238 @@
+/**
+ * `models.lock`: the pinned list of every model file the server may load —
+ * where it lives under the models root, where it comes from, its size and
+ * its sha256. Parsed once, validated strictly (unknown keys are errors), with
+ * messages that name the file, the entry, the field and the value.
+ *
+ * Format (TOML, an array of tables):
+ *
+ * ```toml
+ * [[file]]
+ * component = "unet"
+ * path = "sd15/unet/model.onnx"
+ * url = "https://huggingface.co/<owner>/<repo>/resolve/<40-hex commit>/unet/model.onnx"
+ * size = 1234
+ * sha256 = "<64 lowercase hex>"
+ * ```
+ *
+ * @module
+ */
+
+import { parse as parseToml } from "smol-toml";
+
+/** Every component a lock entry may belong to. */
+export const MODEL_COMPONENTS = [
+  "text_encoder",
+  "unet",
+  "vae_decoder",
+  "vae_encoder",
+  "tokenizer",
+  "scheduler",
+  "controlnet_depth",
+  "controlnet_openpose",
+  "controlnet_inpaint",
+  "controlnet_unet",
+  "depth",
+  "pose_detector",
+  "pose_estimator",
+] as const;
+
+/** One of {@link MODEL_COMPONENTS}. */
+export type ModelComponent = typeof MODEL_COMPONENTS[number];
+
+/** One pinned file. */
+export interface LockEntry {
+  /** Which model part the file belongs to. */
+  component: ModelComponent;
+  /** Path relative to the models root, with "/" separators, no "." or ".." segments. */
+  path: string;
+  /** Download source: pinned https URL, `http://127.0.0.1…` (tests) or `fixture://…` (built locally). */
+  url: string;
+  /** Exact size in bytes. */
+  size: number;
+  /** sha256 of the content, 64 lowercase hex digits. */
+  sha256: string;
+}
+
+/** A models.lock problem; the message names file, entry, field and value. */
+export class LockError extends Error {
+  /** Creates an error with a complete message. */
+  constructor(message: string) {
+    super(message);
+    this.name = "LockError";
+  }
+}
+
+const ENTRY_FIELDS = ["component", "path", "url", "size", "sha256"] as const;
+const HEX40 = /^[0-9a-f]{40}$/;
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/** Checks a models-root-relative path; returns a problem or undefined. */
+export function relativePathProblem(path: string): string | undefined {
+  if (path.length === 0) return "must not be empty";
+  if (path.includes("\\")) return 'must use "/" separators';
+  if (path.startsWith("/") || /^[A-Za-z]:/.test(path)) return "must be relative to the models root";
+  const segments = path.split("/");
+  if (segments.some((s) => s === "" || s === "." || s === "..")) {
+    return 'must not contain empty, "." or ".." segments';
+  }
+  if (segments.some((s) => s.endsWith(".partial"))) {
+    return 'must not end in ".partial" (reserved for downloads in progress)';
+  }
+  // deno-lint-ignore no-control-regex
+  if (/[\u0000-\u001f]/.test(path)) return "must not contain control characters";
+  return undefined;
+}
+
+/**
+ * Checks a download URL; returns a problem or undefined. Hugging Face URLs
+ * must be `/resolve/<40-hex commit>/` so the bytes can never change under
+ * the pinned sha256; plain http is only allowed to the loopback host.
+ */
+export function urlProblem(url: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return "is not a valid URL";
+  }
+  if (parsed.protocol === "fixture:") return undefined;
+  if (parsed.protocol === "http:") {
+    const host = parsed.hostname;
+    if (host === "127.0.0.1" || host === "localhost" || host === "[::1]") return undefined;
+    return "must be https (plain http is allowed only for 127.0.0.1/localhost)";
+  }
+  if (parsed.protocol !== "https:") return "must be https, http://127.0.0.1 or fixture://";
+  if (parsed.hostname === "huggingface.co") {
+    const parts = parsed.pathname.split("/");
+    // ["", owner, repo, "resolve", revision, ...file]
+    if (parts.length < 6 || parts[3] !== "resolve" || !HEX40.test(parts[4])) {
+      return "must be https://huggingface.co/<owner>/<repo>/resolve/<40-hex commit>/<file> (a pinned commit, not a branch)";
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Parses and validates the text of a models.lock.
+ *
+ * @param text TOML text
+ * @param source file name used in error messages
+ * @throws LockError naming the file, entry number (1-based), field and value
+ */
+export function parseModelsLock(text: string, source = "models.lock"): LockEntry[] {
+  let doc: Record<string, unknown>;
+  try {
+    doc = parseToml(text, { integersAsBigInt: "asNeeded" }) as Record<string, unknown>;
+  } catch (e) {
+    throw new LockError(`${source}: invalid TOML: ${(e as Error).message}`);
+  }
+  for (const key of Object.keys(doc)) {
+    if (key !== "file") {
+      throw new LockError(
+        `${source}: unknown top-level key "${key}" (only [[file]] tables are allowed)`,
+      );
+    }
+  }
+  const files = doc.file ?? [];
+  if (!Array.isArray(files)) {
+    throw new LockError(`${source}: "file" must be an array of tables written as [[file]]`);
+  }
+  const entries: LockEntry[] = [];
+  const seen = new Map<string, number>();
+  files.forEach((raw: unknown, i: number) => {
+    const where = `${source}: [[file]] entry ${i + 1}`;
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+      throw new LockError(`${where} must be a table`);
+    }
+    const t = raw as Record<string, unknown>;
+    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
+    const bad = (field: string, problem: string): never => {
+      const value = t[field];
+      const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
+      throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
+    };
+    for (const key of Object.keys(t)) {
+      if (!(ENTRY_FIELDS as readonly string[]).includes(key)) {
+        throw new LockError(
+          `${label}: unknown field "${key}" (allowed: ${ENTRY_FIELDS.join(", ")})`,
+        );
+      }
+    }
+    for (const field of ENTRY_FIELDS) {
+      if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
+    }
+    if (
+      typeof t.component !== "string" ||
+      !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
+    ) {
+      bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
+    }
+    if (typeof t.path !== "string") bad("path", "must be a string");
+    const pathProblem = relativePathProblem(t.path as string);
+    if (pathProblem) bad("path", pathProblem);
+    if (typeof t.url !== "string") bad("url", "must be a string");
+    const badUrl = urlProblem(t.url as string);
+    if (badUrl) bad("url", badUrl);
+    if (typeof t.size !== "number" || !Number.isSafeInteger(t.size) || t.size < 0) {
+      bad("size", "must be a non-negative integer number of bytes");
+    }
+    if (typeof t.sha256 !== "string" || !SHA256.test(t.sha256)) {
+      bad("sha256", "must be 64 lowercase hex digits");
+    }
+    const path = t.path as string;
+    const previous = seen.get(path);
+    if (previous !== undefined) {
+      throw new LockError(`${label}: path "${path}" is already listed by entry ${previous}`);
+    }
+    seen.set(path, i + 1);
+    entries.push({
+      component: t.component as ModelComponent,
+      path,
+      url: t.url as string,
+      size: t.size as number,
+      sha256: t.sha256 as string,
+    });
+  });
+  return entries;
+}
+
+/**
+ * Reads and validates a models.lock file.
+ *
+ * @throws LockError when the file is missing, unreadable or invalid
+ */
+export async function readModelsLock(path: string): Promise<LockEntry[]> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    throw new LockError(`cannot read ${path}: ${(e as Error).message}`);
+  }
+  return parseModelsLock(text, path);
+}
+
+/** Keeps the entries of the given components (all entries when `only` is empty). */
+export function selectComponents(
+  entries: readonly LockEntry[],
+  only: readonly ModelComponent[],
+): LockEntry[] {
+  return only.length === 0 ? [...entries] : entries.filter((e) => only.includes(e.component));
+}
+
+/**
+ * Parses a comma-separated component list (`--only unet,vae_decoder`).
+ *
+ * @throws LockError naming the unknown component
+ */
+export function parseComponentList(list: string): ModelComponent[] {
+  const names = list.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+  for (const name of names) {
+    if (!(MODEL_COMPONENTS as readonly string[]).includes(name)) {
+      throw new LockError(
+        `unknown component "${name}" (known: ${MODEL_COMPONENTS.join(", ")})`,
+      );
+    }
+  }
+  return names as ModelComponent[];
+}

@@ -1,0 +1,152 @@
+import { deepStrictEqual, rejects, strictEqual, throws } from "node:assert";
+import {
+  LockError,
+  parseComponentList,
+  parseModelsLock,
+  readModelsLock,
+  selectComponents,
+} from "./lock.ts";
+
+const SHA = "a".repeat(64);
+const REV = "0123456789abcdef0123456789abcdef01234567";
+
+function lockText(fields: Record<string, string | number>[]): string {
+  return fields.map((f) =>
+    "[[file]]\n" +
+    Object.entries(f).map(([k, v]) => `${k} = ${typeof v === "string" ? JSON.stringify(v) : v}`)
+      .join("\n")
+  ).join("\n\n");
+}
+
+const GOOD = {
+  component: "unet",
+  path: "sd15/unet/model.onnx",
+  url: `https://huggingface.co/owner/repo/resolve/${REV}/unet/model.onnx`,
+  size: 1234,
+  sha256: SHA,
+};
+
+Deno.test("parseModelsLock: a valid lock", () => {
+  const entries = parseModelsLock(
+    "# comment\n" + lockText([
+      GOOD,
+      {
+        component: "tokenizer",
+        path: "sd15/tokenizer/vocab.json",
+        url: "http://127.0.0.1:8080/vocab.json",
+        size: 0,
+        sha256: "b".repeat(64),
+      },
+      {
+        component: "depth",
+        path: "annotators/depth.onnx",
+        url: "fixture://tiny/depth.onnx",
+        size: 3_441_325_459,
+        sha256: "c".repeat(64),
+      },
+    ]),
+  );
+  deepStrictEqual(entries[0], GOOD);
+  strictEqual(entries.length, 3);
+  strictEqual(entries[2].size, 3_441_325_459);
+  deepStrictEqual(parseModelsLock(""), []);
+});
+
+/** Asserts that parsing fails with a message matching every pattern. */
+function fails(text: string, ...patterns: RegExp[]): void {
+  throws(() => parseModelsLock(text, "test.lock"), (e: unknown) => {
+    if (!(e instanceof LockError)) return false;
+    for (const p of patterns) {
+      if (!p.test(e.message)) throw new Error(`message ${JSON.stringify(e.message)} lacks ${p}`);
+    }
+    return true;
+  });
+}
+
+Deno.test("parseModelsLock: errors name the file, entry, field and value", () => {
+  fails("[[file]\n", /^test\.lock: invalid TOML/);
+  fails("version = 1\n", /unknown top-level key "version"/);
+  fails("file = 3\n", /"file" must be an array of tables/);
+  fails(
+    lockText([{ ...GOOD, extra: "x" }]),
+    /entry 1 \(path "sd15\/unet\/model\.onnx"\): unknown field "extra"/,
+  );
+  const { sha256: _, ...noSha } = GOOD;
+  fails(lockText([noSha]), /entry 1 .*missing field "sha256"/);
+  fails(
+    lockText([GOOD, { ...GOOD, path: "x.onnx", component: "unets" }]),
+    /^test\.lock: \[\[file\]\] entry 2 \(path "x\.onnx"\): field "component" must be one of text_encoder\|unet\|/,
+    /got "unets"$/,
+  );
+  fails(
+    lockText([{ ...GOOD, path: "/abs/model.onnx" }]),
+    /field "path" must be relative to the models root, got "\/abs\/model\.onnx"/,
+  );
+  fails(
+    lockText([{ ...GOOD, path: "sd15/../x.onnx" }]),
+    /field "path" must not contain empty, "\." or "\.\." segments/,
+  );
+  fails(
+    lockText([{ ...GOOD, path: "sd15\\unet\\model.onnx" }]),
+    /field "path" must use "\/" separators/,
+  );
+  fails(lockText([{ ...GOOD, path: "x.onnx.partial" }]), /reserved for downloads in progress/);
+  fails(
+    lockText([{ ...GOOD, url: "https://huggingface.co/owner/repo/resolve/main/unet/model.onnx" }]),
+    /field "url" must be https:\/\/huggingface\.co\/<owner>\/<repo>\/resolve\/<40-hex commit>\/<file>/,
+    /got "https:\/\/huggingface\.co\/owner\/repo\/resolve\/main\/unet\/model\.onnx"/,
+  );
+  fails(
+    lockText([{ ...GOOD, url: "http://example.com/x" }]),
+    /plain http is allowed only for 127\.0\.0\.1/,
+  );
+  fails(lockText([{ ...GOOD, url: "ftp://example.com/x" }]), /field "url" must be https/);
+  fails(
+    lockText([{ ...GOOD, url: "not a url" }]),
+    /field "url" is not a valid URL, got "not a url"/,
+  );
+  fails(
+    lockText([{ ...GOOD, size: -1 }]),
+    /field "size" must be a non-negative integer number of bytes, got -1/,
+  );
+  fails(lockText([{ ...GOOD, size: 1.5 }]), /field "size" .* got 1\.5/);
+  fails(lockText([{ ...GOOD, size: "12" }]), /field "size" .* got "12"/);
+  fails(
+    '[[file]]\ncomponent="unet"\npath="a"\nurl="fixture://a"\nsha256="' + SHA +
+      '"\nsize=99999999999999999999\n',
+    /field "size" .* got 99999999999999999999/,
+  );
+  fails(
+    lockText([{ ...GOOD, sha256: SHA.toUpperCase() }]),
+    /field "sha256" must be 64 lowercase hex digits/,
+  );
+  fails(lockText([{ ...GOOD, sha256: "abc" }]), /field "sha256" .* got "abc"/);
+  fails(
+    lockText([GOOD, GOOD]),
+    /entry 2 .*path "sd15\/unet\/model\.onnx" is already listed by entry 1/,
+  );
+});
+
+Deno.test("readModelsLock: a missing file names the path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/nope.lock`;
+    await rejects(readModelsLock(path), (e: unknown) => {
+      return e instanceof LockError && e.message.startsWith(`cannot read ${path}`);
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("component lists: parse and select", () => {
+  deepStrictEqual(parseComponentList("unet, vae_decoder,,"), ["unet", "vae_decoder"]);
+  throws(() => parseComponentList("unet,vae"), /unknown component "vae"/);
+  const entries = parseModelsLock(
+    lockText([GOOD, { ...GOOD, component: "vae_decoder", path: "sd15/vae_decoder/model.onnx" }]),
+  );
+  deepStrictEqual(selectComponents(entries, ["vae_decoder"]).map((e) => e.path), [
+    "sd15/vae_decoder/model.onnx",
+  ]);
+  strictEqual(selectComponents(entries, []).length, 2);
+});

@@ -1,0 +1,95 @@
+/**
+ * Checks on the repository's own models.lock: it parses, it pins every file the
+ * default configuration needs (except those documented as missing), and the
+ * small non-LFS entries have the sha256 of byte-identical rebuilds whose Git blob
+ * ids match the ones published for stable-diffusion-v1-5 @ 451f4fe.
+ */
+import { deepStrictEqual, ok, strictEqual } from "node:assert";
+import { createHash } from "node:crypto";
+import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
+import { readModelsLock } from "./lock.ts";
+
+const LOCK = new URL("../../models.lock", import.meta.url).pathname;
+
+function gitBlobId(bytes: Uint8Array): string {
+  return createHash("sha1").update(`blob ${bytes.length}\0`).update(bytes).digest("hex");
+}
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+Deno.test("models.lock: valid, pinned, one entry per path", async () => {
+  const entries = await readModelsLock(LOCK);
+  for (const e of entries) {
+    // Real entries come from pinned Hugging Face commits only.
+    ok(/^https:\/\/huggingface\.co\/[^/]+\/[^/]+\/resolve\/[0-9a-f]{40}\//.test(e.url), e.url);
+    // The URL names the same file name as the local path.
+    strictEqual(e.url.split("/").pop(), e.path.split("/").pop(), e.url);
+  }
+  const paths = entries.map((e) => e.path).sort();
+  deepStrictEqual(paths, [
+    "annotators/depth.onnx",
+    "annotators/dw-ll_ucoco_384.onnx",
+    "annotators/yolox_l.onnx",
+    "controlnet/depth.onnx",
+    "controlnet/inpaint.onnx",
+    "sd15/controlnet_unet/model.onnx",
+    "sd15/scheduler/scheduler_config.json",
+    "sd15/text_encoder/model.onnx",
+    "sd15/tokenizer/merges.txt",
+    "sd15/tokenizer/vocab.json",
+    "sd15/unet/model.onnx",
+    "sd15/unet/weights.pb",
+    "sd15/vae_decoder/model.onnx",
+    "sd15/vae_encoder/model.onnx",
+  ]);
+});
+
+Deno.test("models.lock: tokenizer entries match the files rebuilt from OpenAI's BPE list", async () => {
+  const entries = await readModelsLock(LOCK);
+  const dir = await Deno.makeTempDir({ prefix: "lock_tok_" });
+  try {
+    await writeClipTokenizerFiles(dir);
+    for (
+      const [name, blob] of [
+        ["vocab.json", "469be27c5c010538f845f518c4f5e8574c78f7c8"],
+        ["merges.txt", "76e821f1b6f0a9709293c3b6b51ed90980b3166b"],
+      ]
+    ) {
+      const bytes = await Deno.readFile(`${dir}/${name}`);
+      // Git blob id published for stable-diffusion-v1-5 @ 451f4fe tokenizer/<name>.
+      strictEqual(gitBlobId(bytes), blob, name);
+      const entry = entries.find((e) => e.path === `sd15/tokenizer/${name}`);
+      ok(entry, name);
+      strictEqual(entry.size, bytes.length, name);
+      strictEqual(entry.sha256, sha256(bytes), name);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("models.lock: scheduler entry matches the SD 1.5 PNDM config bytes", async () => {
+  // stable-diffusion-v1-5 scheduler/scheduler_config.json (diffusers 0.6.0 PNDM
+  // config); 308 bytes with Git blob 82d05b0e… in a Hugging Face cache listing.
+  const text = `{
+  "_class_name": "PNDMScheduler",
+  "_diffusers_version": "0.6.0",
+  "beta_end": 0.012,
+  "beta_schedule": "scaled_linear",
+  "beta_start": 0.00085,
+  "num_train_timesteps": 1000,
+  "set_alpha_to_one": false,
+  "skip_prk_steps": true,
+  "steps_offset": 1,
+  "trained_betas": null,
+  "clip_sample": false
+}
+`;
+  const bytes = new TextEncoder().encode(text);
+  strictEqual(gitBlobId(bytes), "82d05b0e688d7ea94675678646c427907419346e");
+  const entry = (await readModelsLock(LOCK)).find((e) =>
+    e.path === "sd15/scheduler/scheduler_config.json"
+  );
+  ok(entry);
+  strictEqual(entry.size, 308);
+  strictEqual(entry.sha256, sha256(bytes));
+});
