@@ -1,0 +1,267 @@
+/**
+ * A minimal ONNX graph builder on the `onnx-proto` protobuf messages
+ * (onnx v1.10 schema, messages under `onnx.onnx.*`): typed inputs/outputs with
+ * symbolic dims, initializers (optionally moved to an external-data file the
+ * way `onnx.save_model(..., save_as_external_data=True, location=...)` lays it
+ * out), and nodes. Output is deterministic: same calls, same bytes.
+ *
+ * @module
+ */
+
+import onnx from "onnx-proto";
+
+const P = onnx.onnx;
+
+/** Element types the builder writes. */
+export type ElemType = "float32" | "float16" | "float64" | "int8" | "int32" | "int64" | "bool";
+
+/** A dimension: a fixed size or a symbolic (dynamic) name. */
+export type Dim = number | string;
+
+/** A node attribute, tagged with its ONNX attribute type. */
+export type Attr =
+  | { i: number }
+  | { f: number }
+  | { ints: readonly number[] }
+  | { floats: readonly number[] }
+  | { s: string };
+
+/** Typed data of an initializer. */
+export type InitData =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int32Array
+  | BigInt64Array
+  | Uint16Array;
+
+/** ONNX TensorProto.DataType codes (onnx/onnx.proto). */
+const DATA_TYPE: Record<ElemType, number> = {
+  float32: 1,
+  int8: 3,
+  int32: 6,
+  int64: 7,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+};
+
+/** ONNX AttributeProto.AttributeType codes (onnx/onnx.proto). */
+const ATTR_TYPE = { FLOAT: 1, INT: 2, STRING: 3, FLOATS: 6, INTS: 7 } as const;
+
+/** Where initializers go when a model is encoded. */
+export interface ExternalDataOptions {
+  /** File name recorded in the model, next to it: "weights.pb" or "model.onnx_data". */
+  location: string;
+  /** Initializers with at least this many bytes go to the external file. */
+  minBytes: number;
+}
+
+/** Options of {@link Graph.encode}. */
+export interface EncodeOptions {
+  /** Default-domain opset version. */
+  opset: number;
+  /** Moves large initializers into one external file. */
+  externalData?: ExternalDataOptions;
+  /** Free-text description stored in the model. */
+  docString?: string;
+}
+
+/** An encoded model and, when requested, its external-data file. */
+export interface EncodedModel {
+  /** The `.onnx` protobuf bytes. */
+  model: Uint8Array;
+  /** The external data bytes, when any initializer was moved out. */
+  external?: { location: string; data: Uint8Array };
+}
+
+interface Initializer {
+  name: string;
+  type: ElemType;
+  dims: number[];
+  data: InitData;
+}
+
+/** One ONNX graph under construction. */
+export class Graph {
+  readonly #name: string;
+  readonly #inputs: onnx.onnx.IValueInfoProto[] = [];
+  readonly #outputs: onnx.onnx.IValueInfoProto[] = [];
+  readonly #nodes: onnx.onnx.INodeProto[] = [];
+  readonly #inits: Initializer[] = [];
+  readonly #used = new Set<string>();
+  readonly #constCache = new Map<string, string>();
+  #counter = 0;
+
+  /** Starts an empty graph called `name`. */
+  constructor(name: string) {
+    this.#name = name;
+  }
+
+  /** A fresh value name derived from `hint`. */
+  fresh(hint: string): string {
+    let name = hint;
+    while (this.#used.has(name)) name = `${hint}_${++this.#counter}`;
+    this.#used.add(name);
+    return name;
+  }
+
+  /** Declares a graph input; returns its name. */
+  input(name: string, type: ElemType, shape: readonly Dim[]): string {
+    if (this.#used.has(name)) throw new Error(`graph ${this.#name}: duplicate name ${name}`);
+    this.#used.add(name);
+    this.#inputs.push(valueInfo(name, type, shape));
+    return name;
+  }
+
+  /** Declares a graph output `name` carrying `value` (an Identity is added when names differ). */
+  output(value: string, name: string, type: ElemType, shape: readonly Dim[]): void {
+    if (value !== name) {
+      if (this.#used.has(name)) throw new Error(`graph ${this.#name}: duplicate name ${name}`);
+      this.#used.add(name);
+      this.#nodes.push({ opType: "Identity", input: [value], output: [name], name: `out_${name}` });
+    }
+    this.#outputs.push(valueInfo(name, type, shape));
+  }
+
+  /** Adds an initializer; returns its name. */
+  init(hint: string, type: ElemType, dims: readonly number[], data: InitData): string {
+    const size = dims.reduce((a, b) => a * b, 1);
+    if (size !== data.length) {
+      throw new Error(`initializer ${hint}: ${data.length} values for dims [${dims}]`);
+    }
+    const name = this.fresh(hint);
+    this.#inits.push({ name, type, dims: [...dims], data });
+    return name;
+  }
+
+  /** A float32 constant (shared between uses when small). */
+  constF(values: readonly number[], dims: readonly number[] = [values.length]): string {
+    return this.#cached(
+      `f:${dims}:${values}`,
+      () => this.init("cf", "float32", dims, Float32Array.from(values)),
+    );
+  }
+
+  /** An int64 constant (shared between uses). */
+  constI64(values: readonly number[], dims: readonly number[] = [values.length]): string {
+    return this.#cached(
+      `i:${dims}:${values}`,
+      () => this.init("ci", "int64", dims, BigInt64Array.from(values.map((v) => BigInt(v)))),
+    );
+  }
+
+  /** Adds a node with one output; returns the output name. */
+  op(
+    type: string,
+    inputs: readonly string[],
+    attrs: Record<string, Attr> = {},
+    hint?: string,
+  ): string {
+    return this.opN(type, inputs, 1, attrs, hint)[0];
+  }
+
+  /** Adds a node with `n` outputs; returns their names. */
+  opN(
+    type: string,
+    inputs: readonly string[],
+    n: number,
+    attrs: Record<string, Attr> = {},
+    hint?: string,
+  ): string[] {
+    const base = hint ?? type.toLowerCase();
+    const outputs = Array.from(
+      { length: n },
+      (_, i) => this.fresh(n === 1 ? base : `${base}_${i}`),
+    );
+    this.#nodes.push({
+      opType: type,
+      input: [...inputs],
+      output: outputs,
+      name: `n${this.#nodes.length}_${type}`,
+      attribute: Object.entries(attrs).map(([name, a]) => attribute(name, a)),
+    });
+    return outputs;
+  }
+
+  /** Serializes the model. */
+  encode(options: EncodeOptions): EncodedModel {
+    const chunks: Uint8Array[] = [];
+    let offset = 0;
+    const initializer = this.#inits.map((t) => {
+      const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+      const ext = options.externalData;
+      if (ext && bytes.byteLength >= ext.minBytes) {
+        chunks.push(bytes);
+        const entry: onnx.onnx.ITensorProto = {
+          name: t.name,
+          dims: t.dims,
+          dataType: DATA_TYPE[t.type],
+          dataLocation: P.TensorProto.DataLocation.EXTERNAL,
+          externalData: [
+            { key: "location", value: ext.location },
+            { key: "offset", value: String(offset) },
+            { key: "length", value: String(bytes.byteLength) },
+          ],
+        };
+        offset += bytes.byteLength;
+        return entry;
+      }
+      return { name: t.name, dims: t.dims, dataType: DATA_TYPE[t.type], rawData: bytes.slice() };
+    });
+    const model = P.ModelProto.create({
+      irVersion: 8,
+      producerName: "generate-image-sd15-mcp model_builder",
+      producerVersion: "1",
+      docString: options.docString ?? "",
+      opsetImport: [{ domain: "", version: options.opset }],
+      graph: {
+        name: this.#name,
+        node: this.#nodes,
+        initializer,
+        input: this.#inputs,
+        output: this.#outputs,
+      },
+    });
+    const out: EncodedModel = { model: P.ModelProto.encode(model).finish() };
+    if (options.externalData && chunks.length > 0) {
+      const data = new Uint8Array(offset);
+      let at = 0;
+      for (const c of chunks) {
+        data.set(c, at);
+        at += c.byteLength;
+      }
+      out.external = { location: options.externalData.location, data };
+    }
+    return out;
+  }
+
+  #cached(key: string, make: () => string): string {
+    let name = this.#constCache.get(key);
+    if (name === undefined) {
+      name = make();
+      this.#constCache.set(key, name);
+    }
+    return name;
+  }
+}
+
+function valueInfo(name: string, type: ElemType, shape: readonly Dim[]): onnx.onnx.IValueInfoProto {
+  return {
+    name,
+    type: {
+      tensorType: {
+        elemType: DATA_TYPE[type],
+        shape: { dim: shape.map((d) => typeof d === "number" ? { dimValue: d } : { dimParam: d }) },
+      },
+    },
+  };
+}
+
+function attribute(name: string, a: Attr): onnx.onnx.IAttributeProto {
+  if ("i" in a) return { name, type: ATTR_TYPE.INT, i: a.i };
+  if ("f" in a) return { name, type: ATTR_TYPE.FLOAT, f: a.f };
+  if ("ints" in a) return { name, type: ATTR_TYPE.INTS, ints: [...a.ints] };
+  if ("floats" in a) return { name, type: ATTR_TYPE.FLOATS, floats: [...a.floats] };
+  return { name, type: ATTR_TYPE.STRING, s: new TextEncoder().encode(a.s) };
+}

@@ -1,0 +1,185 @@
+/**
+ * Small layer helpers over {@link Graph}: seeded conv/linear weights, SiLU,
+ * shape plumbing, and fp16/fp32 graph I/O (compute stays float32; an fp16
+ * model gets Cast nodes at its inputs and outputs, like an "io16" export).
+ *
+ * All ops are valid at opset 17 (ReduceMean/ReduceMax keep `axes` as an
+ * attribute up to opset 17; Unsqueeze/Squeeze take `axes` as an input since 13).
+ *
+ * @module
+ */
+
+import { type Attr, type Dim, type ElemType, Graph } from "./graph.ts";
+import type { Rng } from "./rng.ts";
+
+/** Opset used by every built model. */
+export const OPSET = 17;
+
+/** Float type of a model's float inputs and outputs. */
+export type IoFloat = "float32" | "float16";
+
+/** Graph + random stream + the model's float I/O type. */
+export class Layers {
+  /** The graph being built. */
+  readonly g: Graph;
+  /** Weight stream of this model. */
+  readonly rng: Rng;
+  /** Float type of the graph I/O. */
+  readonly io: IoFloat;
+
+  /** Starts a model named `name`. */
+  constructor(name: string, rng: Rng, io: IoFloat = "float32") {
+    this.g = new Graph(name);
+    this.rng = rng;
+    this.io = io;
+  }
+
+  /** A float input in the model's I/O type; returns the float32 value to compute with. */
+  floatIn(name: string, shape: readonly Dim[]): string {
+    this.g.input(name, this.io, shape);
+    return this.io === "float32"
+      ? name
+      : this.g.op("Cast", [name], { to: { i: 1 } }, `${name}_f32`);
+  }
+
+  /** A float output in the model's I/O type from the float32 `value`. */
+  floatOut(value: string, name: string, shape: readonly Dim[]): void {
+    const v = this.io === "float32" ? value : this.g.op("Cast", [value], { to: { i: 10 } });
+    this.g.output(v, name, this.io, shape);
+  }
+
+  /** Any typed input; returns its name. */
+  input(name: string, type: ElemType, shape: readonly Dim[]): string {
+    return this.g.input(name, type, shape);
+  }
+
+  /** A uniform float32 weight in [-bound, bound). */
+  weight(hint: string, dims: readonly number[], bound: number): string {
+    const n = dims.reduce((a, b) => a * b, 1);
+    return this.g.init(hint, "float32", dims, this.rng.uniform(n, bound));
+  }
+
+  /**
+   * Conv2d with torch's default init bound 1/sqrt(fan_in) (times `gain`),
+   * "same" padding for odd kernels.
+   */
+  conv(
+    x: string,
+    cin: number,
+    cout: number,
+    k: number,
+    opts: { stride?: number; gain?: number; bias?: readonly number[]; hint?: string } = {},
+  ): string {
+    const stride = opts.stride ?? 1;
+    const bound = (opts.gain ?? 1) / Math.sqrt(cin * k * k);
+    const hint = opts.hint ?? "conv";
+    const w = this.weight(`${hint}_w`, [cout, cin, k, k], bound);
+    const b = opts.bias
+      ? this.g.init(`${hint}_b`, "float32", [cout], Float32Array.from(opts.bias))
+      : this.weight(`${hint}_b`, [cout], bound);
+    const p = (k - 1) >> 1;
+    return this.g.op("Conv", [x, w, b], {
+      kernel_shape: { ints: [k, k] },
+      pads: { ints: [p, p, p, p] },
+      strides: { ints: [stride, stride] },
+    }, hint);
+  }
+
+  /** x·W + b over the last axis. */
+  linear(x: string, din: number, dout: number, gain = 1, hint = "linear"): string {
+    const bound = gain / Math.sqrt(din);
+    const w = this.weight(`${hint}_w`, [din, dout], bound);
+    const b = this.weight(`${hint}_b`, [dout], bound);
+    return this.add(this.g.op("MatMul", [x, w]), b);
+  }
+
+  /** SiLU(x) = x·sigmoid(x). */
+  silu(x: string): string {
+    return this.mul(x, this.g.op("Sigmoid", [x]));
+  }
+
+  /** a + b (broadcasting). */
+  add(a: string, b: string): string {
+    return this.g.op("Add", [a, b]);
+  }
+
+  /** a · b (broadcasting). */
+  mul(a: string, b: string): string {
+    return this.g.op("Mul", [a, b]);
+  }
+
+  /** a − b (broadcasting). */
+  sub(a: string, b: string): string {
+    return this.g.op("Sub", [a, b]);
+  }
+
+  /** x · c for a float constant c. */
+  scale(x: string, c: number): string {
+    return this.mul(x, this.g.constF([c], []));
+  }
+
+  /** x + c for a float constant c. */
+  shift(x: string, c: number): string {
+    return this.add(x, this.g.constF([c], []));
+  }
+
+  /** Sum of several values of one shape. */
+  sum(values: readonly string[]): string {
+    return values.reduce((a, b) => this.add(a, b));
+  }
+
+  /** Unsqueeze at `axes`. */
+  unsqueeze(x: string, axes: readonly number[]): string {
+    return this.g.op("Unsqueeze", [x, this.g.constI64(axes)]);
+  }
+
+  /** Squeeze at `axes`. */
+  squeeze(x: string, axes: readonly number[]): string {
+    return this.g.op("Squeeze", [x, this.g.constI64(axes)]);
+  }
+
+  /** Reshape to a constant shape (0 = keep, -1 = infer). */
+  reshape(x: string, shape: readonly number[]): string {
+    return this.g.op("Reshape", [x, this.g.constI64(shape)]);
+  }
+
+  /** Cast to float32. */
+  toFloat(x: string): string {
+    return this.g.op("Cast", [x], { to: { i: 1 } });
+  }
+
+  /** Reduce over `axes` with `op` ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum"). */
+  reduce(op: string, x: string, axes: readonly number[], keepdims: boolean): string {
+    return this.g.op(op, [x], { axes: { ints: axes }, keepdims: { i: keepdims ? 1 : 0 } });
+  }
+
+  /**
+   * Nearest-neighbour resize of NCHW `x` to the spatial size of `like`
+   * (sizes from the runtime shapes, so odd sizes work like diffusers'
+   * `upsample_size`).
+   */
+  resizeTo(x: string, like: string): string {
+    const g = this.g;
+    const nc = g.op("Shape", [x], { start: { i: 0 }, end: { i: 2 } });
+    const hw = g.op("Shape", [like], { start: { i: 2 }, end: { i: 4 } });
+    const sizes = g.op("Concat", [nc, hw], { axis: { i: 0 } });
+    return g.op("Resize", [x, "", "", sizes], {
+      mode: { s: "nearest" },
+      coordinate_transformation_mode: { s: "asymmetric" },
+      nearest_mode: { s: "floor" },
+    });
+  }
+
+  /** Resize NCHW `x` by an integer factor in H and W. */
+  upscale(x: string, factor: number, mode: "nearest" | "linear"): string {
+    const scales = this.g.constF([1, 1, factor, factor]);
+    const attrs: Record<string, Attr> = mode === "nearest"
+      ? {
+        mode: { s: "nearest" },
+        coordinate_transformation_mode: { s: "asymmetric" },
+        nearest_mode: { s: "floor" },
+      }
+      : { mode: { s: "linear" }, coordinate_transformation_mode: { s: "half_pixel" } };
+    return this.g.op("Resize", [x, "", scales], attrs);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * ONNX Runtime access for the whole program: sessions (the only
+ * `onnxruntime-node` import is in `runtime.ts`), the tensor class, fp16 bit
+ * conversion, feeds in the declared dtype, and the per-component I/O contract.
+ *
+ * @module
+ */
+
+export { createSession, createSessionFromBytes, listBackends, Session, Tensor } from "./runtime.ts";
+export type {
+  BackendInfo,
+  ExecutionProvider,
+  ExternalDataFile,
+  Feeds,
+  GraphOptimization,
+  IoMeta,
+  SessionIo,
+  SessionOptions,
+} from "./runtime.ts";
+export {
+  float16BitsToFloat32,
+  float32ToFloat16Bits,
+  fromFloat16Bits,
+  toFloat16Bits,
+} from "./fp16.ts";
+export {
+  castFloatTensor,
+  floatTensor,
+  intTensor,
+  numericTensor,
+  scalarTensor,
+  timestepTensor,
+  toFloat32,
+} from "./tensors.ts";
+export type { FloatDtype, TimestepKind } from "./tensors.ts";
+export {
+  assertResidualsMatch,
+  checkSession,
+  CONTRACTS,
+  onnxWebResidualName,
+  residualMismatches,
+  residualName,
+} from "./contract.ts";
+export type {
+  Component,
+  ComponentContract,
+  PortSpec,
+  ResolvedIo,
+  ResolvedPort,
+  ResolvedResidual,
+} from "./contract.ts";

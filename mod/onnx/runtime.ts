@@ -1,0 +1,269 @@
+/**
+ * The only door to `onnxruntime-node`: session creation, the {@link Session}
+ * wrapper with I/O metadata read from the model itself, and the tensor class.
+ *
+ * I/O metadata comes from `session.inputMetadata` / `outputMetadata`
+ * (onnxruntime `js/node/lib/backend.ts`, PR #23937): the element type as a
+ * string and the shape with symbolic dimensions as strings. Nothing about a
+ * model's contract is guessed from flags; see `contract.ts`.
+ *
+ * @module
+ */
+
+import * as ort from "onnxruntime-node";
+
+/**
+ * Keeps float16 tensor data as `Uint16Array` bit patterns. onnxruntime-common
+ * maps "float16" to `Float16Array` when the global exists (its lazy
+ * `checkTypedArray` in `tensor-impl-type-mapping.ts`, run at the first tensor
+ * construction) and then wraps `Uint16Array` data in a `Float16Array` view;
+ * Deno has `Float16Array`, but its N-API does not report it as a typed array,
+ * so the Node binding sees 0 bytes ("not enough space: expected 384, got 0").
+ * Hiding the global during that first check makes "float16" map to
+ * `Uint16Array` for good, for feeds and for outputs.
+ */
+function pinFloat16ToUint16(): void {
+  const g = globalThis as { Float16Array?: unknown };
+  const descriptor = Object.getOwnPropertyDescriptor(g, "Float16Array");
+  if (descriptor?.configurable) delete g.Float16Array;
+  try {
+    new ort.Tensor("float16", new Uint16Array(1), [1]);
+  } finally {
+    if (descriptor?.configurable) Object.defineProperty(g, "Float16Array", descriptor);
+  }
+}
+pinFloat16ToUint16();
+
+/** The ONNX Runtime tensor class (`new Tensor("float32", data, dims)`). */
+export const Tensor: typeof ort.Tensor = ort.Tensor;
+/** An ONNX Runtime tensor. */
+export type Tensor = ort.Tensor;
+
+/** Execution providers this project can ask for. */
+export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
+
+/** ONNX Runtime graph optimization levels (the names ORT itself uses). */
+export type GraphOptimization = "disabled" | "basic" | "extended" | "all";
+
+/** Options of {@link createSession} / {@link createSessionFromBytes}. */
+export interface SessionOptions {
+  /** Execution provider; default "cpu". ORT falls back to CPU per node for unsupported ops. */
+  executionProvider?: ExecutionProvider;
+  /** Threads inside one operator; 0 or absent = ORT's default (one per physical core). */
+  intraOpThreads?: number;
+  /** Threads across operators; 0 or absent = ORT's default. */
+  interOpThreads?: number;
+  /** Graph optimization level; default "all". */
+  graphOptimization?: GraphOptimization;
+  /** Name used in error messages, e.g. "unet"; defaults to the file name. */
+  label?: string;
+}
+
+/** One external-data file handed over in memory (for byte loads). */
+export interface ExternalDataFile {
+  /** The `location` written in the model, e.g. "weights.pb" or "model.onnx_data". */
+  path: string;
+  /** The file's bytes. */
+  data: Uint8Array;
+}
+
+/** Name, element type and shape of one model input or output. */
+export interface IoMeta {
+  /** The graph input/output name. */
+  readonly name: string;
+  /**
+   * ORT's element type string ("float32", "float16", "int32", "int64",
+   * "float64", …), or "non-tensor" for sequences and maps.
+   */
+  readonly dtype: string;
+  /** Dimensions: numbers for fixed dims, strings for symbolic (dynamic) ones. */
+  readonly shape: readonly (number | string)[];
+}
+
+/** Anything with model I/O metadata; what `checkSession` needs. */
+export interface SessionIo {
+  /** The model's inputs, in graph order. */
+  readonly inputs: readonly IoMeta[];
+  /** The model's outputs, in graph order. */
+  readonly outputs: readonly IoMeta[];
+}
+
+/** Feeds of one run, by input name. */
+export type Feeds = Record<string, Tensor>;
+
+/** An ORT execution provider entry as the Node binding reports it. */
+export interface BackendInfo {
+  /** Provider name, e.g. "cpu", "cuda". */
+  name: string;
+  /** False when its libraries are downloaded by the package install script. */
+  bundled: boolean;
+}
+
+/**
+ * Providers this onnxruntime-node build knows about
+ * (`listSupportedBackends` of onnxruntime `js/node/lib/backend.ts`).
+ */
+export function listBackends(): BackendInfo[] {
+  const list = (ort as { listSupportedBackends?: () => BackendInfo[] }).listSupportedBackends;
+  if (typeof list !== "function") return [{ name: "cpu", bundled: true }];
+  return list().map((b) => ({ name: b.name, bundled: b.bundled }));
+}
+
+/** An open inference session with its I/O metadata. */
+export class Session implements SessionIo {
+  /** Name used in error messages. */
+  readonly label: string;
+  /** The model's inputs, in graph order. */
+  readonly inputs: readonly IoMeta[];
+  /** The model's outputs, in graph order. */
+  readonly outputs: readonly IoMeta[];
+  #session: ort.InferenceSession | null;
+
+  /** Wraps an ORT session; use {@link createSession} instead. */
+  constructor(session: ort.InferenceSession, label: string) {
+    this.#session = session;
+    this.label = label;
+    this.inputs = session.inputMetadata.map(toIoMeta);
+    this.outputs = session.outputMetadata.map(toIoMeta);
+  }
+
+  /**
+   * Runs the model. Returns every output (or the ones in `outputNames`).
+   * Note: the Node binding runs synchronously inside `setImmediate`, so a long
+   * run blocks the event loop (onnxruntime `js/node/lib/backend.ts`).
+   */
+  async run(feeds: Feeds, outputNames?: readonly string[]): Promise<Record<string, Tensor>> {
+    const session = this.#session;
+    if (!session) throw new Error(`${this.label}: run after release`);
+    try {
+      const result = outputNames
+        ? await session.run(feeds, [...outputNames])
+        : await session.run(feeds);
+      return result as Record<string, Tensor>;
+    } catch (e) {
+      throw new Error(`${this.label}: run failed: ${errorText(e)}`, { cause: e });
+    }
+  }
+
+  /** Frees the native session. Safe to call twice. */
+  async release(): Promise<void> {
+    const session = this.#session;
+    this.#session = null;
+    if (session) await session.release();
+  }
+}
+
+/**
+ * Opens a model from a file path. External data (`weights.pb`,
+ * `model.onnx_data`) is found by ORT next to the file, from the locations
+ * recorded in the model.
+ */
+export async function createSession(path: string, options: SessionOptions = {}): Promise<Session> {
+  const label = options.label ?? path.split(/[\\/]/).slice(-2).join("/");
+  return await open(path, toOrtOptions(options), label, options.executionProvider ?? "cpu");
+}
+
+/**
+ * Opens a model from bytes. External data must be passed in memory, under
+ * the `location` names the model records (onnxruntime
+ * `js/node/src/session_options_helper.cc`, `externalData`).
+ */
+export async function createSessionFromBytes(
+  bytes: Uint8Array,
+  externalData: readonly ExternalDataFile[] = [],
+  options: SessionOptions = {},
+): Promise<Session> {
+  const ortOptions = toOrtOptions(options);
+  if (externalData.length > 0) {
+    (ortOptions as { externalData?: unknown }).externalData = externalData.map((f) => ({
+      path: f.path,
+      data: f.data,
+    }));
+  }
+  return await open(
+    bytes,
+    ortOptions,
+    options.label ?? "model",
+    options.executionProvider ?? "cpu",
+  );
+}
+
+async function open(
+  source: string | Uint8Array,
+  ortOptions: ort.InferenceSession.SessionOptions,
+  label: string,
+  provider: ExecutionProvider,
+): Promise<Session> {
+  assertProviderKnown(provider);
+  let session: ort.InferenceSession;
+  try {
+    session = typeof source === "string"
+      ? await ort.InferenceSession.create(source, ortOptions)
+      : await ort.InferenceSession.create(source, ortOptions);
+  } catch (e) {
+    throw new Error(`${label}: cannot create session: ${providerHint(provider, errorText(e))}`, {
+      cause: e,
+    });
+  }
+  return new Session(session, label);
+}
+
+function assertProviderKnown(provider: ExecutionProvider): void {
+  if (!["cpu", "cuda", "webgpu"].includes(provider)) {
+    throw new Error(`unknown execution provider \`${provider}\` (expected cpu, cuda or webgpu)`);
+  }
+  if (provider === "cpu") return;
+  const names = listBackends().map((b) => b.name);
+  if (!names.includes(provider)) {
+    throw new Error(
+      `execution provider \`${provider}\` is not available in this onnxruntime-node build ` +
+        `(available: ${names.join(", ")})`,
+    );
+  }
+}
+
+/**
+ * Explains a session failure with a non-CPU provider: providers the package
+ * lists but does not bundle (CUDA, TensorRT) need libraries that its install
+ * script downloads; bundled ones (WebGPU) can still fail for want of a device.
+ */
+function providerHint(provider: ExecutionProvider, message: string): string {
+  if (provider === "cpu") return message;
+  const backends = listBackends();
+  const entry = backends.find((b) => b.name === provider);
+  const bundled = backends.filter((b) => b.bundled).map((b) => b.name).join(", ");
+  if (entry && !entry.bundled) {
+    return `execution provider \`${provider}\` is not available in this onnxruntime-node build ` +
+      `(its libraries are not bundled and come from the package install script; bundled: ${bundled}): ` +
+      message;
+  }
+  return `execution provider \`${provider}\` could not start (no usable device or driver?): ${message}`;
+}
+
+function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOptions {
+  const provider = options.executionProvider ?? "cpu";
+  const out: ort.InferenceSession.SessionOptions = {
+    executionProviders: [provider],
+    graphOptimizationLevel: options.graphOptimization ?? "all",
+  };
+  const intra = options.intraOpThreads ?? 0;
+  const inter = options.interOpThreads ?? 0;
+  if (!Number.isInteger(intra) || intra < 0) {
+    throw new Error(`intraOpThreads must be an integer >= 0, got ${intra}`);
+  }
+  if (!Number.isInteger(inter) || inter < 0) {
+    throw new Error(`interOpThreads must be an integer >= 0, got ${inter}`);
+  }
+  if (intra > 0) out.intraOpNumThreads = intra;
+  if (inter > 0) out.interOpNumThreads = inter;
+  return out;
+}
+
+function toIoMeta(m: ort.InferenceSession.ValueMetadata): IoMeta {
+  if (!m.isTensor) return { name: m.name, dtype: "non-tensor", shape: [] };
+  return { name: m.name, dtype: m.type, shape: [...m.shape] };
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

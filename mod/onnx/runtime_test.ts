@@ -1,0 +1,118 @@
+import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
+import { buildUnet, buildVaeDecoder, TINY_DIMS } from "../model_builder/mod.ts";
+import {
+  createSession,
+  createSessionFromBytes,
+  type ExecutionProvider,
+  listBackends,
+  Tensor,
+} from "./runtime.ts";
+import { floatTensor, toFloat32 } from "./tensors.ts";
+
+const unet = buildUnet(7, TINY_DIMS, { flavour: "diffusers", io: "float32" });
+
+function feeds(): Record<string, Tensor> {
+  const sample = Float32Array.from({ length: 4 * 8 * 8 }, (_, i) => Math.sin(i));
+  const ehs = Float32Array.from({ length: 77 * 32 }, (_, i) => Math.cos(i / 7));
+  return {
+    sample: floatTensor("float32", sample, [1, 4, 8, 8]),
+    timestep: new Tensor("float32", Float32Array.from([500]), [1]),
+    encoder_hidden_states: floatTensor("float32", ehs, [1, 77, 32]),
+  };
+}
+
+Deno.test("createSession: path load finds weights.pb next to the model; metadata from the model", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "onnx_rt_" });
+  try {
+    await Deno.writeFile(`${dir}/model.onnx`, unet.model);
+    await Deno.writeFile(`${dir}/weights.pb`, unet.external!.data);
+    strictEqual(unet.external!.location, "weights.pb");
+    const s = await createSession(`${dir}/model.onnx`, { intraOpThreads: 1 });
+    deepStrictEqual(s.inputs.map((i) => [i.name, i.dtype, i.shape]), [
+      ["sample", "float32", ["batch", "channels", "height", "width"]],
+      ["timestep", "float32", ["batch"]],
+      ["encoder_hidden_states", "float32", ["batch", "sequence", 32]],
+    ]);
+    deepStrictEqual(s.outputs.map((o) => o.name), ["out_sample"]);
+    strictEqual(s.label, `${dir.split("/").pop()}/model.onnx`);
+    const out = await s.run(feeds());
+    deepStrictEqual(out.out_sample.dims, [1, 4, 8, 8]);
+
+    // The same model from bytes + in-memory external data gives the same numbers.
+    const b = await createSessionFromBytes(unet.model, [{
+      path: "weights.pb",
+      data: unet.external!.data,
+    }], {
+      graphOptimization: "disabled",
+      label: "unet",
+    });
+    const out2 = await b.run(feeds(), ["out_sample"]);
+    const x = toFloat32(out.out_sample);
+    const y = toFloat32(out2.out_sample);
+    ok(x.every((v, i) => Math.abs(v - y[i]) < 1e-5), "path and bytes sessions agree");
+    await s.release();
+    await s.release(); // twice is fine
+    await rejects(s.run(feeds()), /run after release/);
+    await b.release();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("createSessionFromBytes: missing external data and bad feeds fail with the label", async () => {
+  await rejects(
+    createSessionFromBytes(unet.model, [], { label: "unet" }),
+    /^Error: unet: cannot create session: /,
+  );
+  const s = await createSessionFromBytes(unet.model, [{
+    path: "weights.pb",
+    data: unet.external!.data,
+  }], {
+    label: "unet",
+  });
+  try {
+    const bad = feeds();
+    delete bad.timestep;
+    await rejects(s.run(bad), /^Error: unet: run failed: .*timestep/);
+  } finally {
+    await s.release();
+  }
+});
+
+Deno.test("options: thread counts validated, unknown and unavailable providers named", async () => {
+  const vae = buildVaeDecoder(1, TINY_DIMS, { flavour: "diffusers", io: "float32" }).model;
+  await rejects(createSessionFromBytes(vae, [], { intraOpThreads: -1 }), {
+    message: "intraOpThreads must be an integer >= 0, got -1",
+  });
+  await rejects(createSessionFromBytes(vae, [], { interOpThreads: 1.5 }), {
+    message: "interOpThreads must be an integer >= 0, got 1.5",
+  });
+  await rejects(
+    createSessionFromBytes(vae, [], { executionProvider: "tpu" as ExecutionProvider }),
+    { message: "unknown execution provider `tpu` (expected cpu, cuda or webgpu)" },
+  );
+  const backends = listBackends();
+  ok(backends.some((b) => b.name === "cpu" && b.bundled), "cpu is always bundled");
+  const cuda = backends.find((b) => b.name === "cuda");
+  if (!cuda) {
+    await rejects(createSessionFromBytes(vae, [], { executionProvider: "cuda" }), {
+      message:
+        /^execution provider `cuda` is not available in this onnxruntime-node build \(available: /,
+    });
+  } else if (!cuda.bundled) {
+    // Listed but its libraries were never downloaded (install script not run).
+    await rejects(createSessionFromBytes(vae, [], { executionProvider: "cuda", label: "vae" }), {
+      message:
+        /^vae: cannot create session: execution provider `cuda` is not available in this onnxruntime-node build \(its libraries are not bundled/,
+    });
+  } else {
+    // A build with CUDA bundled: either it starts, or the failure says why.
+    try {
+      const s = await createSessionFromBytes(vae, [], { executionProvider: "cuda" });
+      strictEqual(s.inputs[0].name, "latent_sample");
+      await s.release();
+    } catch (e) {
+      ok(/execution provider `cuda` could not start/.test((e as Error).message), String(e));
+    }
+  }
+});
