@@ -11,6 +11,7 @@ import { openDatabase } from "../db/mod.ts";
 import { ImageService } from "../generation/mod.ts";
 import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { log } from "../log/mod.ts";
+import { verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
 import { createGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
@@ -37,9 +38,15 @@ const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_imag
   "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
   "Generations run one at a time; each takes seconds to minutes.";
 
+/** Checks the model files against models.lock, then starts the engine. */
+async function loadEngine(config: ResolvedConfig): Promise<Generator> {
+  await verifyConfiguredModels(config);
+  return await createGenerator(config);
+}
+
 /** Starts the server described by `config`. */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = overrides.generator ?? await createGenerator(config);
+  const generator = overrides.generator ?? await loadEngine(config);
   const queue = new GenerationQueue(config.generation.queueLimit);
   const images = new ImageService({
     generator,

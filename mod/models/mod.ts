@@ -51,3 +51,4 @@ export {
 } from "./required.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
 export { sha256File } from "./sha256_file.ts";
+export { type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";

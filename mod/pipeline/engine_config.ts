@@ -1,0 +1,64 @@
+/**
+ * The part of the resolved configuration the engine needs. It crosses the
+ * Worker boundary by structured clone, so it is plain data.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import type { ResolvedConfig } from "../config/resolve.ts";
+
+/** Generation settings that apply to every request (never tool inputs). */
+export type GenerationSettings = Pick<
+  ResolvedConfig["generation"],
+  "steps" | "guidanceScale" | "scheduler" | "timestepSpacing" | "karras" | "eta"
+>;
+
+/** What the engine reads from the config. */
+export interface EngineConfig {
+  /** Model locations (absolute). */
+  models: Pick<ResolvedConfig["models"], "base" | "controlnetUnet">;
+  /** ONNX Runtime session settings. */
+  runtime: ResolvedConfig["runtime"];
+  /** Denoising settings. */
+  generation: GenerationSettings;
+  /** ControlNets and their preprocessors. */
+  controlnet: ResolvedConfig["controlnet"];
+}
+
+/** Picks the engine's part of a resolved config. */
+export function engineConfigOf(config: ResolvedConfig): EngineConfig {
+  const g = config.generation;
+  return {
+    models: { base: config.models.base, controlnetUnet: config.models.controlnetUnet },
+    runtime: { ...config.runtime },
+    generation: {
+      steps: g.steps,
+      guidanceScale: g.guidanceScale,
+      scheduler: g.scheduler,
+      timestepSpacing: g.timestepSpacing,
+      karras: g.karras,
+      eta: g.eta,
+    },
+    controlnet: structuredClone(config.controlnet),
+  };
+}
+
+/** File locations inside the SD 1.5 folder (diffusers ONNX layout, sd15-onnx.md §2a). */
+export function basePaths(base: string): {
+  textEncoder: string;
+  unet: string;
+  vaeDecoder: string;
+  vaeEncoder: string;
+  tokenizer: string;
+  schedulerConfig: string;
+} {
+  return {
+    textEncoder: join(base, "text_encoder", "model.onnx"),
+    unet: join(base, "unet", "model.onnx"),
+    vaeDecoder: join(base, "vae_decoder", "model.onnx"),
+    vaeEncoder: join(base, "vae_encoder", "model.onnx"),
+    tokenizer: join(base, "tokenizer"),
+    schedulerConfig: join(base, "scheduler", "scheduler_config.json"),
+  };
+}

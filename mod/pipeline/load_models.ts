@@ -1,0 +1,229 @@
+/**
+ * Start-up: opens every model the configuration needs, once, and checks each
+ * against the I/O contract (`mod/onnx` `checkSession`). Any problem is an
+ * error that names the file and what is wrong; sessions opened before the
+ * failure are released.
+ *
+ * @module
+ */
+
+import {
+  assertResidualsMatch,
+  checkSession,
+  type Component,
+  type ResolvedIo,
+} from "../onnx/mod.ts";
+import { createSession } from "../onnx/mod.ts";
+import type { SessionOptions } from "../onnx/mod.ts";
+import { ClipTokenizer } from "../tokenizer/mod.ts";
+import type { ControlNetModel } from "./controlnet.ts";
+import { basePaths, type EngineConfig } from "./engine_config.ts";
+import { errorMessage } from "./errors.ts";
+import type { ModelSession, SessionOpener } from "./model_session.ts";
+
+/** One opened and checked model. */
+export interface LoadedModel {
+  /** The model file. */
+  path: string;
+  /** The open session. */
+  session: ModelSession;
+  /** What `checkSession` resolved. */
+  io: ResolvedIo;
+}
+
+/** The ControlNets the config can enable. */
+export type ControlNetKind = "depth" | "openpose" | "inpaint";
+
+/** Everything the engine runs, loaded once. */
+export interface ModelSet {
+  /** CLIP tokenizer from `<base>/tokenizer`. */
+  tokenizer: ClipTokenizer;
+  /** `<base>/scheduler/scheduler_config.json`, parsed. */
+  schedulerConfig: Record<string, unknown>;
+  /** Text encoder. */
+  textEncoder: LoadedModel;
+  /** The plain UNet (text-to-image). */
+  unet: LoadedModel;
+  /** VAE decoder. */
+  vaeDecoder: LoadedModel;
+  /** VAE encoder; only when inpainting is enabled. */
+  vaeEncoder?: LoadedModel;
+  /** The UNet that takes ControlNet residuals; only when a ControlNet is enabled. */
+  controlnetUnet?: LoadedModel;
+  /** Enabled ControlNets. */
+  controlnets: Partial<Record<ControlNetKind, ControlNetModel & { path: string }>>;
+  /** Depth estimator (controlnet.depth.preprocessor). */
+  depth?: LoadedModel;
+  /** DWPose person detector (controlnet.openpose.detector). */
+  poseDetector?: LoadedModel;
+  /** DWPose whole-body pose model (controlnet.openpose.estimator). */
+  poseEstimator?: LoadedModel;
+}
+
+/** Opens a model with `mod/onnx`'s `createSession`. */
+export const defaultOpener: SessionOpener = (path, options) => createSession(path, options);
+
+/** Reads a JSON object, with errors naming the file. */
+async function readJsonObject(path: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    throw new Error(`${path}: cannot read the scheduler config: ${errorMessage(e)}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${path}: not valid JSON: ${errorMessage(e)}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new Error(`${path}: expected a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/**
+ * Loads the model set for `config`. ControlNets, the residual UNet, the VAE
+ * encoder and preprocessors are opened only when their `controlnet.*.enabled`
+ * needs them.
+ */
+export async function loadModels(
+  config: EngineConfig,
+  open: SessionOpener = defaultOpener,
+): Promise<ModelSet> {
+  const paths = basePaths(config.models.base);
+  const options: SessionOptions = {
+    executionProvider: config.runtime.executionProvider,
+    intraOpThreads: config.runtime.intraOpThreads,
+    interOpThreads: config.runtime.interOpThreads,
+    graphOptimization: config.runtime.graphOptimization,
+  };
+  const opened: LoadedModel[] = [];
+  const load = async (component: Component, path: string): Promise<LoadedModel> => {
+    try {
+      const stat = await Deno.stat(path);
+      if (!stat.isFile) throw new Error("not a file");
+    } catch (e) {
+      const why = e instanceof Deno.errors.NotFound ? "file not found" : errorMessage(e);
+      throw new Error(
+        `${path}: ${why} (${component}; run \`deno task models\` to download models)`,
+      );
+    }
+    let session: ModelSession;
+    try {
+      session = await open(path, { ...options, label: component });
+    } catch (e) {
+      throw new Error(`${path}: cannot load ${component}: ${errorMessage(e)}`, { cause: e });
+    }
+    const model: LoadedModel = { path, session, io: undefined as unknown as ResolvedIo };
+    opened.push(model);
+    try {
+      model.io = checkSession(component, session);
+    } catch (e) {
+      throw new Error(`${path}: ${errorMessage(e)}`, { cause: e });
+    }
+    return model;
+  };
+
+  try {
+    const tokenizer = await ClipTokenizer.load(paths.tokenizer).catch((e) => {
+      throw new Error(`${paths.tokenizer}: ${errorMessage(e)}`, { cause: e });
+    });
+    const schedulerConfig = await readJsonObject(paths.schedulerConfig);
+    const textEncoder = await load("text_encoder", paths.textEncoder);
+    const unet = await load("unet", paths.unet);
+    checkUnet(unet, textEncoder);
+    const vaeDecoder = await load("vae_decoder", paths.vaeDecoder);
+    const cn = config.controlnet;
+    const set: ModelSet = {
+      tokenizer,
+      schedulerConfig,
+      textEncoder,
+      unet,
+      vaeDecoder,
+      controlnets: {},
+    };
+    if (cn.inpaint.enabled) set.vaeEncoder = await load("vae_encoder", paths.vaeEncoder);
+    if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
+      set.controlnetUnet = await load("controlnet_unet", config.models.controlnetUnet);
+      checkUnet(set.controlnetUnet, textEncoder);
+      for (const kind of ["depth", "openpose", "inpaint"] as const) {
+        if (!cn[kind].enabled) continue;
+        const model = await load("controlnet", cn[kind].model);
+        checkControlNet(model, set.controlnetUnet, textEncoder);
+        set.controlnets[kind] = {
+          path: model.path,
+          session: model.session,
+          io: model.io,
+          conditioningScale: cn[kind].conditioningScale,
+        };
+      }
+    }
+    if (cn.depth.enabled) set.depth = await load("depth", cn.depth.preprocessor);
+    if (cn.openpose.enabled) {
+      set.poseDetector = await load("pose_detector", cn.openpose.detector);
+      set.poseEstimator = await load("pose_estimator", cn.openpose.estimator);
+    }
+    return set;
+  } catch (e) {
+    await Promise.allSettled(opened.map((m) => m.session.release()));
+    throw e;
+  }
+}
+
+/** Releases every session of a model set. */
+export async function releaseModels(set: ModelSet): Promise<void> {
+  const models = [
+    set.textEncoder,
+    set.unet,
+    set.vaeDecoder,
+    set.vaeEncoder,
+    set.controlnetUnet,
+    ...Object.values(set.controlnets),
+    set.depth,
+    set.poseDetector,
+    set.poseEstimator,
+  ];
+  await Promise.allSettled(models.map((m) => m?.session.release()));
+}
+
+/** Checks what the contract leaves to the pipeline: 4 latent channels, matching text widths. */
+function checkUnet(unet: LoadedModel, textEncoder: LoadedModel): void {
+  const io = unet.io;
+  if (typeof io.sampleChannels === "number" && io.sampleChannels !== 4) {
+    throw new Error(
+      `${unet.path}: ${io.component} input \`sample\` has ${io.sampleChannels} channels; this ` +
+        `server drives a standard 4-channel SD 1.5 UNet (inpainting uses the inpaint ControlNet, ` +
+        `not a 9-channel inpainting UNet)`,
+    );
+  }
+  sameHidden(unet, textEncoder);
+  const cond = io.inputs.timestep_cond;
+  if (cond && typeof cond.shape[1] !== "number") {
+    throw new Error(
+      `${unet.path}: ${io.component} input \`${cond.name}\` must have a fixed width (dim 1), ` +
+        `got [${cond.shape.join(",")}]`,
+    );
+  }
+}
+
+function checkControlNet(model: LoadedModel, unet: LoadedModel, textEncoder: LoadedModel): void {
+  sameHidden(model, textEncoder);
+  try {
+    assertResidualsMatch(model.io, unet.io);
+  } catch (e) {
+    throw new Error(`${model.path} and ${unet.path}: ${errorMessage(e)}`);
+  }
+}
+
+function sameHidden(model: LoadedModel, textEncoder: LoadedModel): void {
+  const a = textEncoder.io.hiddenSize;
+  const b = model.io.hiddenSize;
+  if (typeof a === "number" && typeof b === "number" && a !== b) {
+    throw new Error(
+      `${model.path}: ${model.io.component} input \`encoder_hidden_states\` expects width ${b}, ` +
+        `but the text encoder (${textEncoder.path}) produces ${a}`,
+    );
+  }
+}

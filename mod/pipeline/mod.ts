@@ -1,0 +1,47 @@
+/**
+ * The diffusion engine behind the {@link Generator} interface: the SD 1.5
+ * loop on ONNX Runtime (`engine.ts`), run in a Worker (`worker.ts`) through
+ * a main-thread client (`worker_client.ts`).
+ *
+ * @module
+ */
+
+import type { ResolvedConfig } from "../config/resolve.ts";
+import { engineConfigOf } from "./engine_config.ts";
+import type { Generator } from "./types.ts";
+import { createWorkerGenerator } from "./worker_client.ts";
+
+export * from "./types.ts";
+export {
+  createEngine,
+  Engine,
+  type EngineInfo,
+  type EngineOptions,
+  type EngineRunOptions,
+} from "./engine.ts";
+export {
+  basePaths,
+  type EngineConfig,
+  engineConfigOf,
+  type GenerationSettings,
+} from "./engine_config.ts";
+export { CancelledError, type ClassifiedError, classifyError, isOutOfMemory } from "./errors.ts";
+export type { ModelSession, SessionOpener } from "./model_session.ts";
+export type { ControlNetKind } from "./load_models.ts";
+export { type EngineFactory, type HostedEngine, serveEngine } from "./worker_host.ts";
+export type { FromWorker, ToWorker } from "./worker_protocol.ts";
+export {
+  createWorkerGenerator,
+  type WorkerGenerator,
+  type WorkerGeneratorOptions,
+} from "./worker_client.ts";
+
+/**
+ * The production generator: a Worker that loads every model `config` needs
+ * (checked against the I/O contract) and runs generations off the main
+ * thread. Rejects with an Error naming the model file and the problem when
+ * start-up fails.
+ */
+export async function createGenerator(config: ResolvedConfig): Promise<Generator> {
+  return await createWorkerGenerator({ config: engineConfigOf(config) });
+}
