@@ -1,0 +1,21 @@
+/**
+ * Connects the SDK client to a server over real streamable HTTP.
+ *
+ * @module
+ */
+
+import { Client, StreamableHTTPClientTransport } from "../../mod/mcp/sdk.ts";
+
+/** Connects a client to `http://127.0.0.1:<port>/mcp` sending `headers` on every request. */
+export async function connectHttp(
+  port: number,
+  headers: Record<string, string>,
+): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(
+    new URL(`http://127.0.0.1:${port}/mcp`),
+    { requestInit: { headers } },
+  );
+  const client = new Client({ name: "e2e-http", version: "1.0.0" });
+  await client.connect(transport);
+  return client;
+}

@@ -1,0 +1,145 @@
+/**
+ * A TCP proxy for tests that stands between postgres.js and a database
+ * server and can take the database "down" (drop every connection and refuse
+ * new ones), bring it back, or slow every chunk down. It works the same in
+ * front of a real PostgreSQL server and the embedded pglite-socket server.
+ *
+ * @module
+ */
+
+/** Resolves after `ms` milliseconds. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A running proxy on 127.0.0.1. */
+export class TcpProxy {
+  /** The port the proxy listens on. */
+  readonly port: number;
+  readonly #listener: Deno.Listener;
+  readonly #target: { hostname: string; port: number };
+  readonly #connections = new Set<Deno.Conn>();
+  readonly #pumps = new Set<Promise<void>>();
+  #down = false;
+  #delayMs = 0;
+  #accepting: Promise<void>;
+
+  private constructor(listener: Deno.Listener, target: { hostname: string; port: number }) {
+    this.#listener = listener;
+    this.#target = target;
+    this.port = (listener.addr as Deno.NetAddr).port;
+    this.#accepting = this.#acceptLoop();
+  }
+
+  /** Starts a proxy to `hostname:port` on a free loopback port. */
+  static start(target: { hostname: string; port: number }): TcpProxy {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    return new TcpProxy(listener, target);
+  }
+
+  /** True while connections are being refused. */
+  get isDown(): boolean {
+    return this.#down;
+  }
+
+  /** Drops every open connection and refuses new ones, like a stopped server. */
+  down(): void {
+    this.#down = true;
+    for (const conn of this.#connections) this.#closeConn(conn);
+    this.#connections.clear();
+  }
+
+  /** Accepts and forwards connections again. */
+  up(): void {
+    this.#down = false;
+  }
+
+  /** Holds every forwarded chunk (both directions) for `ms` before passing it on. */
+  setDelay(ms: number): void {
+    this.#delayMs = ms;
+  }
+
+  /** Stops listening and drops every connection. */
+  async close(): Promise<void> {
+    this.#down = true;
+    try {
+      this.#listener.close();
+    } catch {
+      // already closed
+    }
+    for (const conn of this.#connections) this.#closeConn(conn);
+    this.#connections.clear();
+    await this.#accepting;
+    await Promise.allSettled([...this.#pumps]);
+  }
+
+  async #acceptLoop(): Promise<void> {
+    for (;;) {
+      let client: Deno.Conn;
+      try {
+        client = await this.#listener.accept();
+      } catch {
+        return; // listener closed
+      }
+      if (this.#down) {
+        this.#closeConn(client);
+        continue;
+      }
+      this.#connections.add(client);
+      const started = this.#forward(client).finally(() => this.#pumps.delete(started));
+      this.#pumps.add(started);
+    }
+  }
+
+  async #forward(client: Deno.Conn): Promise<void> {
+    let server: Deno.Conn;
+    try {
+      server = await Deno.connect({ hostname: this.#target.hostname, port: this.#target.port });
+    } catch {
+      this.#closeConn(client);
+      this.#connections.delete(client);
+      return;
+    }
+    if (this.#down) {
+      this.#closeConn(client);
+      this.#closeConn(server);
+      this.#connections.delete(client);
+      return;
+    }
+    this.#connections.add(server);
+    const done = () => {
+      this.#closeConn(client);
+      this.#closeConn(server);
+      this.#connections.delete(client);
+      this.#connections.delete(server);
+    };
+    await Promise.all([
+      this.#pump(client, server).finally(done),
+      this.#pump(server, client).finally(done),
+    ]);
+  }
+
+  async #pump(from: Deno.Conn, to: Deno.Conn): Promise<void> {
+    const buffer = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await from.read(buffer);
+        if (n === null) return;
+        const chunk = buffer.slice(0, n);
+        if (this.#delayMs > 0) await sleep(this.#delayMs);
+        let written = 0;
+        while (written < chunk.length) written += await to.write(chunk.subarray(written));
+      }
+    } catch {
+      // A side closed: the other is closed by the caller.
+    }
+  }
+
+  #closeConn(conn: Deno.Conn): void {
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
+  }
+}

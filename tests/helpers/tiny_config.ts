@@ -1,0 +1,48 @@
+/**
+ * Writes a config for the tiny model set into a temporary folder, with extra
+ * TOML appended (absolute paths, so it can live anywhere).
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { ROOT } from "./paths.ts";
+
+/** A temporary config file and its folder. */
+export interface TempConfig {
+  path: string;
+  dir: string;
+  remove(): Promise<void>;
+}
+
+/**
+ * Writes `config.toml` with the tiny models and `sections` (TOML text with
+ * whole sections; `[server]`, `[models]`, `[runtime]` are written here and
+ * must not be repeated).
+ */
+export async function writeTinyConfig(
+  sections = "",
+  server: Record<string, string | number> = {},
+): Promise<TempConfig> {
+  const dir = await Deno.makeTempDir({ prefix: "sd15-config-" });
+  const models = join(ROOT, "tests/fixtures/tiny/models");
+  const serverLines = Object.entries({ environment: "local", port: 0, ...server })
+    .map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join("\n");
+  const text = `[server]
+${serverLines}
+data_dir = ${JSON.stringify(join(dir, "data"))}
+
+[models]
+root = ${JSON.stringify(models)}
+lock = ${JSON.stringify(join(ROOT, "tests/fixtures/tiny/models.lock"))}
+
+[runtime]
+intra_op_threads = 1
+inter_op_threads = 1
+
+${sections}
+`;
+  const path = join(dir, "config.toml");
+  await Deno.writeTextFile(path, text);
+  return { path, dir, remove: () => Deno.remove(dir, { recursive: true }) };
+}

@@ -1,0 +1,149 @@
+/**
+ * End to end over real stdio: the SDK client talks to a spawned
+ * `deno run -P=serve main.ts` on the test-sized model set.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readPngText } from "../mod/image/mod.ts";
+import { connectStdio } from "./helpers/stdio_server.ts";
+import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
+import { contents, pngSize, texts } from "./helpers/results.ts";
+
+
+Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep serving", async (t) => {
+  const session = await connectStdio(["--config", TINY_CONFIG]);
+  try {
+    assert.equal(session.client.getServerVersion()?.name, "generate-image-sd15-mcp");
+
+    await t.step("tools/list shows exactly the documented tools", async (t) => {
+      const listed = await session.client.listTools();
+      assert.deepEqual(listed.tools.map((tool) => tool.name), [
+        "generate_image",
+        "generate_guided_image",
+        "inpaint_image",
+      ]);
+      await t.assertSnapshot(listed);
+    });
+
+    await t.step("an empty prompt is a tool error naming the field", async () => {
+      const result = await session.client.callTool({
+        name: "generate_image",
+        arguments: { positive_prompt: "   " },
+      });
+      assert.equal(result.isError, true);
+      assert.match(texts(result), /positive_prompt: must not be empty/);
+    });
+
+    await t.step("a bad size and a bad control mode are tool errors", async () => {
+      const bad = await session.client.callTool({
+        name: "generate_image",
+        arguments: { positive_prompt: "a cat", size: "huge" },
+      });
+      assert.equal(bad.isError, true);
+      assert.match(texts(bad), /size: must be one of .* got "huge"/);
+      const mode = await session.client.callTool({
+        name: "generate_guided_image",
+        arguments: { positive_prompt: "a cat", control_mode: "canny", input_image: "x" },
+      });
+      assert.equal(mode.isError, true);
+      assert.match(texts(mode), /control_mode: must be one of .* got "canny"/);
+    });
+
+    await t.step("count outside 1..max_count is one tool error", async () => {
+      for (const count of [0, -1, 5, 1.5]) {
+        const result = await session.client.callTool({
+          name: "generate_image",
+          arguments: { positive_prompt: "a cat", count },
+        });
+        assert.equal(result.isError, true, `count ${count}`);
+        assert.match(texts(result), /count: /);
+        assert.equal(result.content instanceof Array && result.content.length, 1);
+      }
+    });
+
+    await t.step("an unknown tool is a JSON-RPC error, not a tool result", async () => {
+      await assert.rejects(
+        session.client.callTool({ name: "make_video", arguments: {} }),
+        /Unknown tool: make_video/,
+      );
+    });
+
+    await t.step("a maximal request (two 36,000,000-character images) reaches validation", async () => {
+      const image = "A".repeat(36_000_000);
+      const result = await session.client.callTool({
+        name: "inpaint_image",
+        arguments: { positive_prompt: "a vase", input_image: image, mask_image: image },
+      }, undefined, { timeout: 120_000 });
+      assert.equal(result.isError, true);
+      assert.match(texts(result), /input_image/);
+    });
+
+    await t.step("the server still serves after all of that", async () => {
+      const listed = await session.client.listTools();
+      assert.equal(listed.tools.length, 3);
+    });
+  } finally {
+    await session.close();
+  }
+});
+
+Deno.test("stdio: generate_image returns one PNG with the five metadata keys", async () => {
+  const session = await connectStdio(["--config", TINY_CONFIG]);
+  try {
+    const progress: number[] = [];
+    const result = await session.client.callTool(
+      { name: "generate_image", arguments: { positive_prompt: "a red apple", size: "landscape_512" } },
+      undefined,
+      { onprogress: (p) => progress.push(p.progress), timeout: 120_000 },
+    );
+    assert.equal(result.isError, undefined, texts(result));
+    const content = contents(result);
+    assert.equal(content.length, 1);
+    assert.equal(content[0].type, "image");
+    assert.equal(content[0].mimeType, "image/png");
+    const png = Uint8Array.fromBase64(content[0].data!);
+    const meta = readPngText(png);
+    assert.deepEqual(Object.keys(meta).sort(), [
+      "elapsed_seconds",
+      "mode",
+      "seed",
+      "size",
+      "timestamp",
+    ]);
+    assert.equal(meta.mode, "text_to_image");
+    assert.equal(meta.size, "landscape_512");
+    assert.match(meta.seed, /^\d+$/);
+    assert.ok(Number(meta.seed) <= 4294967295);
+    assert.match(meta.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.ok(Number(meta.elapsed_seconds) > 0);
+    // 512x384: width and height from the IHDR chunk.
+    assert.deepEqual(pngSize(png), [512, 384]);
+    // One notification per denoising step (PNDM with 4 steps makes 5 UNet calls).
+    assert.ok(progress.length >= 4, `progress: ${progress}`);
+    assert.deepEqual(progress, [...progress].sort((a, b) => a - b));
+  } finally {
+    await session.close();
+  }
+});
+
+Deno.test("stdio: an invalid config stops start-up with the file and the key, before any tool", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = join(dir, "bad.toml");
+    await Deno.writeTextFile(path, `[generation]\nsteps = "many"\n`);
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-P=serve", "--quiet", "main.ts", "--config", path],
+      cwd: ROOT,
+      stdin: "null",
+      env: { NO_COLOR: "1" },
+    }).output();
+    const stderr = new TextDecoder().decode(output.stderr);
+    assert.notEqual(output.code, 0);
+    assert.equal(output.stdout.length, 0, "nothing may reach stdout");
+    assert.match(stderr, new RegExp(path.replaceAll("/", "\\/")));
+    assert.match(stderr, /generation\.steps/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
