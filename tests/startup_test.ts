@@ -1,0 +1,105 @@
+/**
+ * Start-up checks of the real program: model files against models.lock, and
+ * each export flavour of the tiny set served end to end.
+ */
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { readPngText } from "../mod/image/mod.ts";
+import { ROOT } from "./helpers/paths.ts";
+import { pngs, texts } from "./helpers/results.ts";
+import { connectStdio } from "./helpers/stdio_server.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
+
+async function copyDir(from: string, to: string) {
+  await Deno.mkdir(to, { recursive: true });
+  for await (const entry of Deno.readDir(from)) {
+    if (entry.isDirectory) await copyDir(join(from, entry.name), join(to, entry.name));
+    else if (entry.isFile && !entry.name.startsWith(".")) {
+      await Deno.copyFile(join(from, entry.name), join(to, entry.name));
+    }
+  }
+}
+
+async function serveOnce(configPath: string) {
+  return await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", configPath],
+    cwd: ROOT,
+    stdin: "null",
+    env: { NO_COLOR: "1" },
+  }).output();
+}
+
+Deno.test("start-up refuses a model file whose hash is not the lock's", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sd15-startup-" });
+  try {
+    await copyDir(join(ROOT, "tests/fixtures/tiny/models/sd15"), join(dir, "models/sd15"));
+    await Deno.copyFile(join(ROOT, "tests/fixtures/tiny/models.lock"), join(dir, "models.lock"));
+    const unet = join(dir, "models/sd15/unet/model.onnx");
+    const bytes = await Deno.readFile(unet);
+    bytes[bytes.length - 1] ^= 0xff; // same size, different content
+    await Deno.writeFile(unet, bytes);
+    const config = join(dir, "config.toml");
+    await Deno.writeTextFile(config, `[models]\nroot = "models"\n`);
+    const output = await serveOnce(config);
+    const stderr = new TextDecoder().decode(output.stderr);
+    assert.notEqual(output.code, 0);
+    assert.equal(output.stdout.length, 0);
+    assert.match(stderr, /sd15\/unet\/model\.onnx/);
+    assert.match(stderr, /sha256/);
+    assert.match(stderr, /deno task models/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("start-up refuses a missing model file and names it", async () => {
+  const temp = await writeTinyConfig();
+  try {
+    await Deno.writeTextFile(
+      temp.path,
+      (await Deno.readTextFile(temp.path)).replace(
+        /root = .*/,
+        `root = ${JSON.stringify(join(temp.dir, "empty"))}`,
+      ),
+    );
+    const output = await serveOnce(temp.path);
+    const stderr = new TextDecoder().decode(output.stderr);
+    assert.notEqual(output.code, 0);
+    assert.match(stderr, /missing/);
+    assert.match(stderr, /deno task models/);
+  } finally {
+    await temp.remove();
+  }
+});
+
+for (
+  const [base, extra] of [
+    ["sd15-optimum", ""],
+    ["sd15-optimum-scalar", ""],
+    ["sd15-fp16", ""],
+    ["sd15-lcm", `scheduler = "lcm"\nguidance_scale = 8.5\n`],
+  ]
+) {
+  Deno.test(`the ${base} export serves generate_image end to end`, async () => {
+    const temp = await writeTinyConfig(`[generation]\nsteps = 3\n${extra}`);
+    try {
+      const text = await Deno.readTextFile(temp.path);
+      await Deno.writeTextFile(temp.path, text.replace("[models]\n", `[models]\nbase = "${base}"\n`));
+      const session = await connectStdio(["--config", temp.path]);
+      try {
+        const result = await session.client.callTool({
+          name: "generate_image",
+          arguments: { positive_prompt: "a small boat", size: "portrait_512" },
+        });
+        assert.equal(result.isError, undefined, texts(result));
+        const [png] = pngs(result);
+        assert.equal(readPngText(png).size, "portrait_512");
+      } finally {
+        await session.close();
+      }
+    } finally {
+      await temp.remove();
+    }
+  });
+}

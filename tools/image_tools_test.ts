@@ -1,0 +1,125 @@
+/**
+ * The image tools' own logic with a scripted engine: batch partial failure,
+ * all-failed, progress across a batch, seeds without a fixed seed, and the
+ * one-image result shape. (End-to-end runs on real models are in tests/.)
+ */
+
+import assert from "node:assert/strict";
+import { ImageService } from "../mod/generation/mod.ts";
+import { readPngText } from "../mod/image/mod.ts";
+import { ToolError, type ToolContext } from "../mod/mcp/mod.ts";
+import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
+import { GenerationQueue } from "../mod/queue/mod.ts";
+import { createGenerateImageTool } from "./generate_image.ts";
+
+function scriptedGenerator(fail: (call: number) => string | null) {
+  const requests: GenerationRequest[] = [];
+  const generator: Generator = {
+    generate(request, options) {
+      requests.push(request);
+      const reason = fail(requests.length);
+      if (reason) return Promise.reject(new ToolError("inference", reason));
+      for (let s = 1; s <= 2; s++) options?.onProgress?.(s, 2);
+      const data = new Uint8Array(request.width * request.height * 3).fill(requests.length * 20);
+      return Promise.resolve({ image: { width: request.width, height: request.height, data }, notes: [] });
+    },
+    close: () => Promise.resolve(),
+  };
+  return { generator, requests };
+}
+
+function tool(generator: Generator, seed: number | null) {
+  const images = new ImageService({
+    generator,
+    queue: new GenerationQueue(4),
+    prompt: { positive: "base", negative: "" },
+    defaultSize: "landscape_512",
+    seed,
+    output: { save: false, dir: "/nonexistent" },
+  });
+  return createGenerateImageTool({ images, maxCount: 5 });
+}
+
+function context(progress: Array<[number, number | undefined]> = []): ToolContext {
+  return {
+    signal: new AbortController().signal,
+    progress: (p, total) => {
+      progress.push([p, total]);
+      return Promise.resolve();
+    },
+  };
+}
+
+const args = (extra: Record<string, unknown>) =>
+  tool(scriptedGenerator(() => null).generator, 1).validate.parse({
+    positive_prompt: "a cat",
+    ...extra,
+  });
+
+Deno.test("count 1 returns exactly one ImageContent", async () => {
+  const { generator, requests } = scriptedGenerator(() => null);
+  const result = await tool(generator, 5).handle(args({}), context());
+  assert.equal(result.content.length, 1);
+  assert.equal(result.content[0].type, "image");
+  assert.equal(result.isError, undefined);
+  assert.equal(requests[0].positive, "base, a cat");
+  assert.deepEqual([requests[0].width, requests[0].height], [512, 384]);
+});
+
+Deno.test("a failed image becomes '[i/N] failed: reason' in place and the batch goes on", async () => {
+  const { generator, requests } = scriptedGenerator((n) => n === 2 ? "out of luck" : null);
+  const result = await tool(generator, 10).handle(args({ count: 3 }), context());
+  assert.equal(result.isError, undefined);
+  const shape = result.content.map((c) => c.type === "text" ? c.text.slice(0, 6) : "image");
+  assert.deepEqual(shape, ["[1/3] ", "image", "[2/3] ", "[3/3] ", "image"]);
+  assert.equal((result.content[2] as { text: string }).text, "[2/3] failed: out of luck");
+  assert.deepEqual(requests.map((r) => r.seed), [10, 11, 12]);
+});
+
+Deno.test("the result is an error only when every image failed", async () => {
+  const { generator } = scriptedGenerator(() => "engine down");
+  const result = await tool(generator, 1).handle(args({ count: 2 }), context());
+  assert.equal(result.isError, true);
+  assert.deepEqual(
+    result.content.map((c) => (c as { text: string }).text),
+    ["[1/2] failed: engine down", "[2/2] failed: engine down"],
+  );
+});
+
+Deno.test("seeds wrap modulo 2^32 with a fixed seed, and are independent without one", async () => {
+  const fixed = scriptedGenerator(() => null);
+  await tool(fixed.generator, 4294967295).handle(args({ count: 2 }), context());
+  assert.deepEqual(fixed.requests.map((r) => r.seed), [4294967295, 0]);
+
+  const random = scriptedGenerator(() => null);
+  const result = await tool(random.generator, null).handle(args({ count: 3 }), context());
+  const seeds = random.requests.map((r) => r.seed);
+  assert.equal(new Set(seeds).size, 3, `seeds ${seeds}`);
+  for (const s of seeds) assert.ok(Number.isInteger(s) && s >= 0 && s < 2 ** 32);
+  const images = result.content.filter((c) => c.type === "image") as Array<{ data: string }>;
+  assert.deepEqual(
+    images.map((i) => readPngText(Uint8Array.fromBase64(i.data)).seed),
+    seeds.map(String),
+  );
+});
+
+Deno.test("progress counts steps across the whole batch and only increases", async () => {
+  const { generator } = scriptedGenerator(() => null);
+  const progress: Array<[number, number | undefined]> = [];
+  await tool(generator, 1).handle(args({ count: 2 }), context(progress));
+  assert.deepEqual(progress, [[1, 4], [2, 4], [3, 4], [4, 4]]);
+});
+
+Deno.test("count outside 1..max_count and unknown arguments are refused by validation", () => {
+  const validate = tool(scriptedGenerator(() => null).generator, 1).validate;
+  for (const count of [0, -3, 6, 2.5, "2"]) {
+    const r = validate.safeParse({ positive_prompt: "a", count });
+    assert.equal(r.success, false, `count ${count}`);
+    assert.deepEqual(r.error!.issues[0].path, ["count"]);
+  }
+  assert.equal(validate.parse({ positive_prompt: "a", count: null }).count, 1);
+  assert.equal(validate.parse({ positive_prompt: "a", name: "x y" }).name, "x_y");
+  const extra = validate.safeParse({ positive_prompt: "a", steps: 50 });
+  assert.equal(extra.success, false);
+  assert.equal(extra.error!.issues[0].code, "unrecognized_keys");
+});
