@@ -1,0 +1,71 @@
+/**
+ * SIGTERM on the real HTTP server: it stops accepting, lets the running
+ * generation finish, then exits 0.
+ */
+
+import assert from "node:assert/strict";
+import { createKey } from "../mod/auth/create_key.ts";
+import { connectHttp } from "./helpers/http_client.ts";
+import { ROOT } from "./helpers/paths.ts";
+import { openTestDatabase } from "./helpers/postgres.ts";
+import { pngs, texts } from "./helpers/results.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
+
+Deno.test("SIGTERM lets the running generation finish, then exits 0", async () => {
+  const tdb = await openTestDatabase("shutdown");
+  const temp = await writeTinyConfig(`[generation]\nsteps = 40\n`);
+  const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path, "--transport", "http"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1", DATABASE_URL: tdb.url },
+  }).spawn();
+  let stderr = "";
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  const port = await (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`server exited before listening:\n${stderr}`);
+      stderr += value;
+      const m = stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/);
+      if (m) return Number(m[1]);
+    }
+  })();
+  const drained = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      stderr += value;
+    }
+  })();
+  try {
+    const client = await connectHttp(port, { "MCP-API-Key": key.key });
+    let started!: () => void;
+    const firstStep = new Promise<void>((r) => started = r);
+    const call = client.callTool(
+      { name: "generate_image", arguments: { positive_prompt: "a quiet harbour" } },
+      undefined,
+      { timeout: 120_000, onprogress: () => started() },
+    );
+    await firstStep;
+    child.kill("SIGTERM");
+    const result = await call;
+    assert.equal(result.isError, undefined, texts(result));
+    assert.equal(pngs(result).length, 1);
+    const status = await child.status;
+    await drained;
+    assert.equal(status.code, 0, stderr);
+    assert.match(stderr, /shutting down/);
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`));
+    await client.close().catch(() => {});
+  } finally {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already gone */ }
+    await tdb.close();
+    await temp.remove();
+  }
+});
