@@ -150,7 +150,7 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
           arguments: { positive_prompt: "a cat" },
         });
         assert.equal(result.isError, true);
-        assert.match(texts(result), /needs an API key with "write" permission/);
+        assert.match(texts(result), /has read permission; this tool is not read-only/);
       } finally {
         await reader.close();
       }

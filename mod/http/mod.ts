@@ -5,9 +5,4 @@
  */
 
 export { startHttpServer } from "./server.ts";
-export type {
-  AuthOutcome,
-  HttpServerHandle,
-  HttpServerOptions,
-  RequestAuthenticator,
-} from "./server.ts";
+export type { HttpServerHandle, HttpServerOptions } from "./server.ts";

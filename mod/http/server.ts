@@ -12,17 +12,8 @@ import { log } from "../log/mod.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import type { Server } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
+import type { AuthFailure, Authenticator } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
-
-/** Result of authenticating one request. */
-export type AuthOutcome =
-  | { ok: true; scope: Scope }
-  | { ok: false; status: 401 | 503; message: string };
-
-/** Authenticates a request from its headers (never its body). */
-export interface RequestAuthenticator {
-  authenticate(request: Request): Promise<AuthOutcome>;
-}
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
@@ -32,11 +23,11 @@ export interface HttpServerOptions {
   /** Browser origins allowed to call `/mcp`; requests without `Origin` pass. */
   allowedOrigins: readonly string[];
   /** Authenticates every `/mcp` request. */
-  authenticator: RequestAuthenticator;
+  authenticator: Pick<Authenticator, "authenticate">;
   /** Builds the MCP server for one authenticated request. */
   createServer: (scope: Scope) => Server;
   /** Turns a failed authentication into a response. */
-  authFailureResponse: (outcome: Extract<AuthOutcome, { ok: false }>) => Response;
+  authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz`. */
   health?: () => Record<string, unknown>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */

@@ -6,7 +6,7 @@
  */
 
 export * from "./tool.ts";
-export { createMcpServer, scopeRefusal, SERVER_INFO } from "./server.ts";
+export { createMcpServer, SERVER_INFO } from "./server.ts";
 export type { McpServerOptions } from "./server.ts";
 export { DenoStdioTransport } from "./stdio.ts";
 export type { DenoStdioOptions } from "./stdio.ts";

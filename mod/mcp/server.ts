@@ -6,6 +6,7 @@
  * @module
  */
 
+import { checkToolScope } from "../auth/tool_scope.ts";
 import { log } from "../log/mod.ts";
 import {
   CallToolRequestSchema,
@@ -28,16 +29,6 @@ export interface McpServerOptions {
   scope?: Scope;
   /** Server instructions shown to the client at initialize. */
   instructions?: string;
-}
-
-/**
- * Whether a caller with `scope` may call a tool: `read` keys may call only
- * read-only tools. Returns the refusal text, or null when allowed.
- */
-export function scopeRefusal(scope: Scope | undefined, tool: ToolDefinition): string | null {
-  if (!scope || tool.annotations.readOnlyHint || scope.permission === "write") return null;
-  return `tool ${tool.name} needs an API key with "write" permission; ` +
-    `this key (${scope.keyPrefix}) has "${scope.permission}"`;
 }
 
 /** Creates a server that lists `tools` and dispatches calls to them. */
@@ -64,7 +55,7 @@ export function createMcpServer(options: McpServerOptions): Server {
       // An unknown tool is a protocol problem, not a tool execution error.
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
     }
-    const refusal = scopeRefusal(options.scope, tool);
+    const refusal = checkToolScope(options.scope, tool.annotations.readOnlyHint);
     if (refusal) return errorResult(refusal);
     const parsed = tool.validate.safeParse(request.params.arguments ?? {});
     if (!parsed.success) {

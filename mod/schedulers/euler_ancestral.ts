@@ -1,0 +1,139 @@
+/**
+ * Euler ancestral ("Euler a"): huggingface/diffusers
+ * `src/diffusers/schedulers/scheduling_euler_ancestral_discrete.py`
+ * (`EulerAncestralDiscreteScheduler.set_timesteps`, `scale_model_input`,
+ * `step`, `add_noise`, `init_noise_sigma`), after k-diffusion's
+ * `sample_euler_ancestral` (crowsonkb/k-diffusion `sampling.py`).
+ *
+ * @module
+ */
+
+import type { TorchGenerator } from "../random/mod.ts";
+import { sigmasFromAlphasCumprod } from "./betas.ts";
+import { checkSameLength, requireGenerator, requireTimesteps } from "./checks.ts";
+import { predictOriginal } from "./euler.ts";
+import { interpAtIndex } from "./numeric.ts";
+import type { Scheduler, StepResult } from "./scheduler.ts";
+import type { PredictionType, SchedulerConfig, TimestepSpacing } from "./scheduler_config.ts";
+import { indexForTimestep } from "./sigma_schedule.ts";
+import { checkStepCount, eulerTimesteps } from "./spacing.ts";
+import { LINEAR_DEFAULTS, trainingSchedule } from "./training.ts";
+
+const fround = Math.fround;
+
+/** Options the factory resolves for {@link EulerAncestralScheduler}. */
+export interface EulerAncestralOptions {
+  /** Overrides the config's `timestep_spacing` (class default "linspace"). */
+  timestepSpacing?: TimestepSpacing;
+}
+
+/**
+ * Euler step to σ_down followed by fresh noise of size σ_up, with
+ * σ_up = sqrt(σ_to² (σ_from² − σ_to²) / σ_from²) and σ_down = sqrt(σ_to² − σ_up²).
+ * Every step draws `generator.randn(sample.length)`, the last one included.
+ */
+export class EulerAncestralScheduler implements Scheduler {
+  /** @inheritdoc */
+  readonly name = "euler_a" as const;
+  readonly #numTrainTimesteps: number;
+  readonly #trainSigmas: Float32Array;
+  readonly #stepsOffset: number;
+  readonly #spacing: TimestepSpacing;
+  readonly #prediction: PredictionType;
+  #timesteps: number[] = [];
+  #sigmas: number[] = [];
+  #stepIndex: number | null = null;
+
+  constructor(config: SchedulerConfig, options: EulerAncestralOptions = {}) {
+    const schedule = trainingSchedule(config, LINEAR_DEFAULTS);
+    this.#numTrainTimesteps = schedule.numTrainTimesteps;
+    this.#trainSigmas = sigmasFromAlphasCumprod(schedule.alphasCumprod);
+    this.#stepsOffset = config.stepsOffset ?? 0;
+    this.#spacing = options.timestepSpacing ?? config.timestepSpacing ?? "linspace";
+    this.#prediction = config.predictionType ?? "epsilon";
+  }
+
+  /** @inheritdoc */
+  get timesteps(): number[] {
+    return this.#timesteps.slice();
+  }
+
+  /** The float32 sigma of each step after {@link setTimesteps}, plus the final 0. */
+  get sigmas(): number[] {
+    return this.#sigmas.slice();
+  }
+
+  /**
+   * @inheritdoc — the largest sigma for linspace/trailing spacing, else
+   * `sqrt(max² + 1)`; 1 before `setTimesteps`.
+   */
+  get initNoiseSigma(): number {
+    if (this.#sigmas.length === 0) return 1;
+    const max = Math.max(...this.#sigmas);
+    if (this.#spacing === "linspace" || this.#spacing === "trailing") return max;
+    return fround(Math.sqrt(fround(fround(max * max) + 1)));
+  }
+
+  /** @inheritdoc */
+  setTimesteps(numInferenceSteps: number): void {
+    checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
+    const timesteps = eulerTimesteps(
+      this.#spacing,
+      this.#numTrainTimesteps,
+      numInferenceSteps,
+      this.#stepsOffset,
+    );
+    // np.concatenate([np.interp(timesteps, arange, sigmas), [0.0]]).astype(np.float32)
+    this.#sigmas = [...timesteps.map((t) => fround(interpAtIndex(t, this.#trainSigmas))), 0];
+    this.#timesteps = timesteps;
+    this.#stepIndex = null;
+  }
+
+  #index(t: number): number {
+    requireTimesteps("euler_a", this.#timesteps);
+    if (this.#stepIndex === null) this.#stepIndex = indexForTimestep(this.#timesteps, t, "error");
+    return this.#stepIndex;
+  }
+
+  /** @inheritdoc — `sample / sqrt(σ² + 1)`. */
+  scaleModelInput(sample: Float32Array, t: number): Float32Array {
+    const sigma = this.#sigmas[this.#index(t)];
+    const divisor = fround(Math.sqrt(fround(fround(sigma * sigma) + 1)));
+    return sample.map((x) => x / divisor);
+  }
+
+  /** @inheritdoc */
+  step(
+    modelOutput: Float32Array,
+    t: number,
+    sample: Float32Array,
+    generator?: TorchGenerator,
+  ): StepResult {
+    checkSameLength("euler_a.step", { sample, modelOutput });
+    const gen = requireGenerator("euler_a", generator);
+    const index = this.#index(t);
+    if (index >= this.#timesteps.length) {
+      throw new Error(`euler_a.step called after the last of ${this.#timesteps.length} steps`);
+    }
+    const sigmaFrom = this.#sigmas[index];
+    const sigmaTo = this.#sigmas[index + 1];
+    const x0 = predictOriginal(this.#prediction, sigmaFrom, modelOutput, sample);
+    const from2 = sigmaFrom * sigmaFrom, to2 = sigmaTo * sigmaTo;
+    const sigmaUp = Math.sqrt((to2 * (from2 - to2)) / from2);
+    const sigmaDown = Math.sqrt(to2 - sigmaUp * sigmaUp);
+    const dt = sigmaDown - sigmaFrom;
+    const prevSample = sample.map((x, i) => x + ((x - x0[i]) / sigmaFrom) * dt);
+    const noise = gen.randn(sample.length);
+    for (let i = 0; i < prevSample.length; i++) prevSample[i] += noise[i] * sigmaUp;
+    this.#stepIndex = index + 1;
+    return { prevSample, predOriginalSample: x0 };
+  }
+
+  /** @inheritdoc — `original + noise * σ(t)`, σ looked up by timestep. */
+  addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
+    requireTimesteps("euler_a", this.#timesteps);
+    checkSameLength("euler_a.addNoise", { original, noise });
+    const sigma = this.#sigmas[indexForTimestep(this.#timesteps, t, "error")];
+    return original.map((x, i) => x + noise[i] * sigma);
+  }
+}
