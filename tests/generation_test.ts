@@ -98,7 +98,10 @@ Deno.test("a fixed seed gives identical pixels over stdio and HTTP; batches use 
     assert.deepEqual(items.map((c) => c.type), ["text", "image", "text", "image", "text", "image"]);
     const batchPngs = pngs(batch);
     for (let i = 0; i < 3; i++) {
-      assert.match(items[2 * i].text!, new RegExp(`^\\[${i + 1}/3\\] seed ${1234 + i}, size square_512`));
+      assert.match(
+        items[2 * i].text!,
+        new RegExp(`^\\[${i + 1}/3\\] seed ${1234 + i}, size square_512`),
+      );
       assert.equal(readPngText(batchPngs[i]).seed, String(1234 + i));
     }
     assert.deepEqual(await pixels(batchPngs[0]), await pixels(viaStdio));
@@ -144,7 +147,9 @@ Deno.test("saving: name prefix, never overwriting, file named in the batch text"
 });
 
 Deno.test("a saving failure is a tool error and returns no image", async () => {
-  const temp = await writeTinyConfig(`[generation]\nsteps = 2\n[output]\nsave = true\ndir = "blocked/out"\n`);
+  const temp = await writeTinyConfig(
+    `[generation]\nsteps = 2\n[output]\nsave = true\ndir = "blocked/out"\n`,
+  );
   try {
     await Deno.writeTextFile(join(temp.dir, "blocked"), "a file where a folder should be");
     const session = await connectStdio(["--config", temp.path]);
@@ -201,34 +206,37 @@ Deno.test("guided (depth, openpose, openpose_full) and inpaint return PNGs with 
         assert.match(texts(result), /no person found in input_image/);
       });
 
-      await t.step("inpaint keeps black mask areas and accepts a mask of another size", async () => {
-        const source = image(512, 512, (x, y) => [x % 256, y % 256, (x + y) % 256]);
-        // 64×64 mask: the right half is white (regenerate); it is resized, not rejected.
-        const mask = image(64, 64, (x) => x >= 32 ? [255, 255, 255] : [0, 0, 0]);
-        const result = await call("inpaint_image", {
-          positive_prompt: "a vase",
-          input_image: await dataUri(source),
-          mask_image: await dataUri(mask),
-          size: "square_512",
-        });
-        assert.equal(result.isError, undefined, texts(result));
-        const [png] = pngs(result);
-        assert.equal(readPngText(png).mode, "inpaint_image");
-        const out = await pixels(png);
-        let keptEqual = true;
-        let changed = 0;
-        for (let y = 0; y < 512; y++) {
-          for (let x = 0; x < 512; x++) {
-            const i = (y * 512 + x) * 3;
-            const same = out[i] === source.data[i] && out[i + 1] === source.data[i + 1] &&
-              out[i + 2] === source.data[i + 2];
-            if (x < 256 && !same) keptEqual = false;
-            if (x >= 256 && !same) changed++;
+      await t.step(
+        "inpaint keeps black mask areas and accepts a mask of another size",
+        async () => {
+          const source = image(512, 512, (x, y) => [x % 256, y % 256, (x + y) % 256]);
+          // 64×64 mask: the right half is white (regenerate); it is resized, not rejected.
+          const mask = image(64, 64, (x) => x >= 32 ? [255, 255, 255] : [0, 0, 0]);
+          const result = await call("inpaint_image", {
+            positive_prompt: "a vase",
+            input_image: await dataUri(source),
+            mask_image: await dataUri(mask),
+            size: "square_512",
+          });
+          assert.equal(result.isError, undefined, texts(result));
+          const [png] = pngs(result);
+          assert.equal(readPngText(png).mode, "inpaint_image");
+          const out = await pixels(png);
+          let keptEqual = true;
+          let changed = 0;
+          for (let y = 0; y < 512; y++) {
+            for (let x = 0; x < 512; x++) {
+              const i = (y * 512 + x) * 3;
+              const same = out[i] === source.data[i] && out[i + 1] === source.data[i + 1] &&
+                out[i + 2] === source.data[i + 2];
+              if (x < 256 && !same) keptEqual = false;
+              if (x >= 256 && !same) changed++;
+            }
           }
-        }
-        assert.ok(keptEqual, "a pixel under black mask changed");
-        assert.ok(changed > 256 * 512 / 2, `only ${changed} masked pixels changed`);
-      });
+          assert.ok(keptEqual, "a pixel under black mask changed");
+          assert.ok(changed > 256 * 512 / 2, `only ${changed} masked pixels changed`);
+        },
+      );
 
       await t.step("an all-black mask is refused: nothing to regenerate", async () => {
         const result = await call("inpaint_image", {
@@ -255,7 +263,11 @@ Deno.test("a disabled ControlNet is a tool error naming its config key", async (
       const photo = await dataUri(personPhoto());
       const guided = await session.client.callTool({
         name: "generate_guided_image",
-        arguments: { positive_prompt: "a dancer", control_mode: "openpose_full", input_image: photo },
+        arguments: {
+          positive_prompt: "a dancer",
+          control_mode: "openpose_full",
+          input_image: photo,
+        },
       });
       assert.equal(guided.isError, true);
       assert.match(texts(guided), /controlnet\.openpose\.enabled = false/);

@@ -101,7 +101,10 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
     await t.step("no API key gets 401 before any MCP work", async () => {
       const response = await fetch(`${s.url}/mcp`, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
       });
       assert.equal(response.status, 401);
@@ -171,7 +174,10 @@ Deno.test("http: generate_image streams progress and returns a PNG; tools/list a
       const started = new Promise<void>((r) => firstProgress = r);
       let generationDone = false;
       const call = client.callTool(
-        { name: "generate_image", arguments: { positive_prompt: "a lighthouse", size: "portrait_512" } },
+        {
+          name: "generate_image",
+          arguments: { positive_prompt: "a lighthouse", size: "portrait_512" },
+        },
         undefined,
         {
           timeout: 120_000,

@@ -85,7 +85,10 @@ for (
     const temp = await writeTinyConfig(`[generation]\nsteps = 3\n${extra}`);
     try {
       const text = await Deno.readTextFile(temp.path);
-      await Deno.writeTextFile(temp.path, text.replace("[models]\n", `[models]\nbase = "${base}"\n`));
+      await Deno.writeTextFile(
+        temp.path,
+        text.replace("[models]\n", `[models]\nbase = "${base}"\n`),
+      );
       const session = await connectStdio(["--config", temp.path]);
       try {
         const result = await session.client.callTool({

@@ -10,7 +10,6 @@ import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";
 
-
 Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep serving", async (t) => {
   const session = await connectStdio(["--config", TINY_CONFIG]);
   try {
@@ -69,15 +68,22 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
       );
     });
 
-    await t.step("a maximal request (two 36,000,000-character images) reaches validation", async () => {
-      const image = "A".repeat(36_000_000);
-      const result = await session.client.callTool({
-        name: "inpaint_image",
-        arguments: { positive_prompt: "a vase", input_image: image, mask_image: image },
-      }, undefined, { timeout: 120_000 });
-      assert.equal(result.isError, true);
-      assert.match(texts(result), /input_image/);
-    });
+    await t.step(
+      "a maximal request (two 36,000,000-character images) reaches validation",
+      async () => {
+        const image = "A".repeat(36_000_000);
+        const result = await session.client.callTool(
+          {
+            name: "inpaint_image",
+            arguments: { positive_prompt: "a vase", input_image: image, mask_image: image },
+          },
+          undefined,
+          { timeout: 120_000 },
+        );
+        assert.equal(result.isError, true);
+        assert.match(texts(result), /input_image/);
+      },
+    );
 
     await t.step("the server still serves after all of that", async () => {
       const listed = await session.client.listTools();
@@ -93,7 +99,10 @@ Deno.test("stdio: generate_image returns one PNG with the five metadata keys", a
   try {
     const progress: number[] = [];
     const result = await session.client.callTool(
-      { name: "generate_image", arguments: { positive_prompt: "a red apple", size: "landscape_512" } },
+      {
+        name: "generate_image",
+        arguments: { positive_prompt: "a red apple", size: "landscape_512" },
+      },
       undefined,
       { onprogress: (p) => progress.push(p.progress), timeout: 120_000 },
     );

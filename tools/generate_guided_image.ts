@@ -8,17 +8,17 @@
 import { z } from "zod";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import {
-  imageString,
   type ImageService,
+  imageString,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
   positivePrompt,
+  singleImageResult,
   size,
   SIZE_SCHEMA,
-  singleImageResult,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import { ToolError, type ToolDefinition } from "../mod/mcp/mod.ts";
+import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { type ControlMode, SIZES } from "../mod/pipeline/types.ts";
 
 const CONTROL_MODES = ["depth", "openpose", "openpose_full"] as const satisfies ControlMode[];

@@ -12,15 +12,15 @@ import {
   negativePrompt,
   pngContent,
   positivePrompt,
+  singleImageResult,
   size,
   SIZE_SCHEMA,
-  singleImageResult,
 } from "../mod/generation/mod.ts";
 import {
   type ImageContent,
   type TextContent,
-  ToolError,
   type ToolDefinition,
+  ToolError,
 } from "../mod/mcp/mod.ts";
 import { sanitizeName } from "../mod/output/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
@@ -72,7 +72,8 @@ export function generateImageArgs(maxCount: number) {
       .nullable().optional().transform((v) => sanitizeName(v)),
     count: z.union([
       z.int({
-        error: (i) => `must be a whole number from 1 to ${maxCount} or null, got ${JSON.stringify(i.input)}`,
+        error: (i) =>
+          `must be a whole number from 1 to ${maxCount} or null, got ${JSON.stringify(i.input)}`,
       }).min(1, { error: (i) => `must be at least 1, got ${JSON.stringify(i.input)}` }).max(
         maxCount,
         {
@@ -128,7 +129,9 @@ export function createGenerateImageTool(
               void context.progress(
                 (index - 1) * steps + step,
                 count * steps,
-                count > 1 ? `image ${index}/${count}, step ${step}/${steps}` : `step ${step}/${steps}`,
+                count > 1
+                  ? `image ${index}/${count}, step ${step}/${steps}`
+                  : `step ${step}/${steps}`,
               ),
           },
         );
@@ -147,7 +150,8 @@ export function createGenerateImageTool(
           const notes = o.notes.length ? ` ${o.notes.join(" ")}` : "";
           content.push({
             type: "text",
-            text: `[${i}/${count}] seed ${o.seed}, size ${sizeId} (${width}x${height})${saved}${notes}`,
+            text:
+              `[${i}/${count}] seed ${o.seed}, size ${sizeId} (${width}x${height})${saved}${notes}`,
           });
           content.push(pngContent(o.png));
         } catch (error) {

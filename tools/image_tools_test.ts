@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ImageService } from "../mod/generation/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
-import { ToolError, type ToolContext } from "../mod/mcp/mod.ts";
+import { type ToolContext, ToolError } from "../mod/mcp/mod.ts";
 import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
 import { GenerationQueue } from "../mod/queue/mod.ts";
 import { createGenerateImageTool } from "./generate_image.ts";
@@ -21,7 +21,10 @@ function scriptedGenerator(fail: (call: number) => string | null) {
       if (reason) return Promise.reject(new ToolError("inference", reason));
       for (let s = 1; s <= 2; s++) options?.onProgress?.(s, 2);
       const data = new Uint8Array(request.width * request.height * 3).fill(requests.length * 20);
-      return Promise.resolve({ image: { width: request.width, height: request.height, data }, notes: [] });
+      return Promise.resolve({
+        image: { width: request.width, height: request.height, data },
+        notes: [],
+      });
     },
     close: () => Promise.resolve(),
   };

@@ -82,7 +82,10 @@ Deno.test("a value out of range is refused with the key and the value", async ()
     assert.match(message, /generation\.seed: .*\(got 4294967296\)/);
   });
   await withConfig(`[generation]\nscheduler = "heun"\n`, async (path) => {
-    assert.match(await configError(loadConfig({ path, env: {} })), /generation\.scheduler: .*"heun"/);
+    assert.match(
+      await configError(loadConfig({ path, env: {} })),
+      /generation\.scheduler: .*"heun"/,
+    );
   });
 });
 
@@ -120,7 +123,10 @@ Deno.test("command-line overrides are validated like the file", async () => {
 Deno.test("MCP_ENV overrides server.environment", async () => {
   await withConfig(`[server]\nenvironment = "staging"\n`, async (path) => {
     assert.equal((await loadConfig({ path, env: {} })).server.environment, "staging");
-    assert.equal((await loadConfig({ path, env: { MCP_ENV: "local" } })).server.environment, "local");
+    assert.equal(
+      (await loadConfig({ path, env: { MCP_ENV: "local" } })).server.environment,
+      "local",
+    );
   });
 });
 

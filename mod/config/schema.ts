@@ -17,7 +17,10 @@ const server = z.strictObject({
   transport: z.enum(["stdio", "http"]).default("stdio"),
   host: z.string().min(1).default("127.0.0.1"),
   port: z.int().min(0).max(65535).default(8080),
-  environment: z.string().regex(/^[a-z][a-z0-9_-]*$/, "must be a lowercase word such as production or local")
+  environment: z.string().regex(
+    /^[a-z][a-z0-9_-]*$/,
+    "must be a lowercase word such as production or local",
+  )
     .default("production"),
   allowed_origins: z.array(z.url({ message: "must be an origin such as https://example.com" }))
     .default([]),

@@ -12,8 +12,11 @@ import type { SizeId } from "../pipeline/types.ts";
 export const MAX_PROMPT_CHARS = 10_000;
 
 /** The size ids, in schema order. */
-export const SIZE_IDS = ["square_512", "landscape_512", "portrait_512"] as const satisfies
-  readonly SizeId[];
+export const SIZE_IDS = [
+  "square_512",
+  "landscape_512",
+  "portrait_512",
+] as const satisfies readonly SizeId[];
 
 const codePoints = (s: string) => {
   let n = 0;
@@ -88,7 +91,8 @@ export function joinPrompts(
   positive: string,
   negative: string,
 ): { positive: string; negative: string } {
-  const join = (b: string, u: string, sep: string) => b === "" ? u : u === "" ? b : `${b}${sep}${u}`;
+  const join = (b: string, u: string, sep: string) =>
+    b === "" ? u : u === "" ? b : `${b}${sep}${u}`;
   return {
     positive: join(base.positive, positive, ", "),
     negative: join(base.negative, negative, "\n"),

@@ -13,7 +13,10 @@ Deno.test("positive_prompt: required, non-empty after trimming, at most 10,000 c
   assert.match(messages(positivePrompt, null), /must be a string, got null/);
   assert.match(messages(positivePrompt, 5), /must be a string, got number/);
   assert.match(messages(positivePrompt, "   \n\t "), /must not be empty or only whitespace/);
-  assert.match(messages(positivePrompt, "a".repeat(10_001)), /10001 characters long; the limit is 10000/);
+  assert.match(
+    messages(positivePrompt, "a".repeat(10_001)),
+    /10001 characters long; the limit is 10000/,
+  );
   assert.equal(positivePrompt.parse("a".repeat(MAX_PROMPT_CHARS)).length, MAX_PROMPT_CHARS);
   // Characters are code points: 10,000 emoji (20,000 UTF-16 units) are allowed.
   assert.equal(positivePrompt.parse("🐱".repeat(10_000)).length, 20_000);
@@ -31,7 +34,9 @@ Deno.test("negative_prompt: missing or null means empty; at most 10,000 characte
 Deno.test("size: the three ids, or null/missing for the default", () => {
   assert.equal(size.parse(undefined), null);
   assert.equal(size.parse(null), null);
-  for (const id of ["square_512", "landscape_512", "portrait_512"]) assert.equal(size.parse(id), id);
+  for (const id of ["square_512", "landscape_512", "portrait_512"]) {
+    assert.equal(size.parse(id), id);
+  }
   assert.match(
     messages(size, "square_1024"),
     /must be one of "square_512", "landscape_512", "portrait_512" or null, got "square_1024"/,

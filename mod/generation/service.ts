@@ -29,18 +29,20 @@ export interface ImageServiceOptions {
 }
 
 /** One image to make: validated user input plus, for guided/inpaint, decoded images. */
-export type ImageJob = {
-  positive: string;
-  negative: string;
-  size: SizeId;
-  seed: number;
-  /** Sanitized name prefix for the saved file, or null. */
-  name: string | null;
-} & (
-  | { mode: "text_to_image" }
-  | Omit<Extract<GenerationRequest, { mode: "guided_image" }>, keyof BaseFields>
-  | Omit<Extract<GenerationRequest, { mode: "inpaint_image" }>, keyof BaseFields>
-);
+export type ImageJob =
+  & {
+    positive: string;
+    negative: string;
+    size: SizeId;
+    seed: number;
+    /** Sanitized name prefix for the saved file, or null. */
+    name: string | null;
+  }
+  & (
+    | { mode: "text_to_image" }
+    | Omit<Extract<GenerationRequest, { mode: "guided_image" }>, keyof BaseFields>
+    | Omit<Extract<GenerationRequest, { mode: "inpaint_image" }>, keyof BaseFields>
+  );
 
 type BaseFields = {
   positive: string;

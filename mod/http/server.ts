@@ -12,7 +12,7 @@ import { log } from "../log/mod.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import type { Server } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
-import type { AuthFailure, Authenticator } from "../auth/mod.ts";
+import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 
 /** Options of {@link startHttpServer}. */
@@ -94,7 +94,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
     const declared = Number(request.headers.get("content-length") ?? "0");
     if (declared > maxBody) {
-      return jsonRpcError(413, -32600, `request body of ${declared} bytes exceeds ${maxBody} bytes`);
+      return jsonRpcError(
+        413,
+        -32600,
+        `request body of ${declared} bytes exceeds ${maxBody} bytes`,
+      );
     }
     const auth = await options.authenticator.authenticate(request);
     if (!auth.ok) return options.authFailureResponse(auth);

@@ -15,7 +15,13 @@ import {
   McpError,
   Server,
 } from "./sdk.ts";
-import { errorResult, type Scope, ToolError, type ToolDefinition, type ToolResult } from "./tool.ts";
+import {
+  errorResult,
+  type Scope,
+  type ToolDefinition,
+  ToolError,
+  type ToolResult,
+} from "./tool.ts";
 import { formatValidationError } from "./validation.ts";
 
 /** Name and version reported in `initialize`. */
