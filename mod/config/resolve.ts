@@ -79,7 +79,11 @@ export interface ResolvedConfig {
   };
   prompt: { positive: string; negative: string };
   controlnet: {
-    depth: ControlNetConfig & { preprocessor: string };
+    depth: ControlNetConfig & {
+      preprocessor: string;
+      /** Pixel range the depth model expects: `unit` [0, 1], `signed` [-1, 1]. */
+      preprocessorInput: "unit" | "signed";
+    };
     openpose: ControlNetConfig & { detector: string; estimator: string };
     inpaint: ControlNetConfig;
   };
@@ -195,6 +199,7 @@ export function resolveConfig(
         enabled: cn.depth.enabled,
         model: abs(cn.depth.model, root),
         preprocessor: abs(cn.depth.preprocessor, root),
+        preprocessorInput: cn.depth.preprocessor_input,
         conditioningScale: cn.depth.conditioning_scale,
       },
       openpose: {

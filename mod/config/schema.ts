@@ -77,6 +77,7 @@ const controlnet = z.strictObject({
     enabled: z.boolean().default(false),
     model: relativePath.default("controlnet/depth.onnx"),
     preprocessor: relativePath.default("annotators/depth.onnx"),
+    preprocessor_input: z.enum(["unit", "signed"]).default("unit"),
     conditioning_scale: scale.default(1.0),
   }).prefault({}),
   openpose: z.strictObject({

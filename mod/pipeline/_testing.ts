@@ -61,6 +61,7 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
         enabled: cn.depth !== undefined,
         model: join(root, "controlnet", "depth.onnx"),
         preprocessor: join(root, "annotators", "depth.onnx"),
+        preprocessorInput: "unit",
         conditioningScale: cn.depth ?? 1,
       },
       openpose: {

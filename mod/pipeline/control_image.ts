@@ -54,7 +54,7 @@ export async function buildControlImage(
         input: depth.io.inputs.image.name,
         dims: depth.io.inputs.image.shape,
       },
-      { width, height },
+      { width, height, inputRange: depth.inputRange },
     );
     return rgbToNchw01(image);
   }

@@ -53,7 +53,7 @@ export interface ModelSet {
   /** Enabled ControlNets. */
   controlnets: Partial<Record<ControlNetKind, ControlNetModel & { path: string }>>;
   /** Depth estimator (controlnet.depth.preprocessor). */
-  depth?: LoadedModel;
+  depth?: LoadedModel & { inputRange: "unit" | "signed" };
   /** DWPose person detector (controlnet.openpose.detector). */
   poseDetector?: LoadedModel;
   /** DWPose whole-body pose model (controlnet.openpose.estimator). */
@@ -160,7 +160,10 @@ export async function loadModels(
         };
       }
     }
-    if (cn.depth.enabled) set.depth = await load("depth", cn.depth.preprocessor);
+    if (cn.depth.enabled) {
+      const depth = await load("depth", cn.depth.preprocessor);
+      set.depth = { ...depth, inputRange: cn.depth.preprocessorInput };
+    }
     if (cn.openpose.enabled) {
       set.poseDetector = await load("pose_detector", cn.openpose.detector);
       set.poseEstimator = await load("pose_estimator", cn.openpose.estimator);

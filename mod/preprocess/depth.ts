@@ -42,6 +42,12 @@ export interface DepthModel {
 export interface DepthOptions {
   width: number;
   height: number;
+  /**
+   * Pixel range the model expects: `signed` = `x / 127.5 - 1` (DPT-Hybrid as
+   * controlnet_aux feeds it, the default), `unit` = `x / 255` (MiDaS ONNX
+   * exports that take RGB in [0, 1], e.g. axodox's `annotators/depth.onnx`).
+   */
+  inputRange?: "signed" | "unit";
 }
 
 /** The model input image: `resize_image` at 512, or the model's fixed size. */
@@ -58,14 +64,20 @@ export function depthInputImage(image: RgbImage, dims: ReadonlyArray<number | st
   return resizeToResolution(image, DEPTH_DETECT_RESOLUTION);
 }
 
-/** `x / 127.5 - 1`, HWC uint8 → `[1, 3, H, W]` float32. */
-export function depthInputTensor(image: RgbImage): Tensor {
+/**
+ * HWC uint8 → `[1, 3, H, W]` float32: `x / 127.5 - 1` (`signed`, the default)
+ * or `x / 255` (`unit`).
+ */
+export function depthInputTensor(image: RgbImage, range: "signed" | "unit" = "signed"): Tensor {
   const plane = image.width * image.height;
   const data = new Float32Array(3 * plane);
   for (let i = 0; i < plane; i++) {
     for (let c = 0; c < 3; c++) {
+      const x = image.data[i * 3 + c];
       // torch float32: (x / 127.5) rounded, then - 1 rounded.
-      data[c * plane + i] = Math.fround(Math.fround(image.data[i * 3 + c] / 127.5) - 1.0);
+      data[c * plane + i] = range === "unit"
+        ? Math.fround(x / 255)
+        : Math.fround(Math.fround(x / 127.5) - 1.0);
     }
   }
   return { data, dims: [1, 3, image.height, image.width] };
@@ -132,7 +144,9 @@ export async function estimateDepth(
 ): Promise<RgbImage> {
   checkOutputSize(options.width, options.height);
   const input = depthInputImage(image, model.dims);
-  const outputs = await model.run({ [model.input]: depthInputTensor(input) });
+  const outputs = await model.run({
+    [model.input]: depthInputTensor(input, options.inputRange),
+  });
   const first = Object.values(outputs)[0];
   if (!first) throw new ToolError("inference", "the depth model returned no output");
   const { width, height } = depthMapSize(first);

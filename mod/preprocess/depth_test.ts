@@ -121,3 +121,17 @@ Deno.test("estimateDepth rejects a non-integer output size", async () => {
     RangeError,
   );
 });
+
+Deno.test("depthInputTensor feeds x/255 for 'unit' models and x/127.5-1 by default", () => {
+  const image = { width: 2, height: 1, data: new Uint8Array([0, 51, 255, 128, 1, 254]) };
+  const unit = depthInputTensor(image, "unit");
+  const signed = depthInputTensor(image);
+  // NCHW planes: R = [0, 128], G = [51, 1], B = [255, 254].
+  const order = [0, 128, 51, 1, 255, 254];
+  deepStrictEqual(Array.from(unit.data), order.map((x) => Math.fround(x / 255)));
+  deepStrictEqual(
+    Array.from(signed.data),
+    order.map((x) => Math.fround(Math.fround(x / 127.5) - 1)),
+  );
+  deepStrictEqual(unit.dims, [1, 3, 1, 2]);
+});
