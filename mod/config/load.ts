@@ -24,10 +24,26 @@ export interface LoadConfigOptions {
   path?: string;
   /** Command-line overrides for `[server]`. */
   overrides?: ConfigOverrides;
-  /** Environment (defaults to `Deno.env.toObject()`). */
+  /** Environment (defaults to the variables of {@link CONFIG_ENV_VARS} read from the process). */
   env?: Record<string, string | undefined>;
   /** Folder for relative paths when there is no file (defaults to `Deno.cwd()`). */
   cwd?: string;
+}
+
+/**
+ * The environment variables configuration reads: secrets and overrides. Only
+ * these are read, so `--allow-env` can be limited to them.
+ */
+export const CONFIG_ENV_VARS = [
+  "MCP_ENV",
+  "DATABASE_URL",
+  "CLOUDFRONT_SECRET_HEADER",
+  "BACKEND_INTERNAL_URL",
+  "BACKEND_INTERNAL_API_KEY",
+] as const;
+
+function readConfigEnv(): Record<string, string | undefined> {
+  return Object.fromEntries(CONFIG_ENV_VARS.map((name) => [name, Deno.env.get(name)]));
 }
 
 function valueAt(root: unknown, path: PropertyKey[]): unknown {
@@ -61,7 +77,7 @@ export function formatIssues(issues: z.core.$ZodIssue[], input: unknown): string
  * @throws ConfigError naming the file and each bad key
  */
 export async function loadConfig(options: LoadConfigOptions = {}): Promise<ResolvedConfig> {
-  const env = options.env ?? Deno.env.toObject();
+  const env = options.env ?? readConfigEnv();
   const cwd = options.cwd ?? Deno.cwd();
   const file = options.path ? resolve(cwd, options.path) : null;
   let raw: Record<string, unknown> = {};

@@ -5,7 +5,7 @@
  * @module
  */
 
-export { formatIssues, loadConfig } from "./load.ts";
+export { CONFIG_ENV_VARS, formatIssues, loadConfig } from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
 export { ConfigError, resolveConfig } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
