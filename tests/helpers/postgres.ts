@@ -38,7 +38,13 @@ export function usingPostgresServer(): boolean {
   return Boolean(Deno.env.get("DATABASE_URL"));
 }
 
-function withDatabase(url: string, host: string, port: number, database: string, password: string): string {
+function withDatabase(
+  url: string,
+  host: string,
+  port: number,
+  database: string,
+  password: string,
+): string {
   const parsed = new URL(url);
   parsed.hostname = host;
   parsed.port = String(port);
@@ -58,7 +64,12 @@ export async function openTestDatabase(label: string): Promise<TestDatabase> {
 }
 
 async function openOnServer(serverUrl: string, label: string): Promise<TestDatabase> {
-  const admin = await openDatabase({ url: serverUrl, embeddedDir: "", migrate: false, maxConnections: 1 });
+  const admin = await openDatabase({
+    url: serverUrl,
+    embeddedDir: "",
+    migrate: false,
+    maxConnections: 1,
+  });
   const suffix = crypto.randomUUID().replaceAll("-", "").slice(0, 10);
   const name = `sdmcp_t_${label.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 30)}_${suffix}`;
   await admin.query(`CREATE DATABASE "${name}"`);
@@ -66,7 +77,13 @@ async function openOnServer(serverUrl: string, label: string): Promise<TestDatab
   const password = decodeURIComponent(parsed.password);
   const proxy = TcpProxy.start({ hostname: parsed.hostname, port: Number(parsed.port || 5432) });
   const url = withDatabase(serverUrl, "127.0.0.1", proxy.port, name, password);
-  const directUrl = withDatabase(serverUrl, parsed.hostname, Number(parsed.port || 5432), name, password);
+  const directUrl = withDatabase(
+    serverUrl,
+    parsed.hostname,
+    Number(parsed.port || 5432),
+    name,
+    password,
+  );
   const pools: Database[] = [];
   const connect = async (options: { maxConnections?: number; migrate?: boolean } = {}) => {
     const db = await openDatabase({ url, embeddedDir: "", ...options });

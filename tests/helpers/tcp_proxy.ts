@@ -1,8 +1,9 @@
 /**
  * A TCP proxy for tests that stands between postgres.js and a database
- * server and can take the database "down" (drop every connection and refuse
- * new ones), bring it back, or slow every chunk down. It works the same in
- * front of a real PostgreSQL server and the embedded pglite-socket server.
+ * server and can take the database "down" (drop every connection and stop
+ * listening, so new connections are refused as by a stopped server), bring it
+ * back on the same port, or slow every chunk down. It works the same in front
+ * of a real PostgreSQL server and the embedded pglite-socket server.
  *
  * @module
  */
@@ -16,19 +17,19 @@ function sleep(ms: number): Promise<void> {
 export class TcpProxy {
   /** The port the proxy listens on. */
   readonly port: number;
-  readonly #listener: Deno.Listener;
+  #listener: Deno.Listener | undefined;
   readonly #target: { hostname: string; port: number };
   readonly #connections = new Set<Deno.Conn>();
   readonly #pumps = new Set<Promise<void>>();
   #down = false;
   #delayMs = 0;
-  #accepting: Promise<void>;
+  #accepting: Promise<void> = Promise.resolve();
 
   private constructor(listener: Deno.Listener, target: { hostname: string; port: number }) {
     this.#listener = listener;
     this.#target = target;
     this.port = (listener.addr as Deno.NetAddr).port;
-    this.#accepting = this.#acceptLoop();
+    this.#accepting = this.#acceptLoop(listener);
   }
 
   /** Starts a proxy to `hostname:port` on a free loopback port. */
@@ -42,16 +43,34 @@ export class TcpProxy {
     return this.#down;
   }
 
-  /** Drops every open connection and refuses new ones, like a stopped server. */
-  down(): void {
+  /** Drops every open connection and stops listening (connects get ECONNREFUSED), like a stopped server. */
+  async down(): Promise<void> {
     this.#down = true;
+    try {
+      this.#listener?.close();
+    } catch {
+      // already closed
+    }
+    this.#listener = undefined;
     for (const conn of this.#connections) this.#closeConn(conn);
     this.#connections.clear();
+    await this.#accepting;
   }
 
-  /** Accepts and forwards connections again. */
-  up(): void {
+  /** Listens on the same port again and forwards connections. */
+  async up(): Promise<void> {
+    if (this.#listener) return;
+    for (let attempt = 0;; attempt++) {
+      try {
+        this.#listener = Deno.listen({ hostname: "127.0.0.1", port: this.port });
+        break;
+      } catch (error) {
+        if (attempt >= 50) throw error;
+        await sleep(100);
+      }
+    }
     this.#down = false;
+    this.#accepting = this.#acceptLoop(this.#listener);
   }
 
   /** Holds every forwarded chunk (both directions) for `ms` before passing it on. */
@@ -61,23 +80,15 @@ export class TcpProxy {
 
   /** Stops listening and drops every connection. */
   async close(): Promise<void> {
-    this.#down = true;
-    try {
-      this.#listener.close();
-    } catch {
-      // already closed
-    }
-    for (const conn of this.#connections) this.#closeConn(conn);
-    this.#connections.clear();
-    await this.#accepting;
+    await this.down();
     await Promise.allSettled([...this.#pumps]);
   }
 
-  async #acceptLoop(): Promise<void> {
+  async #acceptLoop(listener: Deno.Listener): Promise<void> {
     for (;;) {
       let client: Deno.Conn;
       try {
-        client = await this.#listener.accept();
+        client = await listener.accept();
       } catch {
         return; // listener closed
       }

@@ -1,0 +1,209 @@
+/**
+ * What API-key authentication costs a `tools/list` over loopback streamable
+ * HTTP (issue 5 item 10; "done when" authenticated throughput ≥ half the
+ * unauthenticated one).
+ *
+ * Set-up: two HTTP servers from `startHttpServer` (mod/http), identical but
+ * for the authenticator: one with the real one (production mode, so the
+ * `X-MCP-Token` check runs too; key row read from the test database on every
+ * request; scrypt once, then the verification cache), one that accepts every
+ * request with a fixed scope. The authenticator's pool connects to the
+ * database directly (not through the test helper's proxy). Both list the six design-code tools (their
+ * backend is never called by `tools/list`; no models are needed). The test
+ * database is embedded PGlite, or the server named by `DATABASE_URL`.
+ *
+ * Requests are raw `fetch` POSTs of `{"jsonrpc":"2.0","id":1,"method":
+ * "tools/list"}` with `Accept: application/json, text/event-stream`; the
+ * whole SSE response is read, so one sample is a full round trip.
+ * `Deno.bench` times fixed request counts ("sequential": one request per
+ * iteration; "concurrent": {@link BATCH} requests with {@link CONCURRENCY} in
+ * flight). Every request's latency is also recorded, and the last bench (not
+ * a measurement) logs p50/p99 and the throughput of each variant to stderr,
+ * with the authenticated/unauthenticated throughput ratio.
+ *
+ * Run: `deno bench -P=test mod/auth/auth_bench.ts`.
+ *
+ * @module
+ */
+
+import { createBackendClient } from "../backend/mod.ts";
+import { openDatabase } from "../db/mod.ts";
+import { startHttpServer } from "../http/mod.ts";
+import { log, setLogLevel } from "../log/mod.ts";
+import { createMcpServer, type Scope } from "../mcp/mod.ts";
+import { openTestDatabase } from "../../tests/helpers/postgres.ts";
+import { createDesignCodeTools } from "../../tools/design_code.ts";
+import { authFailureResponse } from "./auth_response.ts";
+import { createAuthenticator } from "./authenticator.ts";
+import { createKey } from "./create_key.ts";
+
+/** Requests per iteration of a concurrent bench. */
+const BATCH = 64;
+/** Requests in flight in a concurrent bench. */
+const CONCURRENCY = 8;
+
+setLogLevel("warn");
+const tdb = await openTestDatabase("auth_bench");
+// Straight to the database: the test helper's fault-injection proxy would add two hops.
+const db = await openDatabase({ url: tdb.directUrl, embeddedDir: "" });
+const { key, prefix } = await createKey(db, { projectId: 1, userId: 1, permission: "read" });
+const cloudfrontSecret = crypto.randomUUID();
+const authenticator = createAuthenticator({
+  db,
+  environment: "production",
+  cloudfrontSecret,
+  // The config defaults (`[auth]` in config.toml).
+  cacheTtlMs: 30_000,
+  lastUsedIntervalMs: 60_000,
+  dbTimeoutMs: 2_000,
+});
+const tools = createDesignCodeTools(
+  createBackendClient({ baseUrl: "http://127.0.0.1:9", timeoutMs: 1_000 }),
+);
+const fixedScope: Scope = { keyPrefix: prefix, projectId: 1, userId: 1, permission: "read" };
+const common = {
+  hostname: "127.0.0.1",
+  port: 0,
+  allowedOrigins: [],
+  authFailureResponse: (outcome: Parameters<typeof authFailureResponse>[0]) =>
+    authFailureResponse(outcome),
+  createServer: (scope: Scope) => createMcpServer({ tools, scope }),
+};
+const withAuth = await startHttpServer({ ...common, authenticator });
+const withoutAuth = await startHttpServer({
+  ...common,
+  authenticator: { authenticate: () => Promise.resolve({ ok: true as const, scope: fixedScope }) },
+});
+
+const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+const HEADERS = {
+  "content-type": "application/json",
+  accept: "application/json, text/event-stream",
+  "x-mcp-token": cloudfrontSecret,
+  "mcp-api-key": key,
+};
+
+/** One tools/list round trip to `port`; returns its latency in ms. */
+async function listTools(port: number): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+    method: "POST",
+    headers: HEADERS,
+    body: BODY,
+  });
+  const text = await response.text();
+  const ms = performance.now() - started;
+  if (response.status !== 200 || !text.includes('"list-designs"')) {
+    throw new Error(`tools/list failed: HTTP ${response.status}: ${text.slice(0, 200)}`);
+  }
+  return ms;
+}
+
+/** BATCH requests, CONCURRENCY at a time; returns each latency. */
+async function listToolsConcurrently(port: number): Promise<number[]> {
+  const latencies: number[] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < BATCH) {
+      next++;
+      latencies.push(await listTools(port));
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
+  return latencies;
+}
+
+const samples: Record<string, number[]> = {};
+const totals: Record<string, { requests: number; ms: number }> = {};
+function record(variant: string, latencies: number[], ms: number): void {
+  (samples[variant] ??= []).push(...latencies);
+  const total = (totals[variant] ??= { requests: 0, ms: 0 });
+  total.requests += latencies.length;
+  total.ms += ms;
+}
+
+for (
+  const [variant, port] of [["unauthenticated", withoutAuth.addr.port], [
+    "authenticated",
+    withAuth.addr.port,
+  ]] as const
+) {
+  Deno.bench({
+    name: `sequential (${variant})`,
+    group: "tools/list, sequential",
+    baseline: variant === "unauthenticated",
+    n: 300,
+    warmup: 20,
+    async fn(b) {
+      b.start();
+      const ms = await listTools(port);
+      b.end();
+      record(`sequential ${variant}`, [ms], ms);
+    },
+  });
+}
+
+for (
+  const [variant, port] of [["unauthenticated", withoutAuth.addr.port], [
+    "authenticated",
+    withAuth.addr.port,
+  ]] as const
+) {
+  Deno.bench({
+    name: `${CONCURRENCY} concurrent × ${BATCH} (${variant})`,
+    group: "tools/list, concurrent",
+    baseline: variant === "unauthenticated",
+    n: 10,
+    warmup: 2,
+    async fn(b) {
+      b.start();
+      const started = performance.now();
+      const latencies = await listToolsConcurrently(port);
+      const ms = performance.now() - started;
+      b.end();
+      record(`concurrent ${variant}`, latencies, ms);
+    },
+  });
+}
+
+function percentile(sorted: number[], p: number): number {
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+let finished = false;
+Deno.bench({
+  name: "summary and shutdown (not a measurement)",
+  group: "teardown",
+  n: 1,
+  warmup: 0,
+  async fn() {
+    if (finished) return;
+    finished = true;
+    setLogLevel("info");
+    const perSecond: Record<string, number> = {};
+    for (const [variant, ms] of Object.entries(samples)) {
+      const sorted = [...ms].sort((a, b) => a - b);
+      const total = totals[variant];
+      perSecond[variant] = (total.requests / total.ms) * 1000;
+      log("info", "bench", variant, {
+        requests: sorted.length,
+        p50Ms: +percentile(sorted, 50).toFixed(2),
+        p99Ms: +percentile(sorted, 99).toFixed(2),
+        requestsPerSecond: Math.round(perSecond[variant]),
+      });
+    }
+    for (const mode of ["sequential", "concurrent"]) {
+      const ratio = perSecond[`${mode} authenticated`] / perSecond[`${mode} unauthenticated`];
+      log("info", "bench", `${mode}: authenticated / unauthenticated throughput`, {
+        ratio: +ratio.toFixed(3),
+        atLeastHalf: ratio >= 0.5,
+      });
+    }
+    await withAuth.shutdown(5_000);
+    await withoutAuth.shutdown(5_000);
+    await authenticator.close();
+    await db.close();
+    await tdb.close();
+  },
+});

@@ -1,0 +1,30 @@
+/**
+ * What authenticating one HTTP request yields, and the interface the HTTP
+ * server calls per `POST /mcp` request.
+ *
+ * @module
+ */
+
+import type { Scope } from "../mcp/tool.ts";
+
+/** A refused request. `message` is safe to send and log: it never holds a secret. */
+export interface AuthFailure {
+  ok: false;
+  /** 401: no valid credentials; 503: the key database is unavailable (fail closed). */
+  status: 401 | 503;
+  /** Why, for the client. Distinguishes nothing secret. */
+  message: string;
+  /** A key was presented and refused (adds `error="invalid_token"` to the challenge). */
+  invalidToken?: boolean;
+}
+
+/** The result of {@link Authenticator.authenticate}. */
+export type AuthOutcome = { ok: true; scope: Scope } | AuthFailure;
+
+/** Authenticates `POST /mcp` requests. */
+export interface Authenticator {
+  /** Checks one request's `X-MCP-Token` and API key. Never throws. */
+  authenticate(request: Request): Promise<AuthOutcome>;
+  /** Waits for background `last_used_at` writes; does not close the database (the caller owns it). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,61 @@
+/**
+ * `deno task migrate`: applies pending schema migrations to `DATABASE_URL`,
+ * or to the embedded database in `--data-dir DIR` (default
+ * `$SD_MCP_DATA_DIR`, else `.data/pglite`), and reports the schema version.
+ * The server applies the same migrations at start-up; this is for deploying
+ * the schema ahead of it.
+ *
+ * @module
+ */
+
+import { setLogLevel } from "../log/mod.ts";
+import { migrate, MIGRATIONS } from "./migrations.ts";
+import { openDatabase } from "./open.ts";
+import type { Database } from "./database.ts";
+
+const encoder = new TextEncoder();
+
+/** Runs the migrate command with `args`; returns the exit status. */
+export async function main(args: readonly string[]): Promise<number> {
+  if (!Deno.env.get("SD_MCP_LOG_LEVEL")) setLogLevel("warn");
+  let dataDir = Deno.env.get("SD_MCP_DATA_DIR") || ".data/pglite";
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === "--data-dir" && args[i + 1] !== undefined) dataDir = args[++i];
+    else if (arg.startsWith("--data-dir=")) dataDir = arg.slice("--data-dir=".length);
+    else {
+      Deno.stderr.writeSync(
+        encoder.encode(
+          `migrate: unknown argument "${arg}"\nusage: deno task migrate [--data-dir DIR]\n`,
+        ),
+      );
+      return 2;
+    }
+  }
+  let db: Database | undefined;
+  try {
+    db = await openDatabase({
+      url: Deno.env.get("DATABASE_URL") || undefined,
+      embeddedDir: dataDir,
+      migrate: false,
+      maxConnections: 1,
+    });
+    const applied = await migrate(db);
+    const latest = MIGRATIONS[MIGRATIONS.length - 1].version;
+    const what = applied.length > 0 ? `applied ${applied.join(", ")}` : "already up to date";
+    Deno.stdout.writeSync(encoder.encode(`${db.target}: schema version ${latest} (${what})\n`));
+    return 0;
+  } catch (error) {
+    // DatabaseError messages carry no DSN password.
+    Deno.stderr.writeSync(
+      encoder.encode(`migrate: ${error instanceof Error ? error.message : String(error)}\n`),
+    );
+    return 1;
+  } finally {
+    await db?.close();
+  }
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

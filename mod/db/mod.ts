@@ -1,0 +1,20 @@
+/**
+ * The database: the {@link Database} interface, {@link openDatabase} (a
+ * PostgreSQL server or the embedded PGlite default), migrations and URL
+ * redaction. postgres.js is imported only by `postgres.ts`.
+ *
+ * @module
+ */
+
+export {
+  type Database,
+  DatabaseError,
+  type Queryable,
+  type QueryOptions,
+  type Row,
+  type SqlParam,
+} from "./database.ts";
+export { type EmbeddedEndpoint, type EmbeddedOptions, EmbeddedPostgres } from "./embedded.ts";
+export { migrate, type Migration, MIGRATIONS } from "./migrations.ts";
+export { openDatabase, type OpenDatabaseOptions } from "./open.ts";
+export { databaseUrlPassword, redactDatabaseUrl, scrubSecrets } from "./redact.ts";

@@ -1,0 +1,217 @@
+/**
+ * The only module that imports postgres.js. It turns a DSN (or, for the
+ * embedded database, a socket factory) into a {@link Database}: plain SQL
+ * with `$n` parameters, a bounded wait per query, transactions, and errors
+ * whose text never carries the DSN password.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import type { Socket } from "node:net";
+import {
+  type Database,
+  DatabaseError,
+  type Queryable,
+  type QueryOptions,
+  type Row,
+  type SqlParam,
+} from "./database.ts";
+import { scrubSecrets } from "./redact.ts";
+
+/** How to reach the server: a DSN, or a function that opens a connected socket. */
+export type PostgresTarget =
+  | { url: string }
+  | { socket: () => Promise<Socket>; user: string; database: string };
+
+/** Options for {@link connectPostgres}. */
+export interface PostgresOptions {
+  /** Where to connect. */
+  target: PostgresTarget;
+  /** Redacted description of the target for logs and {@link Database.target}. */
+  description: string;
+  /** Which kind of database this is. */
+  kind: Database["kind"];
+  /** Pool size (default 4: the server's queries are short key lookups). */
+  maxConnections?: number;
+  /** Seconds to wait for a new connection (default 10). */
+  connectTimeoutSeconds?: number;
+  /** Secrets that must never appear in error messages (the DSN password). */
+  secrets?: readonly (string | undefined)[];
+  /** Runs after the pool has ended (stops the embedded server). */
+  onClose?: () => Promise<void>;
+}
+
+/** postgres.js connection error codes: the server could not be reached or went away. */
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "EMBEDDED_UNAVAILABLE",
+]);
+
+/**
+ * True for errors that mean "no usable database" rather than "bad SQL":
+ * connection codes, SQLSTATE class 08 (connection exception), 28 (invalid
+ * authorization), 53 (insufficient resources) and 57P01–57P03 (shutdown /
+ * cannot connect now). Source: PostgreSQL docs, Appendix A "Error Codes".
+ */
+function isUnavailable(code: string): boolean {
+  return CONNECTION_CODES.has(code) || /^(08|28|53)/.test(code) || /^57P0[123]$/.test(code);
+}
+
+/**
+ * Connects a postgres.js pool (lazily: the first query opens the first
+ * connection) and wraps it as a {@link Database}.
+ */
+export function connectPostgres(options: PostgresOptions): Database {
+  const secrets = options.secrets ?? [];
+  const common = {
+    max: options.maxConnections ?? 4,
+    connect_timeout: options.connectTimeoutSeconds ?? 10,
+    // Idle connections are dropped after a minute so a restarted server is
+    // picked up by fresh connections rather than stale ones.
+    idle_timeout: 60,
+    // postgres.js prints notices with console.log by default; stdout is the
+    // MCP protocol in stdio mode, so notices are dropped.
+    onnotice: () => {},
+    // Array-type discovery costs a round trip per connection and nothing here needs it.
+    fetch_types: false,
+    connection: { application_name: "generate-image-sd15-mcp" },
+  };
+  const sql = "url" in options.target
+    ? postgres(options.target.url, common)
+    : postgres(socketOptions(common, options.target));
+
+  const wrap = (error: unknown): DatabaseError => {
+    if (error instanceof DatabaseError) return error;
+    const raw = error as { code?: unknown; message?: unknown } | undefined;
+    const code = typeof raw?.code === "string" ? raw.code : "UNKNOWN";
+    const unavailable = isUnavailable(code);
+    const text = scrubSecrets(String(raw?.message ?? error), secrets);
+    const what = unavailable ? "database unavailable" : "database error";
+    return new DatabaseError(`${what} (${options.description}): ${text}`, code, unavailable);
+  };
+
+  const run = async <T extends Row>(
+    executor: { unsafe: typeof sql.unsafe },
+    text: string,
+    params: readonly SqlParam[],
+    queryOptions: QueryOptions,
+  ): Promise<T[]> => {
+    // postgres.js queries start when awaited; `.then` starts this one.
+    const pending: Promise<T[]> = executor.unsafe(
+      text,
+      params as unknown as Parameters<typeof sql.unsafe>[1],
+      queryOptions.prepare ? { prepare: true } : undefined,
+    ).then((rows) => Array.from(rows) as unknown as T[]);
+    const timeoutMs = queryOptions.timeoutMs;
+    if (timeoutMs === undefined) {
+      try {
+        return await pending;
+      } catch (error) {
+        throw wrap(error);
+      }
+    }
+    // An abandoned query may still fail later; that rejection is expected and
+    // must not surface as an unhandled one (which would end the process). The
+    // query is not cancelled: postgres.js's cancel() can itself reject unhandled.
+    pending.catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new DatabaseError(
+              `database unavailable (${options.description}): no answer within ${timeoutMs} ms`,
+              "TIMEOUT",
+              true,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([pending, timeout]);
+    } catch (error) {
+      throw wrap(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  let closing: Promise<void> | undefined;
+  return {
+    target: options.description,
+    kind: options.kind,
+    query<T extends Row = Row>(
+      text: string,
+      params: readonly SqlParam[] = [],
+      queryOptions: QueryOptions = {},
+    ) {
+      return run<T>(sql, text, params, queryOptions);
+    },
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      try {
+        return await sql.begin(async (tx) => {
+          const queryable: Queryable = {
+            query: <R extends Row = Row>(
+              text: string,
+              params: readonly SqlParam[] = [],
+              queryOptions: QueryOptions = {},
+            ) => run<R>(tx, text, params, queryOptions),
+          };
+          return await fn(queryable);
+        }) as T;
+      } catch (error) {
+        // Errors thrown by `fn` itself (not database errors) pass through unchanged.
+        if (error instanceof DatabaseError || !(error instanceof Error) || "code" in error) {
+          throw wrap(error);
+        }
+        throw error;
+      }
+    },
+    close() {
+      closing ??= (async () => {
+        try {
+          // Bounded: postgres.js 3.4.9 can leave a connection that lost its socket
+          // mid-query marked busy (connection.js closed() rejects the query but keeps
+          // it set), and end() would then wait for it forever; after the timeout
+          // end() destroys what is left.
+          await sql.end({ timeout: 2 });
+        } finally {
+          await options.onClose?.();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+/**
+ * Options for a pool whose connections come from a socket factory.
+ * postgres.js supports `socket` (src/connection.js `createSocket`: "options.socket
+ * ? await options.socket(options)") but its type declarations omit it, so the
+ * object is built here and passed without an excess-property check.
+ */
+function socketOptions<T extends object>(
+  common: T,
+  target: { socket: () => Promise<Socket>; user: string; database: string },
+): T & { user: string; database: string } {
+  const options = {
+    ...common,
+    user: target.user,
+    database: target.database,
+    socket: target.socket,
+  };
+  return options;
+}

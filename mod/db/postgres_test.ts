@@ -1,0 +1,96 @@
+import { ok, rejects, strictEqual } from "node:assert";
+import { openTestDatabase } from "../../tests/helpers/postgres.ts";
+import { DatabaseError } from "./database.ts";
+
+Deno.test({
+  name: "postgres.js wrapper",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const test = await openTestDatabase("postgres_wrapper");
+    const { db, proxy } = test;
+    try {
+      await t.step("parameters and result types", async () => {
+        const [row] = await db.query<{ a: string; t: Date; s: string | null; n: number }>(
+          "SELECT $1::bigint AS a, $2::timestamptz AS t, $3::text AS s, $4::int AS n",
+          ["9007199254740993", new Date(Date.UTC(2026, 0, 2, 3, 4, 5)), null, 41],
+        );
+        strictEqual(row.a, "9007199254740993", "int8 arrives as an exact string");
+        ok(row.t instanceof Date);
+        strictEqual(row.t.toISOString(), "2026-01-02T03:04:05.000Z");
+        strictEqual(row.s, null);
+        strictEqual(row.n, 41);
+      });
+
+      await t.step(
+        "an SQL error is a DatabaseError with its SQLSTATE, not 'unavailable'",
+        async () => {
+          await rejects(db.query("SELECT * FROM no_such_table"), (e: unknown) => {
+            ok(e instanceof DatabaseError);
+            strictEqual(e.code, "42P01");
+            strictEqual(e.unavailable, false);
+            return true;
+          });
+        },
+      );
+
+      await t.step(
+        "a transaction rolls back when its function throws, and the error passes through",
+        async () => {
+          await db.query("CREATE TABLE tx_test (v integer)");
+          class Marker extends Error {}
+          await rejects(
+            db.transaction(async (tx) => {
+              await tx.query("INSERT INTO tx_test VALUES (1)");
+              throw new Marker("stop");
+            }),
+            (e: unknown) => e instanceof Marker,
+          );
+          strictEqual((await db.query("SELECT * FROM tx_test")).length, 0);
+          await db.transaction(async (tx) => {
+            await tx.query("INSERT INTO tx_test VALUES (2)");
+          });
+          strictEqual((await db.query<{ v: number }>("SELECT v FROM tx_test"))[0].v, 2);
+        },
+      );
+
+      await t.step("a slow database gives up after timeoutMs with code TIMEOUT", async () => {
+        proxy.setDelay(1_500);
+        const started = performance.now();
+        await rejects(db.query("SELECT 1", [], { timeoutMs: 200 }), (e: unknown) => {
+          ok(e instanceof DatabaseError);
+          strictEqual(e.code, "TIMEOUT");
+          strictEqual(e.unavailable, true);
+          ok(!e.message.includes(test.password), "no DSN password in the message");
+          return true;
+        });
+        const waited = performance.now() - started;
+        ok(waited >= 190 && waited < 1_200, `waited ${waited} ms`);
+        proxy.setDelay(0);
+      });
+
+      await t.step(
+        "a stopped database is 'unavailable' without the password, and comes back",
+        async () => {
+          await proxy.down();
+          await rejects(db.query("SELECT 1"), (e: unknown) => {
+            ok(e instanceof DatabaseError);
+            strictEqual(e.unavailable, true, `code ${e.code}`);
+            ok(!e.message.includes(test.password), e.message);
+            ok(e.message.includes(":***@"), e.message);
+            return true;
+          });
+          await proxy.up();
+          let rows: unknown[] = [];
+          for (let i = 0; i < 50 && rows.length === 0; i++) {
+            rows = await db.query("SELECT 1 AS one").catch(() => []);
+            if (rows.length === 0) await new Promise((r) => setTimeout(r, 100));
+          }
+          strictEqual(rows.length, 1);
+        },
+      );
+    } finally {
+      await test.close();
+    }
+  },
+});
