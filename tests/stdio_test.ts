@@ -9,6 +9,7 @@ import { readPngText } from "../mod/image/mod.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep serving", async (t) => {
   const session = await connectStdio(["--config", TINY_CONFIG]);
@@ -154,5 +155,38 @@ Deno.test("stdio: an invalid config stops start-up with the file and the key, be
     assert.match(stderr, /generation\.steps/);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("stdio: a cancelled call (notifications/cancelled) stops at the next step", async () => {
+  const temp = await writeTinyConfig(`[generation]\nsteps = 500\n`);
+  const session = await connectStdio(["--config", temp.path]);
+  try {
+    const controller = new AbortController();
+    let steps = 0;
+    const call = session.client.callTool(
+      { name: "generate_image", arguments: { positive_prompt: "a long one" } },
+      undefined,
+      {
+        signal: controller.signal,
+        onprogress: () => {
+          if (++steps === 2) controller.abort("changed my mind");
+        },
+      },
+    );
+    await assert.rejects(call);
+    // The server logs where it stopped; wait for that line.
+    let line: RegExpMatchArray | null = null;
+    for (let i = 0; i < 400 && !line; i++) {
+      line = session.stderr().match(/\[generation\] cancelled .*"step":(\d+),"total":(\d+)/);
+      if (!line) await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.ok(line, `no cancellation logged:\n${session.stderr()}`);
+    assert.ok(Number(line[1]) < Number(line[2]), `ran to the end: ${line[0]}`);
+    // The server still answers after the cancellation.
+    assert.equal((await session.client.listTools()).tools.length, 3);
+  } finally {
+    await session.close();
+    await temp.remove();
   }
 });

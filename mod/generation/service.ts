@@ -7,6 +7,7 @@
  */
 
 import { encodePng } from "../image/mod.ts";
+import { log } from "../log/mod.ts";
 import type { ImageContent, TextContent, ToolResult } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
@@ -107,14 +108,39 @@ export class ImageService {
       : job.mode === "guided_image"
       ? { ...base, mode: "guided_image", controlMode: job.controlMode, image: job.image }
       : { ...base, mode: "inpaint_image", image: job.image, mask: job.mask };
-    const result = await this.#o.queue.run(
-      () =>
-        this.#o.generator.generate(request, {
-          signal: options.signal,
-          onProgress: options.onProgress,
-        }),
-      options.signal,
-    );
+    let lastStep = 0;
+    let totalSteps = 0;
+    let result;
+    try {
+      result = await this.#o.queue.run(
+        () =>
+          this.#o.generator.generate(request, {
+            signal: options.signal,
+            onProgress: (step, total) => {
+              lastStep = step;
+              totalSteps = total;
+              options.onProgress?.(step, total);
+            },
+          }),
+        options.signal,
+      );
+    } catch (error) {
+      if (options.signal?.aborted) {
+        log("info", "generation", "cancelled", {
+          mode: job.mode,
+          seed: job.seed,
+          step: lastStep,
+          total: totalSteps,
+        });
+      } else {
+        log("warn", "generation", "failed", {
+          mode: job.mode,
+          seed: job.seed,
+          error: (error as Error)?.message ?? String(error),
+        });
+      }
+      throw error;
+    }
     const finished = this.#now();
     const elapsed = Math.max(0, finished.getTime() - options.receivedAt) / 1000;
     const png = await encodePng(result.image, {
@@ -123,6 +149,13 @@ export class ImageService {
       mode: job.mode,
       timestamp: finished.toISOString(),
       elapsed_seconds: elapsed.toFixed(3),
+    });
+    log("info", "generation", "done", {
+      mode: job.mode,
+      size: job.size,
+      seed: job.seed,
+      steps: totalSteps,
+      elapsed_seconds: Number(elapsed.toFixed(3)),
     });
     let savedPath: string | undefined;
     if (this.#o.output.save) {

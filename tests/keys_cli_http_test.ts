@@ -1,0 +1,69 @@
+/**
+ * The operator's path: a key made with `deno task keys create` works over
+ * HTTP with the SDK client, and the request after `keys revoke` is refused.
+ */
+
+import assert from "node:assert/strict";
+import { startApp } from "../mod/app/mod.ts";
+import { loadConfig } from "../mod/config/mod.ts";
+import { connectHttp } from "./helpers/http_client.ts";
+import { ROOT } from "./helpers/paths.ts";
+import { openTestDatabase } from "./helpers/postgres.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
+
+async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=keys", "--quiet", "mod/auth/cli.ts", ...args],
+    cwd: ROOT,
+    stdin: "null",
+    env: { NO_COLOR: "1", DATABASE_URL: databaseUrl },
+  }).output();
+  const stdout = new TextDecoder().decode(output.stdout);
+  assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+  return stdout;
+}
+
+Deno.test("a CLI-created key works over HTTP and stops working after keys revoke", async () => {
+  const tdb = await openTestDatabase("keys_cli_http");
+  const temp = await writeTinyConfig();
+  try {
+    const created = await keys(
+      tdb.url,
+      "create",
+      "--project",
+      "42",
+      "--user",
+      "7",
+      "--permission",
+      "write",
+      "--name",
+      "e2e",
+    );
+    const key = created.trim().split("\n").at(-1)!;
+    assert.match(key, /^guinness_[A-Za-z0-9]+_[A-Za-z0-9]{32,}$/);
+    const prefix = key.split("_")[1];
+
+    const config = await loadConfig({
+      path: temp.path,
+      overrides: { transport: "http" },
+      env: { DATABASE_URL: tdb.url },
+    });
+    const app = await startApp(config);
+    try {
+      const client = await connectHttp(app.http!.port, { authorization: `Bearer ${key}` });
+      assert.equal((await client.listTools()).tools.length, 3);
+      const listing = await keys(tdb.url, "list");
+      assert.ok(listing.includes(prefix));
+      assert.ok(!listing.includes(key), "list must never show a secret");
+
+      await keys(tdb.url, "revoke", prefix);
+      await assert.rejects(client.listTools(), /401|revoked/i);
+      await client.close().catch(() => {});
+    } finally {
+      await app.shutdown();
+    }
+  } finally {
+    await tdb.close();
+    await temp.remove();
+  }
+});
