@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { ToolError } from "../mcp/tool.ts";
+
 /** Thrown at a step boundary when the request was cancelled. */
 export class CancelledError extends Error {
   /** Creates the error; `message` says where the run stopped. */
@@ -41,16 +43,7 @@ export function errorMessage(error: unknown): string {
 }
 
 /** The contract's error classes (as `ToolError.category`). */
-export type ErrorCategory =
-  | "input"
-  | "image"
-  | "configuration"
-  | "inference"
-  | "out_of_memory"
-  | "saving"
-  | "busy"
-  | "scope"
-  | "backend";
+export type ErrorCategory = ToolError["category"];
 
 /** A failure reduced to what crosses the Worker boundary. */
 export type ClassifiedError =
