@@ -12,14 +12,11 @@ import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   argumentsSchema,
   type BackendClient,
-  backendErrorResult,
-  backendSuccessResult,
-  callBackend,
   codeIdJson,
   codeIdSchema,
   type DesignCodeToolOptions,
-  recordScopeRefusal,
-  toDetailRecord,
+  readOnlyBackendAnnotations,
+  runDetailRequest,
 } from "../mod/backend/mod.ts";
 
 const schema = argumentsSchema({ code_id: codeIdSchema });
@@ -54,37 +51,15 @@ export function createGetCodeDetailTool(
       required: ["code_id"],
       additionalProperties: false,
     },
-    annotations: {
-      title: "Get code detail",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: true,
-    },
+    annotations: readOnlyBackendAnnotations("Get code detail"),
     validate: schema,
-    async handle(args, context) {
-      const call = await callBackend(
-        backend,
-        {
-          method: "GET",
-          path: ["internal", "code", args.code_id],
-        },
-        context,
-        { action: ACTION, notFound: `Code not found: ${args.code_id}`, now },
-      );
-      if (!call.ok) return call.result;
-
-      const detail = toDetailRecord(call.data, "code");
-      if (!detail.ok) return backendErrorResult(ACTION, detail.message, now());
-      const leak = recordScopeRefusal(context.scope, detail.record, "code");
-      if (leak !== undefined) return backendErrorResult(ACTION, leak, now());
-
-      const name = typeof detail.record.name === "string" ? ` (${detail.record.name})` : "";
-      return backendSuccessResult(
-        `Code detail for code ID ${args.code_id}${name}`,
-        { code: detail.record },
-        true,
-      );
+    handle(args, context) {
+      return runDetailRequest(backend, context, {
+        key: "code",
+        id: args.code_id,
+        action: ACTION,
+        now,
+      });
     },
   };
 }

@@ -21,6 +21,7 @@ import {
   designIdJson,
   designIdSchema,
   designScopeRefusal,
+  readOnlyBackendAnnotations,
 } from "../mod/backend/mod.ts";
 
 const schema = argumentsSchema({ design_id: designIdSchema });
@@ -55,13 +56,7 @@ export function createGetDes2CodeTool(
       required: ["design_id"],
       additionalProperties: false,
     },
-    annotations: {
-      title: "Get des2code result",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: true,
-    },
+    annotations: readOnlyBackendAnnotations("Get des2code result"),
     validate: schema,
     async handle(args, context) {
       const refusal = designScopeRefusal(context.scope, args.design_id);

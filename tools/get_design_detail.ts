@@ -13,14 +13,12 @@ import {
   argumentsSchema,
   type BackendClient,
   backendErrorResult,
-  backendSuccessResult,
-  callBackend,
   type DesignCodeToolOptions,
   designIdJson,
   designIdSchema,
   designScopeRefusal,
-  recordScopeRefusal,
-  toDetailRecord,
+  readOnlyBackendAnnotations,
+  runDetailRequest,
 } from "../mod/backend/mod.ts";
 
 const schema = argumentsSchema({ design_id: designIdSchema });
@@ -51,40 +49,18 @@ export function createGetDesignDetailTool(
       required: ["design_id"],
       additionalProperties: false,
     },
-    annotations: {
-      title: "Get design detail",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: true,
-    },
+    annotations: readOnlyBackendAnnotations("Get design detail"),
     validate: schema,
     async handle(args, context) {
+      // A design id carries its project number, so the scope is checked before the call.
       const refusal = designScopeRefusal(context.scope, args.design_id);
       if (refusal !== undefined) return backendErrorResult(ACTION, refusal, now());
-
-      const call = await callBackend(
-        backend,
-        {
-          method: "GET",
-          path: ["internal", "designs", args.design_id],
-        },
-        context,
-        { action: ACTION, notFound: `Design not found: ${args.design_id}`, now },
-      );
-      if (!call.ok) return call.result;
-
-      const detail = toDetailRecord(call.data, "design");
-      if (!detail.ok) return backendErrorResult(ACTION, detail.message, now());
-      const leak = recordScopeRefusal(context.scope, detail.record, "design");
-      if (leak !== undefined) return backendErrorResult(ACTION, leak, now());
-
-      const name = typeof detail.record.name === "string" ? ` (${detail.record.name})` : "";
-      return backendSuccessResult(
-        `Design detail for design ID ${args.design_id}${name}`,
-        { design: detail.record },
-        true,
-      );
+      return await runDetailRequest(backend, context, {
+        key: "design",
+        id: args.design_id,
+        action: ACTION,
+        now,
+      });
     },
   };
 }

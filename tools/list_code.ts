@@ -11,26 +11,13 @@
 
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
-  argumentsSchema,
   type BackendClient,
   type DesignCodeToolOptions,
-  limitJson,
-  limitSchema,
-  offsetJson,
-  offsetSchema,
-  optionalOrganizationIdJson,
-  optionalOrganizationIdSchema,
-  projectIdJson,
-  projectIdSchema,
+  listArgumentsJson,
+  listArgumentsSchema,
+  readOnlyBackendAnnotations,
   runListRequest,
 } from "../mod/backend/mod.ts";
-
-const schema = argumentsSchema({
-  project_id: projectIdSchema,
-  organization_id: optionalOrganizationIdSchema,
-  limit: limitSchema,
-  offset: offsetSchema,
-});
 
 /**
  * Creates the `list-code` tool (read-only, idempotent, open world).
@@ -42,7 +29,7 @@ const schema = argumentsSchema({
 export function createListCodeTool(
   backend: BackendClient,
   options: DesignCodeToolOptions = {},
-): ToolDefinition<typeof schema> {
+): ToolDefinition<typeof listArgumentsSchema> {
   const now = options.now ?? (() => new Date());
   return {
     name: "list-code",
@@ -50,25 +37,9 @@ export function createListCodeTool(
     description: "List the code sources (imported code components) of a project as compact " +
       "metadata, e.g. code _id, name and type. Paged with limit and offset; total_count gives " +
       "the full number. Use a code _id with get-code-detail.",
-    inputSchema: {
-      type: "object",
-      properties: {
-        project_id: projectIdJson,
-        organization_id: optionalOrganizationIdJson,
-        limit: limitJson,
-        offset: offsetJson,
-      },
-      required: ["project_id"],
-      additionalProperties: false,
-    },
-    annotations: {
-      title: "List code",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: true,
-    },
-    validate: schema,
+    inputSchema: listArgumentsJson,
+    annotations: readOnlyBackendAnnotations("List code"),
+    validate: listArgumentsSchema,
     handle(args, context) {
       return runListRequest(backend, args, context, {
         resource: "code",

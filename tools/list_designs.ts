@@ -11,26 +11,13 @@
 
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
-  argumentsSchema,
   type BackendClient,
   type DesignCodeToolOptions,
-  limitJson,
-  limitSchema,
-  offsetJson,
-  offsetSchema,
-  optionalOrganizationIdJson,
-  optionalOrganizationIdSchema,
-  projectIdJson,
-  projectIdSchema,
+  listArgumentsJson,
+  listArgumentsSchema,
+  readOnlyBackendAnnotations,
   runListRequest,
 } from "../mod/backend/mod.ts";
-
-const schema = argumentsSchema({
-  project_id: projectIdSchema,
-  organization_id: optionalOrganizationIdSchema,
-  limit: limitSchema,
-  offset: offsetSchema,
-});
 
 /**
  * Creates the `list-designs` tool (read-only, idempotent, open world).
@@ -42,7 +29,7 @@ const schema = argumentsSchema({
 export function createListDesignsTool(
   backend: BackendClient,
   options: DesignCodeToolOptions = {},
-): ToolDefinition<typeof schema> {
+): ToolDefinition<typeof listArgumentsSchema> {
   const now = options.now ?? (() => new Date());
   return {
     name: "list-designs",
@@ -51,25 +38,9 @@ export function createListDesignsTool(
       "compact metadata: design _id, name, file_id, page_id, node_id, component_id. Paged " +
       "with limit and offset; total_count gives the full number. Use a design _id with " +
       "get-design-detail, trigger-des2code or get-des2code.",
-    inputSchema: {
-      type: "object",
-      properties: {
-        project_id: projectIdJson,
-        organization_id: optionalOrganizationIdJson,
-        limit: limitJson,
-        offset: offsetJson,
-      },
-      required: ["project_id"],
-      additionalProperties: false,
-    },
-    annotations: {
-      title: "List designs",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: true,
-    },
-    validate: schema,
+    inputSchema: listArgumentsJson,
+    annotations: readOnlyBackendAnnotations("List designs"),
+    validate: listArgumentsSchema,
     handle(args, context) {
       return runListRequest(backend, args, context, {
         resource: "designs",

@@ -113,6 +113,12 @@ async function listToolsConcurrently(port: number): Promise<number[]> {
   return latencies;
 }
 
+/** The two servers compared: same app, with and without API-key checks. */
+const VARIANTS = [
+  ["unauthenticated", withoutAuth.addr.port],
+  ["authenticated", withAuth.addr.port],
+] as const;
+
 const samples: Record<string, number[]> = {};
 const totals: Record<string, { requests: number; ms: number }> = {};
 function record(variant: string, latencies: number[], ms: number): void {
@@ -122,12 +128,7 @@ function record(variant: string, latencies: number[], ms: number): void {
   total.ms += ms;
 }
 
-for (
-  const [variant, port] of [["unauthenticated", withoutAuth.addr.port], [
-    "authenticated",
-    withAuth.addr.port,
-  ]] as const
-) {
+for (const [variant, port] of VARIANTS) {
   Deno.bench({
     name: `sequential (${variant})`,
     group: "tools/list, sequential",
@@ -143,12 +144,7 @@ for (
   });
 }
 
-for (
-  const [variant, port] of [["unauthenticated", withoutAuth.addr.port], [
-    "authenticated",
-    withAuth.addr.port,
-  ]] as const
-) {
+for (const [variant, port] of VARIANTS) {
   Deno.bench({
     name: `${CONCURRENCY} concurrent × ${BATCH} (${variant})`,
     group: "tools/list, concurrent",

@@ -21,3 +21,5 @@ export * from "./call_backend.ts";
 export * from "./list_page.ts";
 export * from "./detail_record.ts";
 export * from "./run_list.ts";
+export * from "./run_detail.ts";
+export * from "./tool_annotations.ts";

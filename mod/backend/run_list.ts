@@ -1,17 +1,53 @@
 /**
- * The shared handler body of `list-designs` and `list-code`: scope check,
+ * What `list-designs` and `list-code` share: their arguments (both take the
+ * same four), and the handler body — scope check,
  * `GET /internal/<resource>?project_id&organization_id&limit&offset`, and the
  * contract's list result.
+ *
+ * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`list-designs` /
+ * `list-code` 成功").
  *
  * @module
  */
 
-import type { ToolContext, ToolResult } from "../mcp/tool.ts";
+import type { JsonSchema, ToolContext, ToolResult } from "../mcp/tool.ts";
 import { callBackend } from "./call_backend.ts";
+import {
+  argumentsSchema,
+  limitJson,
+  limitSchema,
+  offsetJson,
+  offsetSchema,
+  optionalOrganizationIdJson,
+  optionalOrganizationIdSchema,
+  projectIdJson,
+  projectIdSchema,
+} from "./fields.ts";
 import { type ListArguments, toListPage } from "./list_page.ts";
 import { projectScopeRefusal } from "./project_scope.ts";
 import { backendErrorResult, backendSuccessResult } from "./tool_results.ts";
 import type { BackendClient } from "./types.ts";
+
+/** Validates the arguments of a list tool (defaults applied: limit 20, offset 0). */
+export const listArgumentsSchema = argumentsSchema({
+  project_id: projectIdSchema,
+  organization_id: optionalOrganizationIdSchema,
+  limit: limitSchema,
+  offset: offsetSchema,
+});
+
+/** The JSON Schema of {@link listArgumentsSchema}, as `tools/list` shows it. */
+export const listArgumentsJson: JsonSchema = {
+  type: "object",
+  properties: {
+    project_id: projectIdJson,
+    organization_id: optionalOrganizationIdJson,
+    limit: limitJson,
+    offset: offsetJson,
+  },
+  required: ["project_id"],
+  additionalProperties: false,
+};
 
 /** What differs between the two list tools. */
 export interface ListSpec {

@@ -49,7 +49,7 @@ import {
   type Session,
   timestepTensor,
 } from "../onnx/mod.ts";
-import type { SchedulerName } from "../schedulers/mod.ts";
+import { SCHEDULER_NAMES } from "../schedulers/mod.ts";
 import { testPicture, tinyConfig } from "./_testing.ts";
 import { createEngine } from "./engine.ts";
 import type { GenerationRequest, Mask, RgbImage } from "./types.ts";
@@ -91,16 +91,7 @@ function centreMask(): Mask {
   return { width: SIZE, height: SIZE, data };
 }
 
-const SCHEDULERS: readonly SchedulerName[] = [
-  "pndm",
-  "ddim",
-  "euler",
-  "euler_a",
-  "dpmpp_2m",
-  "lcm",
-];
-
-for (const scheduler of SCHEDULERS) {
+for (const scheduler of SCHEDULER_NAMES) {
   Deno.bench({
     name: `text-to-image ${scheduler}`,
     group: `tiny text-to-image ${SIZE}×${SIZE}, ${STEPS} steps`,

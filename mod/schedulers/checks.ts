@@ -39,3 +39,10 @@ export function requireTimesteps(scheduler: string, timesteps: number[]): void {
     throw new Error(`${scheduler}: call setTimesteps before scaleModelInput or step`);
   }
 }
+
+/** Throws when `step` runs again after the last of `count` steps (`index` is the next step). */
+export function requireStepLeft(scheduler: string, index: number, count: number): void {
+  if (index >= count) {
+    throw new Error(`${scheduler}.step called after the last of ${count} steps`);
+  }
+}

@@ -9,10 +9,18 @@
 
 import type { TorchGenerator } from "../random/mod.ts";
 import { checkSameLength, requireGenerator, requireTimesteps } from "./checks.ts";
+import { clipSample, epsilonFromV, predictOriginalVp } from "./convert_model_output.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type { PredictionType, SchedulerConfig, TimestepSpacing } from "./scheduler_config.ts";
 import { checkStepCount, ddimTimesteps } from "./spacing.ts";
-import { addNoiseAlpha, alphaAt, LINEAR_DEFAULTS, trainingSchedule } from "./training.ts";
+import {
+  addNoiseAlpha,
+  alphaAt,
+  alphaPrevAt,
+  finalAlphaCumprod,
+  LINEAR_DEFAULTS,
+  trainingSchedule,
+} from "./training.ts";
 
 /** Options the factory resolves for {@link DdimScheduler}. */
 export interface DdimOptions {
@@ -50,7 +58,7 @@ export class DdimScheduler implements Scheduler {
     this.#alphasCumprod = schedule.alphasCumprod;
     this.#numTrainTimesteps = schedule.numTrainTimesteps;
     // Class defaults differ from PNDM: set_alpha_to_one=True, clip_sample=True.
-    this.#finalAlphaCumprod = (config.setAlphaToOne ?? true) ? 1 : this.#alphasCumprod[0];
+    this.#finalAlphaCumprod = finalAlphaCumprod(this.#alphasCumprod, config.setAlphaToOne ?? true);
     this.#clipSample = config.clipSample ?? true;
     this.#clipRange = config.clipSampleRange ?? 1;
     this.#stepsOffset = config.stepsOffset ?? 0;
@@ -94,24 +102,16 @@ export class DdimScheduler implements Scheduler {
     const prevT = t - Math.floor(this.#numTrainTimesteps / this.#numInferenceSteps);
     // 2. alphas and betas
     const aT = alphaAt(this.#alphasCumprod, t);
-    const aPrev = prevT >= 0 ? alphaAt(this.#alphasCumprod, prevT) : this.#finalAlphaCumprod;
+    const aPrev = alphaPrevAt(this.#alphasCumprod, prevT, this.#finalAlphaCumprod);
     const bT = 1 - aT;
     const sa = Math.sqrt(aT), sb = Math.sqrt(bT);
     // 3. predicted x0 and epsilon, formula (12)
-    let x0: Float32Array;
-    let eps: Float32Array;
-    if (this.#prediction === "epsilon") {
-      x0 = sample.map((x, i) => (x - sb * modelOutput[i]) / sa);
-      eps = modelOutput;
-    } else {
-      x0 = sample.map((x, i) => sa * x - sb * modelOutput[i]);
-      eps = modelOutput.map((v, i) => sa * v + sb * sample[i]);
-    }
+    let x0 = predictOriginalVp(this.#prediction, sa, sb, modelOutput, sample);
+    const eps = this.#prediction === "epsilon"
+      ? modelOutput
+      : epsilonFromV(sa, sb, modelOutput, sample);
     // 4. clip x0
-    if (this.#clipSample) {
-      const r = this.#clipRange;
-      x0 = x0.map((v) => Math.min(Math.max(v, -r), r));
-    }
+    if (this.#clipSample) x0 = clipSample(x0, this.#clipRange);
     // 5. σ_t(η) = η sqrt((1-ᾱ_prev)/(1-ᾱ_t)) sqrt(1-ᾱ_t/ᾱ_prev), formula (16)
     const variance = ((1 - aPrev) / bT) * (1 - aT / aPrev);
     const std = this.#eta * Math.sqrt(variance);

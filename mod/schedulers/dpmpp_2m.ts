@@ -13,7 +13,8 @@
 
 import type { TorchGenerator } from "../random/mod.ts";
 import { sigmasFromAlphasCumprod } from "./betas.ts";
-import { checkSameLength, requireTimesteps } from "./checks.ts";
+import { checkSameLength, requireStepLeft, requireTimesteps } from "./checks.ts";
+import { predictOriginalVp } from "./convert_model_output.ts";
 import { interpAtIndex, roundHalfEven } from "./numeric.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type {
@@ -166,16 +167,20 @@ export class DpmSolverMultistepScheduler implements Scheduler {
     }
     const index = this.#stepIndex;
     const n = this.#timesteps.length;
-    if (index >= n) throw new Error(`dpmpp_2m.step called after the last of ${n} steps`);
+    requireStepLeft("dpmpp_2m", index, n);
     // First order on the last step when it lands on sigma 0 (or as configured).
     const lowerOrderFinal = index === n - 1 &&
       (this.#eulerAtFinal || (this.#lowerOrderFinal && n < 15) || this.#finalSigmas === "zero");
 
     // convert_model_output: data prediction x0.
     const current = alphaSigma(this.#sigmas[index]);
-    const x0 = this.#prediction === "epsilon"
-      ? sample.map((x, i) => (x - current.sigma * modelOutput[i]) / current.alpha)
-      : sample.map((x, i) => current.alpha * x - current.sigma * modelOutput[i]);
+    const x0 = predictOriginalVp(
+      this.#prediction,
+      current.alpha,
+      current.sigma,
+      modelOutput,
+      sample,
+    );
 
     const target = alphaSigma(this.#sigmas[index + 1]);
     const h = lambdaOf(target) - lambdaOf(current);

@@ -9,7 +9,8 @@
 
 import type { TorchGenerator } from "../random/mod.ts";
 import { sigmasFromAlphasCumprod } from "./betas.ts";
-import { checkSameLength, requireTimesteps } from "./checks.ts";
+import { checkSameLength, requireStepLeft, requireTimesteps } from "./checks.ts";
+import { predictOriginalSigma } from "./convert_model_output.ts";
 import { interpAtIndex } from "./numeric.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type {
@@ -18,7 +19,13 @@ import type {
   SchedulerConfig,
   TimestepSpacing,
 } from "./scheduler_config.ts";
-import { indexForTimestep, karrasSigmas, sigmaToT } from "./sigma_schedule.ts";
+import {
+  eulerInitNoiseSigma,
+  indexForTimestep,
+  karrasSigmas,
+  scaleBySigma,
+  sigmaToT,
+} from "./sigma_schedule.ts";
 import { checkStepCount, eulerTimesteps } from "./spacing.ts";
 import { LINEAR_DEFAULTS, trainingSchedule } from "./training.ts";
 
@@ -78,10 +85,7 @@ export class EulerScheduler implements Scheduler {
    * `sqrt(max² + 1)` (diffusers `init_noise_sigma`); 1 before `setTimesteps`.
    */
   get initNoiseSigma(): number {
-    if (this.#sigmas.length === 0) return 1;
-    const max = Math.max(...this.#sigmas);
-    if (this.#spacing === "linspace" || this.#spacing === "trailing") return max;
-    return fround(Math.sqrt(fround(fround(max * max) + 1)));
+    return eulerInitNoiseSigma(this.#sigmas, this.#spacing);
   }
 
   /** @inheritdoc */
@@ -115,9 +119,7 @@ export class EulerScheduler implements Scheduler {
 
   /** @inheritdoc — `sample / sqrt(σ² + 1)`. */
   scaleModelInput(sample: Float32Array, t: number): Float32Array {
-    const sigma = this.#sigmas[this.#index(t)];
-    const divisor = fround(Math.sqrt(fround(fround(sigma * sigma) + 1)));
-    return sample.map((x) => x / divisor);
+    return scaleBySigma(sample, this.#sigmas[this.#index(t)]);
   }
 
   /** @inheritdoc */
@@ -129,13 +131,11 @@ export class EulerScheduler implements Scheduler {
   ): StepResult {
     checkSameLength("euler.step", { sample, modelOutput });
     const index = this.#index(t);
-    if (index >= this.#timesteps.length) {
-      throw new Error(`euler.step called after the last of ${this.#timesteps.length} steps`);
-    }
+    requireStepLeft("euler", index, this.#timesteps.length);
     // s_churn = 0, so γ = 0 and σ_hat = σ. (Some diffusers versions draw a
     // noise tensor here even then; it is never used, so no draw is made.)
     const sigma = this.#sigmas[index];
-    const x0 = predictOriginal(this.#prediction, sigma, modelOutput, sample);
+    const x0 = predictOriginalSigma(this.#prediction, sigma, modelOutput, sample);
     // derivative d = (x - x0) / σ; x_next = x + d (σ_next - σ)
     const dt = this.#sigmas[index + 1] - sigma;
     const prevSample = sample.map((x, i) => x + ((x - x0[i]) / sigma) * dt);
@@ -150,21 +150,4 @@ export class EulerScheduler implements Scheduler {
     const sigma = this.#sigmas[indexForTimestep(this.#timesteps, t, "error")];
     return original.map((x, i) => x + noise[i] * sigma);
   }
-}
-
-/**
- * x0 from the UNet output at noise level σ for the sigma-space samplers
- * (Euler and Euler ancestral): epsilon `x - σ ε`; v-prediction
- * `v · (-σ / sqrt(σ²+1)) + x / (σ²+1)`.
- */
-export function predictOriginal(
-  prediction: PredictionType,
-  sigma: number,
-  modelOutput: Float32Array,
-  sample: Float32Array,
-): Float32Array {
-  if (prediction === "epsilon") return sample.map((x, i) => x - sigma * modelOutput[i]);
-  const c = -sigma / Math.sqrt(sigma * sigma + 1);
-  const d = sigma * sigma + 1;
-  return sample.map((x, i) => modelOutput[i] * c + x / d);
 }

@@ -10,12 +10,12 @@
 
 import type { TorchGenerator } from "../random/mod.ts";
 import { sigmasFromAlphasCumprod } from "./betas.ts";
-import { checkSameLength, requireGenerator, requireTimesteps } from "./checks.ts";
-import { predictOriginal } from "./euler.ts";
+import { checkSameLength, requireGenerator, requireStepLeft, requireTimesteps } from "./checks.ts";
+import { predictOriginalSigma } from "./convert_model_output.ts";
 import { interpAtIndex } from "./numeric.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type { PredictionType, SchedulerConfig, TimestepSpacing } from "./scheduler_config.ts";
-import { indexForTimestep } from "./sigma_schedule.ts";
+import { eulerInitNoiseSigma, indexForTimestep, scaleBySigma } from "./sigma_schedule.ts";
 import { checkStepCount, eulerTimesteps } from "./spacing.ts";
 import { LINEAR_DEFAULTS, trainingSchedule } from "./training.ts";
 
@@ -68,10 +68,7 @@ export class EulerAncestralScheduler implements Scheduler {
    * `sqrt(max² + 1)`; 1 before `setTimesteps`.
    */
   get initNoiseSigma(): number {
-    if (this.#sigmas.length === 0) return 1;
-    const max = Math.max(...this.#sigmas);
-    if (this.#spacing === "linspace" || this.#spacing === "trailing") return max;
-    return fround(Math.sqrt(fround(fround(max * max) + 1)));
+    return eulerInitNoiseSigma(this.#sigmas, this.#spacing);
   }
 
   /** @inheritdoc */
@@ -97,9 +94,7 @@ export class EulerAncestralScheduler implements Scheduler {
 
   /** @inheritdoc — `sample / sqrt(σ² + 1)`. */
   scaleModelInput(sample: Float32Array, t: number): Float32Array {
-    const sigma = this.#sigmas[this.#index(t)];
-    const divisor = fround(Math.sqrt(fround(fround(sigma * sigma) + 1)));
-    return sample.map((x) => x / divisor);
+    return scaleBySigma(sample, this.#sigmas[this.#index(t)]);
   }
 
   /** @inheritdoc */
@@ -112,12 +107,10 @@ export class EulerAncestralScheduler implements Scheduler {
     checkSameLength("euler_a.step", { sample, modelOutput });
     const gen = requireGenerator("euler_a", generator);
     const index = this.#index(t);
-    if (index >= this.#timesteps.length) {
-      throw new Error(`euler_a.step called after the last of ${this.#timesteps.length} steps`);
-    }
+    requireStepLeft("euler_a", index, this.#timesteps.length);
     const sigmaFrom = this.#sigmas[index];
     const sigmaTo = this.#sigmas[index + 1];
-    const x0 = predictOriginal(this.#prediction, sigmaFrom, modelOutput, sample);
+    const x0 = predictOriginalSigma(this.#prediction, sigmaFrom, modelOutput, sample);
     const from2 = sigmaFrom * sigmaFrom, to2 = sigmaTo * sigmaTo;
     const sigmaUp = Math.sqrt((to2 * (from2 - to2)) / from2);
     const sigmaDown = Math.sqrt(to2 - sigmaUp * sigmaUp);

@@ -8,11 +8,18 @@
  */
 
 import type { TorchGenerator } from "../random/mod.ts";
-import { checkSameLength, requireGenerator, requireTimesteps } from "./checks.ts";
+import { checkSameLength, requireGenerator, requireStepLeft, requireTimesteps } from "./checks.ts";
+import { clipSample, predictOriginalVp } from "./convert_model_output.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type { PredictionType, SchedulerConfig } from "./scheduler_config.ts";
 import { indexForTimestep } from "./sigma_schedule.ts";
-import { addNoiseAlpha, alphaAt, trainingSchedule } from "./training.ts";
+import {
+  addNoiseAlpha,
+  alphaAt,
+  alphaPrevAt,
+  finalAlphaCumprod,
+  trainingSchedule,
+} from "./training.ts";
 
 /** LCM's σ_data in the consistency boundary condition. */
 const SIGMA_DATA = 0.5;
@@ -50,7 +57,7 @@ export class LcmScheduler implements Scheduler {
     });
     this.#alphasCumprod = schedule.alphasCumprod;
     this.#numTrainTimesteps = schedule.numTrainTimesteps;
-    this.#finalAlphaCumprod = (config.setAlphaToOne ?? true) ? 1 : this.#alphasCumprod[0];
+    this.#finalAlphaCumprod = finalAlphaCumprod(this.#alphasCumprod, config.setAlphaToOne ?? true);
     this.#prediction = config.predictionType ?? "epsilon";
     this.#clipSample = config.clipSample ?? false;
     this.#clipRange = config.clipSampleRange ?? 1;
@@ -113,25 +120,20 @@ export class LcmScheduler implements Scheduler {
     if (this.#stepIndex === null) this.#stepIndex = indexForTimestep(this.#timesteps, t, "error");
     const index = this.#stepIndex;
     const n = this.#timesteps.length;
-    if (index >= n) throw new Error(`lcm.step called after the last of ${n} steps`);
+    requireStepLeft("lcm", index, n);
     // 1. the previous timestep is the next one in the list (t itself at the end)
     const prevT = index + 1 < n ? this.#timesteps[index + 1] : t;
     // 2. alphas, betas
     const aT = alphaAt(this.#alphasCumprod, t);
-    const aPrev = prevT >= 0 ? alphaAt(this.#alphasCumprod, prevT) : this.#finalAlphaCumprod;
+    const aPrev = alphaPrevAt(this.#alphasCumprod, prevT, this.#finalAlphaCumprod);
     const sa = Math.sqrt(aT), sb = Math.sqrt(1 - aT);
     // 3. boundary-condition scalings c_skip, c_out
     const st = t * this.#timestepScaling;
     const cSkip = SIGMA_DATA ** 2 / (st * st + SIGMA_DATA ** 2);
     const cOut = st / Math.sqrt(st * st + SIGMA_DATA ** 2);
     // 4. predicted x0, clipped if configured
-    let x0 = this.#prediction === "epsilon"
-      ? sample.map((x, i) => (x - sb * modelOutput[i]) / sa)
-      : sample.map((x, i) => sa * x - sb * modelOutput[i]);
-    if (this.#clipSample) {
-      const r = this.#clipRange;
-      x0 = x0.map((v) => Math.min(Math.max(v, -r), r));
-    }
+    let x0 = predictOriginalVp(this.#prediction, sa, sb, modelOutput, sample);
+    if (this.#clipSample) x0 = clipSample(x0, this.#clipRange);
     // 5. the consistency-model output
     const denoised = x0.map((v, i) => cOut * v + cSkip * sample[i]);
     // 6. re-noise to prevT except on the last step

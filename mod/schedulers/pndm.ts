@@ -10,10 +10,18 @@
 
 import type { TorchGenerator } from "../random/mod.ts";
 import { checkSameLength, requireTimesteps } from "./checks.ts";
+import { epsilonFromV } from "./convert_model_output.ts";
 import type { Scheduler, StepResult } from "./scheduler.ts";
 import type { PredictionType, SchedulerConfig, TimestepSpacing } from "./scheduler_config.ts";
 import { checkStepCount, pndmBaseTimesteps } from "./spacing.ts";
-import { addNoiseAlpha, alphaAt, LINEAR_DEFAULTS, trainingSchedule } from "./training.ts";
+import {
+  addNoiseAlpha,
+  alphaAt,
+  alphaPrevAt,
+  finalAlphaCumprod,
+  LINEAR_DEFAULTS,
+  trainingSchedule,
+} from "./training.ts";
 
 /** Options the factory resolves for {@link PndmScheduler}. */
 export interface PndmOptions {
@@ -57,7 +65,7 @@ export class PndmScheduler implements Scheduler {
     const schedule = trainingSchedule(config, LINEAR_DEFAULTS);
     this.#alphasCumprod = schedule.alphasCumprod;
     this.#numTrainTimesteps = schedule.numTrainTimesteps;
-    this.#finalAlphaCumprod = (config.setAlphaToOne ?? false) ? 1 : this.#alphasCumprod[0];
+    this.#finalAlphaCumprod = finalAlphaCumprod(this.#alphasCumprod, config.setAlphaToOne ?? false);
     this.#stepsOffset = config.stepsOffset ?? 0;
     this.#spacing = options.timestepSpacing ?? config.timestepSpacing ?? "leading";
     this.#prediction = config.predictionType ?? "epsilon";
@@ -147,16 +155,12 @@ export class PndmScheduler implements Scheduler {
     modelOutput: Float32Array,
   ): Float32Array {
     const aT = alphaAt(this.#alphasCumprod, timestep);
-    const aPrev = prevTimestep >= 0
-      ? alphaAt(this.#alphasCumprod, prevTimestep)
-      : this.#finalAlphaCumprod;
+    const aPrev = alphaPrevAt(this.#alphasCumprod, prevTimestep, this.#finalAlphaCumprod);
     const bT = 1 - aT;
     const bPrev = 1 - aPrev;
-    let eps = modelOutput;
-    if (this.#prediction === "v_prediction") {
-      const sa = Math.sqrt(aT), sb = Math.sqrt(bT);
-      eps = modelOutput.map((v, i) => sa * v + sb * sample[i]);
-    }
+    const eps = this.#prediction === "v_prediction"
+      ? epsilonFromV(Math.sqrt(aT), Math.sqrt(bT), modelOutput, sample)
+      : modelOutput;
     const sampleCoeff = Math.sqrt(aPrev / aT);
     const denom = aT * Math.sqrt(bPrev) + Math.sqrt(aT * bT * aPrev);
     const epsCoeff = (aPrev - aT) / denom;

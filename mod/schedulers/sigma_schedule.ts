@@ -2,12 +2,38 @@
  * Sigma-space helpers shared by the Euler, Euler-ancestral and DPM-Solver
  * schedulers (huggingface/diffusers `scheduling_euler_discrete.py`,
  * `scheduling_dpmsolver_multistep.py`): Karras sigmas, sigma → timestep
- * inversion and the timestep → step-index lookup.
+ * inversion, the timestep → step-index lookup, and the Euler family's
+ * `init_noise_sigma` and input scaling.
  *
  * @module
  */
 
 import { npLinspace } from "./numeric.ts";
+import type { TimestepSpacing } from "./scheduler_config.ts";
+
+const fround = Math.fround;
+
+/**
+ * `init_noise_sigma` of the Euler samplers (scheduling_euler_discrete.py,
+ * scheduling_euler_ancestral_discrete.py): the largest sigma for
+ * linspace/trailing spacing, else `sqrt(max² + 1)`, in float32; 1 before
+ * `set_timesteps` (no sigmas yet).
+ */
+export function eulerInitNoiseSigma(sigmas: readonly number[], spacing: TimestepSpacing): number {
+  if (sigmas.length === 0) return 1;
+  const max = Math.max(...sigmas);
+  if (spacing === "linspace" || spacing === "trailing") return max;
+  return fround(Math.sqrt(fround(fround(max * max) + 1)));
+}
+
+/**
+ * `scale_model_input` of the Euler samplers: `sample / sqrt(σ² + 1)`, the
+ * divisor computed in float32 as torch does.
+ */
+export function scaleBySigma(sample: Float32Array, sigma: number): Float32Array {
+  const divisor = fround(Math.sqrt(fround(fround(sigma * sigma) + 1)));
+  return sample.map((x) => x / divisor);
+}
 
 /**
  * `_convert_to_karras` (Karras et al. 2022, eq. 5, rho = 7):

@@ -61,6 +61,27 @@ export function alphaAt(alphasCumprod: Float32Array, t: number): number {
 }
 
 /**
+ * `final_alpha_cumprod`: the ᾱ used past the end of the schedule, 1 when
+ * `set_alpha_to_one`, else ᾱ_0 (diffusers scheduling_ddim.py, scheduling_pndm.py,
+ * scheduling_lcm.py `__init__`; the class defaults differ, so the caller
+ * resolves the flag).
+ */
+export function finalAlphaCumprod(alphasCumprod: Float32Array, setAlphaToOne: boolean): number {
+  return setAlphaToOne ? 1 : alphasCumprod[0];
+}
+
+/**
+ * `alpha_prod_t_prev`: ᾱ at the previous timestep, or `final_alpha_cumprod`
+ * when that timestep is negative (diffusers scheduling_ddim.py `step` step 2,
+ * scheduling_pndm.py `_get_prev_sample`, scheduling_lcm.py `step` step 2).
+ *
+ * @throws RangeError when `prevT` is not negative and not a timestep in [0, T).
+ */
+export function alphaPrevAt(alphasCumprod: Float32Array, prevT: number, final: number): number {
+  return prevT >= 0 ? alphaAt(alphasCumprod, prevT) : final;
+}
+
+/**
  * DDPM-style `add_noise` (PNDM, DDIM, LCM; e.g. diffusers scheduling_ddim.py):
  * `sqrt(ᾱ_t) * original + sqrt(1 - ᾱ_t) * noise`.
  */
