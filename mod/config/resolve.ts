@@ -87,6 +87,11 @@ export interface ResolvedConfig {
     openpose: ControlNetConfig & { detector: string; estimator: string };
     inpaint: ControlNetConfig;
   };
+  /** LoRAs blended into the UNet(s) and text encoder at start-up, in config order. */
+  lora: {
+    /** Absolute `.safetensors` paths (under the models root) and their weights. */
+    files: { path: string; weight: number }[];
+  };
   output: { save: boolean; dir: string };
 }
 
@@ -214,6 +219,9 @@ export function resolveConfig(
         model: abs(cn.inpaint.model, root),
         conditioningScale: cn.inpaint.conditioning_scale,
       },
+    },
+    lora: {
+      files: raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
     },
     output: { save: raw.output.save, dir: abs(raw.output.dir) },
   };

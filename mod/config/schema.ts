@@ -94,6 +94,16 @@ const controlnet = z.strictObject({
   }).prefault({}),
 });
 
+/** One LoRA: a kohya `.safetensors` file under the models root and its weight. */
+const loraFile = z.strictObject({
+  path: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file'),
+  weight: z.number().min(-10).max(10).default(1.0),
+});
+
+const lora = z.strictObject({
+  files: z.array(loraFile).default([]),
+});
+
 const output = z.strictObject({
   save: z.boolean().default(false),
   dir: relativePath.default("outputs"),
@@ -109,6 +119,7 @@ export const RawConfigSchema = z.strictObject({
   generation: generation.prefault({}),
   prompt: prompt.prefault({}),
   controlnet: controlnet.prefault({}),
+  lora: lora.prefault({}),
   output: output.prefault({}),
 });
 

@@ -151,23 +151,29 @@ export class Graph {
     );
   }
 
-  /** Adds a node with one output; returns the output name. */
+  /**
+   * Adds a node with one output; returns the output name. `nodeName` sets the
+   * node's name (default `n<index>_<type>`), e.g. a torch-export scope such as
+   * `/down_blocks.0/resnets.0/conv1/Conv`, which LoRA key mapping relies on.
+   */
   op(
     type: string,
     inputs: readonly string[],
     attrs: Record<string, Attr> = {},
     hint?: string,
+    nodeName?: string,
   ): string {
-    return this.opN(type, inputs, 1, attrs, hint)[0];
+    return this.opN(type, inputs, 1, attrs, hint, nodeName)[0];
   }
 
-  /** Adds a node with `n` outputs; returns their names. */
+  /** Adds a node with `n` outputs; returns their names. `nodeName` as in {@link Graph.op}. */
   opN(
     type: string,
     inputs: readonly string[],
     n: number,
     attrs: Record<string, Attr> = {},
     hint?: string,
+    nodeName?: string,
   ): string[] {
     const base = hint ?? type.toLowerCase();
     const outputs = Array.from(
@@ -178,7 +184,7 @@ export class Graph {
       opType: type,
       input: [...inputs],
       output: outputs,
-      name: `n${this.#nodes.length}_${type}`,
+      name: nodeName ?? `n${this.#nodes.length}_${type}`,
       attribute: Object.entries(attrs).map(([name, a]) => attribute(name, a)),
     });
     return outputs;

@@ -61,14 +61,21 @@ export class Layers {
 
   /**
    * Conv2d with torch's default init bound 1/sqrt(fan_in) (times `gain`),
-   * "same" padding for odd kernels.
+   * "same" padding for odd kernels. `scope` names the node like a torch
+   * export does (`/<scope>/Conv`), so LoRA keys can find it.
    */
   conv(
     x: string,
     cin: number,
     cout: number,
     k: number,
-    opts: { stride?: number; gain?: number; bias?: readonly number[]; hint?: string } = {},
+    opts: {
+      stride?: number;
+      gain?: number;
+      bias?: readonly number[];
+      hint?: string;
+      scope?: string;
+    } = {},
   ): string {
     const stride = opts.stride ?? 1;
     const bound = (opts.gain ?? 1) / Math.sqrt(cin * k * k);
@@ -78,19 +85,36 @@ export class Layers {
       ? this.g.init(`${hint}_b`, "float32", [cout], Float32Array.from(opts.bias))
       : this.weight(`${hint}_b`, [cout], bound);
     const p = (k - 1) >> 1;
-    return this.g.op("Conv", [x, w, b], {
-      kernel_shape: { ints: [k, k] },
-      pads: { ints: [p, p, p, p] },
-      strides: { ints: [stride, stride] },
-    }, hint);
+    return this.g.op(
+      "Conv",
+      [x, w, b],
+      {
+        kernel_shape: { ints: [k, k] },
+        pads: { ints: [p, p, p, p] },
+        strides: { ints: [stride, stride] },
+      },
+      hint,
+      opts.scope === undefined ? undefined : `/${opts.scope}/Conv`,
+    );
   }
 
-  /** x·W + b over the last axis. */
-  linear(x: string, din: number, dout: number, gain = 1, hint = "linear"): string {
+  /**
+   * x·W + b over the last axis (W stored [din, dout] as torch exports a
+   * Linear). `scope` names the MatMul node `/<scope>/MatMul` like a torch export.
+   */
+  linear(
+    x: string,
+    din: number,
+    dout: number,
+    gain = 1,
+    hint = "linear",
+    scope?: string,
+  ): string {
     const bound = gain / Math.sqrt(din);
     const w = this.weight(`${hint}_w`, [din, dout], bound);
     const b = this.weight(`${hint}_b`, [dout], bound);
-    return this.add(this.g.op("MatMul", [x, w]), b);
+    const name = scope === undefined ? undefined : `/${scope}/MatMul`;
+    return this.add(this.g.op("MatMul", [x, w], {}, undefined, name), b);
   }
 
   /** SiLU(x) = x·sigmoid(x). */

@@ -23,7 +23,8 @@ export type LockComponent =
   | "controlnet_unet"
   | "depth"
   | "pose_detector"
-  | "pose_estimator";
+  | "pose_estimator"
+  | "lora";
 
 /** One `[[file]]` entry. */
 export interface LockEntry {

@@ -22,7 +22,12 @@ export {
   TINY_DIMS,
 } from "./options.ts";
 export { fnv1a, Rng } from "./rng.ts";
-export { buildTextEncoder, MAX_POSITIONS, TOKEN_TABLE_ROWS } from "./text_encoder.ts";
+export {
+  buildTextEncoder,
+  MAX_POSITIONS,
+  TEXT_ENCODER_SCOPES,
+  TOKEN_TABLE_ROWS,
+} from "./text_encoder.ts";
 export {
   buildControlNet,
   buildUnet,
@@ -34,8 +39,18 @@ export {
   residualInputName,
   type ResidualNaming,
   residualShape,
+  UNET_SCOPES,
   type UnetOptions,
 } from "./unet.ts";
+export {
+  buildTinyLora,
+  encodeSafetensors,
+  type SafetensorsDtype,
+  type SafetensorsEntry,
+  type TinyLoraModule,
+  tinyLoraModules,
+  type TinyLoraOptions,
+} from "./lora.ts";
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
 export { buildDepthModel } from "./depth.ts";
 export {

@@ -23,6 +23,15 @@ export const TOKEN_TABLE_ROWS = 1024;
 /** CLIP's maximum sequence length (position table rows). */
 export const MAX_POSITIONS = 77;
 
+/**
+ * Torch-export scopes given to the text encoder's nodes (CLIP module paths),
+ * so kohya `lora_te_…` keys map to them (see mod/lora).
+ */
+export const TEXT_ENCODER_SCOPES = {
+  /** The causal-context MLP: a Linear D→D. */
+  mix: "text_model/encoder/layers.0/mlp/fc1",
+} as const;
+
 /** Builds the text encoder. */
 export function buildTextEncoder(seed: number, dims: ModelDims, o: ExportOptions): EncodedModel {
   const L = new Layers("text_encoder", new Rng(seed, "text_encoder"), o.io);
@@ -54,7 +63,7 @@ export function buildTextEncoder(seed: number, dims: ModelDims, o: ExportOptions
 
   // Causal context: mean of positions 0..i, then a tanh MLP, added back.
   const ctx = g.op("Div", [g.op("CumSum", [h, g.constI64([1], [])]), count]);
-  const mixed = g.op("Tanh", [L.linear(ctx, D, D, 1, "mix")]);
+  const mixed = g.op("Tanh", [L.linear(ctx, D, D, 1, "mix", TEXT_ENCODER_SCOPES.mix)]);
   const last = L.add(h, mixed);
   L.floatOut(last, "last_hidden_state", [ax.batch, ax.sequence, D]);
 

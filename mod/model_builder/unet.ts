@@ -76,6 +76,28 @@ export interface UnetOptions extends ExportOptions {
   residuals?: ResidualNaming;
 }
 
+/**
+ * Torch-export scopes (diffusers UNet2DConditionModel module paths) given to
+ * some UNet/ControlNet nodes, so kohya `lora_unet_…` keys map to them (see
+ * mod/lora). The tiny graph is not the real UNet; the names are chosen by role.
+ */
+export const UNET_SCOPES = {
+  /** Linear 2·max(4, C0/2) → C0 of the timestep MLP. */
+  time1: "time_embedding/linear_1",
+  /** Linear C0 → C0 of the timestep MLP. */
+  time2: "time_embedding/linear_2",
+  /** Linear D → C0 of the text projection (a cross-attention key projection's role). */
+  textProj: "down_blocks.0/attentions.0/transformer_blocks.0/attn2/to_k",
+  /** Conv 3×3, 4 → C0. */
+  convIn: "conv_in",
+  /** Conv 3×3, C0 → C0 (the first residual block of level 0). */
+  res1: "down_blocks.0/resnets.0/conv1",
+  /** Conv 3×3, C2 → C2. */
+  mid: "mid_block/resnets.0/conv1",
+  /** Conv 3×3, C0 → 4. */
+  convOut: "conv_out",
+} as const;
+
 /** Timestep input per style, as float32 values of shape [N] (N = 1 or batch). */
 function timestepInput(L: Layers, o: ExportOptions, ax: AxisNames): string {
   switch (timestepStyle(o)) {
@@ -100,9 +122,10 @@ function conditioning(L: Layers, t: string, ehs: string, dims: ModelDims): strin
   const freqs = Array.from({ length: half }, (_, i) => Math.exp(-Math.log(10000) * i / half));
   const arg = L.mul(L.unsqueeze(t, [1]), L.g.constF(freqs, [1, half]));
   const emb = L.g.op("Concat", [L.g.op("Cos", [arg]), L.g.op("Sin", [arg])], { axis: { i: 1 } });
-  const temb = L.linear(L.silu(L.linear(emb, 2 * half, c0, 1, "time_1")), c0, c0, 1, "time_2");
+  const t1 = L.linear(emb, 2 * half, c0, 1, "time_1", UNET_SCOPES.time1);
+  const temb = L.linear(L.silu(t1), c0, c0, 1, "time_2", UNET_SCOPES.time2);
   const pooled = L.reduce("ReduceMean", ehs, [1], false); // [B,D]
-  const text = L.linear(pooled, dims.hiddenSize, c0, 2, "text_proj");
+  const text = L.linear(pooled, dims.hiddenSize, c0, 2, "text_proj", UNET_SCOPES.textProj);
   return [L.unsqueeze(temb, [2, 3]), L.unsqueeze(text, [2, 3])];
 }
 
@@ -116,12 +139,13 @@ function downPath(L: Layers, h0: string, dims: ModelDims): string[] {
     if (RESIDUAL_LEVEL[i] !== RESIDUAL_LEVEL[i - 1]) {
       f.push(L.conv(prev, cin, cout, 3, { stride: 2, hint: `down_${i}` }));
     } else {
-      const x = L.conv(L.silu(prev), cin, cout, 3, { hint: `res_${i}` });
+      const scope = i === 1 ? UNET_SCOPES.res1 : undefined;
+      const x = L.conv(L.silu(prev), cin, cout, 3, { hint: `res_${i}`, scope });
       f.push(cin === cout ? L.add(prev, x) : x);
     }
   }
   const c2 = dims.blockChannels[2];
-  f.push(L.add(f[11], L.conv(L.silu(f[11]), c2, c2, 3, { hint: "mid" })));
+  f.push(L.add(f[11], L.conv(L.silu(f[11]), c2, c2, 3, { hint: "mid", scope: UNET_SCOPES.mid })));
   return f;
 }
 
@@ -135,7 +159,7 @@ function upPath(L: Layers, s: string[], dims: ModelDims): string {
   u = L.sum([u, s[4], s[5]]);
   u = L.resizeTo(L.add(L.conv(L.silu(u), c1, c0, 3, { hint: "up_1" }), s[3]), s[2]);
   u = L.sum([u, s[0], s[1], s[2]]);
-  return L.conv(L.silu(u), c0, 4, 3, { hint: "conv_out" });
+  return L.conv(L.silu(u), c0, 4, 3, { hint: "conv_out", scope: UNET_SCOPES.convOut });
 }
 
 /** Builds a UNet (`residuals` set: the ControlNet-UNet). Weights go to external data. */
@@ -155,7 +179,11 @@ export function buildUnet(seed: number, dims: ModelDims, o: UnetOptions): Encode
       3,
     ]));
   }
-  const h0 = L.sum([L.conv(sample, 4, dims.blockChannels[0], 3, { hint: "conv_in" }), ...cond]);
+  const convIn = L.conv(sample, 4, dims.blockChannels[0], 3, {
+    hint: "conv_in",
+    scope: UNET_SCOPES.convIn,
+  });
+  const h0 = L.sum([convIn, ...cond]);
   const f = downPath(L, h0, dims);
   const skips = o.residuals
     ? f.map((x, i) =>

@@ -35,6 +35,7 @@ export const MODEL_COMPONENTS = [
   "depth",
   "pose_detector",
   "pose_estimator",
+  "lora",
 ] as const;
 
 /** One of {@link MODEL_COMPONENTS}. */

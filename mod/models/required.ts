@@ -56,6 +56,8 @@ export interface EnabledFeatures {
   openpose: boolean;
   /** Inpainting ControlNet. */
   inpaint: boolean;
+  /** At least one LoRA in `[lora] files` (every `lora` lock entry is then needed). */
+  lora?: boolean;
 }
 
 /** The components needed for the enabled features (base always included). */
@@ -65,6 +67,7 @@ export function componentsFor(features: EnabledFeatures): ModelComponent[] {
   if (features.depth) out.push("controlnet_depth", "depth");
   if (features.openpose) out.push("controlnet_openpose", "pose_detector", "pose_estimator");
   if (features.inpaint) out.push("controlnet_inpaint");
+  if (features.lora) out.push("lora");
   return out;
 }
 
@@ -78,6 +81,8 @@ export interface ModelPathsConfig {
     openpose: { enabled: boolean; model: string; detector: string; estimator: string };
     inpaint: { enabled: boolean; model: string };
   };
+  /** Configured LoRA files (absolute); absent = none. */
+  lora?: { files: ReadonlyArray<{ path: string }> };
 }
 
 /** Files of the SD 1.5 base folder (diffusers ONNX layout) the server loads. */
@@ -93,7 +98,8 @@ export const BASE_FILES: readonly string[] = [
 
 /**
  * The absolute model paths a configuration needs: the base folder's files,
- * plus the ControlNet UNet and each enabled ControlNet with its preprocessors.
+ * plus the ControlNet UNet and each enabled ControlNet with its preprocessors,
+ * and every configured LoRA file.
  * (External-data files such as `unet/weights.pb` are not named by the config;
  * they are covered by verifying every lock entry of the needed components.)
  */
@@ -108,6 +114,7 @@ export function configModelPaths(config: ModelPathsConfig): string[] {
     paths.push(cn.openpose.model, cn.openpose.detector, cn.openpose.estimator);
   }
   if (cn.inpaint.enabled) paths.push(cn.inpaint.model);
+  for (const f of config.lora?.files ?? []) paths.push(f.path);
   return paths;
 }
 
@@ -117,5 +124,6 @@ export function enabledFeatures(config: ModelPathsConfig): EnabledFeatures {
     depth: config.controlnet.depth.enabled,
     openpose: config.controlnet.openpose.enabled,
     inpaint: config.controlnet.inpaint.enabled,
+    lora: (config.lora?.files.length ?? 0) > 0,
   };
 }

@@ -14,6 +14,7 @@ import {
   enabledFeatures,
   type ModelPathsConfig,
   requireLocked,
+  toLockPath,
 } from "./required.ts";
 import { verifyModelFiles } from "./verify.ts";
 
@@ -31,8 +32,14 @@ export async function verifyConfiguredModels(config: StartupModelConfig): Promis
   const entries = await readModelsLock(config.models.lock);
   requireLocked(configModelPaths(config), entries, config.models.root, config.models.lock);
   const wanted = new Set(componentsFor(enabledFeatures(config)));
+  // LoRA files are checked one by one: only the configured ones are needed.
+  const loras = new Set(
+    (config.lora?.files ?? []).map((f) => toLockPath(f.path, config.models.root)),
+  );
   await verifyModelFiles({
     root: config.models.root,
-    entries: entries.filter((e) => wanted.has(e.component)),
+    entries: entries.filter((e) =>
+      wanted.has(e.component) && (e.component !== "lora" || loras.has(e.path))
+    ),
   });
 }

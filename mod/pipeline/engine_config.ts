@@ -24,6 +24,8 @@ export interface EngineConfig {
   generation: GenerationSettings;
   /** ControlNets and their preprocessors. */
   controlnet: ResolvedConfig["controlnet"];
+  /** LoRAs blended into the UNet(s) and text encoder; absent or empty = none. */
+  lora?: ResolvedConfig["lora"];
 }
 
 /** Picks the engine's part of a resolved config. */
@@ -41,6 +43,7 @@ export function engineConfigOf(config: ResolvedConfig): EngineConfig {
       eta: g.eta,
     },
     controlnet: structuredClone(config.controlnet),
+    lora: structuredClone(config.lora),
   };
 }
 

@@ -15,6 +15,7 @@ import {
 } from "../onnx/mod.ts";
 import { createSession } from "../onnx/mod.ts";
 import type { SessionOptions } from "../onnx/mod.ts";
+import { LoraSet } from "../lora/mod.ts";
 import { ClipTokenizer } from "../tokenizer/mod.ts";
 import type { ControlNetModel } from "./controlnet.ts";
 import { basePaths, type EngineConfig } from "./engine_config.ts";
@@ -86,7 +87,8 @@ async function readJsonObject(path: string): Promise<Record<string, unknown>> {
 /**
  * Loads the model set for `config`. ControlNets, the residual UNet, the VAE
  * encoder and preprocessors are opened only when their `controlnet.*.enabled`
- * needs them.
+ * needs them. With `lora.files` set, the text encoder and the UNet(s) are
+ * opened through `mod/lora` (weights blended in memory) instead of `open`.
  */
 export async function loadModels(
   config: EngineConfig,
@@ -100,7 +102,15 @@ export async function loadModels(
     graphOptimization: config.runtime.graphOptimization,
   };
   const opened: LoadedModel[] = [];
-  const load = async (component: Component, path: string): Promise<LoadedModel> => {
+  const loraFiles = config.lora?.files ?? [];
+  const loras = loraFiles.length > 0 ? await LoraSet.load(loraFiles) : undefined;
+  const openFor = (target: "unet" | "text_encoder"): SessionOpener =>
+    loras ? (p, o) => loras.open(p, target, o) : open;
+  const load = async (
+    component: Component,
+    path: string,
+    opener: SessionOpener = open,
+  ): Promise<LoadedModel> => {
     try {
       const stat = await Deno.stat(path);
       if (!stat.isFile) throw new Error("not a file");
@@ -112,7 +122,7 @@ export async function loadModels(
     }
     let session: ModelSession;
     try {
-      session = await open(path, { ...options, label: component });
+      session = await opener(path, { ...options, label: component });
     } catch (e) {
       throw new Error(`${path}: cannot load ${component}: ${errorMessage(e)}`, { cause: e });
     }
@@ -131,8 +141,9 @@ export async function loadModels(
       throw new Error(`${paths.tokenizer}: ${errorMessage(e)}`, { cause: e });
     });
     const schedulerConfig = await readJsonObject(paths.schedulerConfig);
-    const textEncoder = await load("text_encoder", paths.textEncoder);
-    const unet = await load("unet", paths.unet);
+    const textEncoder = await load("text_encoder", paths.textEncoder, openFor("text_encoder"));
+    const unet = await load("unet", paths.unet, openFor("unet"));
+    loras?.assertMatched();
     checkUnet(unet, textEncoder);
     const vaeDecoder = await load("vae_decoder", paths.vaeDecoder);
     const cn = config.controlnet;
@@ -146,7 +157,11 @@ export async function loadModels(
     };
     if (cn.inpaint.enabled) set.vaeEncoder = await load("vae_encoder", paths.vaeEncoder);
     if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
-      set.controlnetUnet = await load("controlnet_unet", config.models.controlnetUnet);
+      set.controlnetUnet = await load(
+        "controlnet_unet",
+        config.models.controlnetUnet,
+        openFor("unet"),
+      );
       checkUnet(set.controlnetUnet, textEncoder);
       for (const kind of ["depth", "openpose", "inpaint"] as const) {
         if (!cn[kind].enabled) continue;

@@ -1,0 +1,55 @@
+/** `[lora] files` in config.toml: resolution and validation messages. */
+import { deepStrictEqual, rejects } from "node:assert";
+import { join } from "node:path";
+import { loadConfig } from "../config/mod.ts";
+import { configModelPaths, enabledFeatures } from "../models/mod.ts";
+
+async function withConfig(text: string, fn: (path: string, dir: string) => Promise<void>) {
+  const dir = await Deno.makeTempDir({ prefix: "lora_config_" });
+  try {
+    await Deno.writeTextFile(join(dir, "config.toml"), text);
+    await fn(join(dir, "config.toml"), dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("[lora] files: paths resolve under the models root; weight defaults to 1", async () => {
+  await withConfig(
+    `[models]\nroot = "m"\n[lora]\nfiles = [{ path = "lora/a.safetensors", weight = 0.8 }, { path = "lora/b.safetensors" }]\n`,
+    async (path, dir) => {
+      const config = await loadConfig({ path, env: {} });
+      const files = [
+        { path: join(dir, "m", "lora/a.safetensors"), weight: 0.8 },
+        { path: join(dir, "m", "lora/b.safetensors"), weight: 1 },
+      ];
+      deepStrictEqual(config.lora, { files });
+      // Both must be locked and verified like every model file.
+      deepStrictEqual(configModelPaths(config).slice(-2), files.map((f) => f.path));
+      deepStrictEqual(enabledFeatures(config).lora, true);
+    },
+  );
+  deepStrictEqual((await loadConfig({ env: {} })).lora, { files: [] });
+});
+
+Deno.test("[lora] files: bad entries are refused naming the key and the value", async () => {
+  const refused = (toml: string, re: RegExp) =>
+    withConfig(toml, (path) => rejects(loadConfig({ path, env: {} }), re));
+  await refused(
+    `[lora]\nfiles = [{ path = "lora/a.bin" }]\n`,
+    /lora\.files\.0\.path: must be a "\.safetensors" file \(got "lora\/a\.bin"\)/,
+  );
+  await refused(
+    `[lora]\nfiles = [{ path = "lora/a.safetensors", weight = "high" }]\n`,
+    /lora\.files\.0\.weight: .*expected number.*\(got "high"\)/,
+  );
+  await refused(
+    `[lora]\nfiles = [{ path = "a.safetensors" }, { path = "b.safetensors", weight = 11 }]\n`,
+    /lora\.files\.1\.weight: .*\(got 11\)/,
+  );
+  await refused(
+    `[lora]\nfiles = [{ path = "a.safetensors", scale = 1 }]\n`,
+    /lora\.files\.0\.scale: unknown key/,
+  );
+  await refused(`[lora]\nfiles = "a.safetensors"\n`, /lora\.files: .*\(got "a\.safetensors"\)/);
+});

@@ -1,0 +1,20 @@
+/**
+ * LoRA support: kohya-format `.safetensors` files from `[lora] files`,
+ * blended into the ONNX UNet(s) and text encoder at load time by patching
+ * their initializers in memory (onnx-web's approach, sd15-onnx.md §8).
+ *
+ * @module
+ */
+
+export { type FloatTensor, parseSafetensors, SafetensorsError } from "./safetensors.ts";
+export {
+  fixNodeName,
+  KOHYA_PREFIXES,
+  type KohyaLora,
+  kohyaModules,
+  type LoraModule,
+  type LoraTarget,
+} from "./kohya_keys.ts";
+export { type LoraDelta, loraDelta } from "./lora_delta.ts";
+export { type PatchedModel, patchModel, type WeightedLora } from "./onnx_patch.ts";
+export { LoraError, type LoraFileConfig, LoraSet } from "./lora_set.ts";
