@@ -192,7 +192,10 @@ Deno.test({
         const wrong = failure(
           await authenticate({
             ...token,
-            "MCP-API-Key": `guinness_${writeKey.prefix}_${secretPart.slice(0, -1)}X`,
+            // Change the last character (to one it is not) so the secret is surely wrong.
+            "MCP-API-Key": `guinness_${writeKey.prefix}_${secretPart.slice(0, -1)}${
+              secretPart.endsWith("X") ? "Y" : "X"
+            }`,
           }),
         );
         strictEqual(wrong.status, 401);
