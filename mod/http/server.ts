@@ -85,7 +85,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const allowed = new Set(options.allowedOrigins);
   const decoder = new TextDecoder();
 
-  async function handleMcp(request: Request): Promise<Response> {
+  async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
       // Stateless server: no GET stream to resume, no session to DELETE.
       return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
@@ -121,12 +121,14 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     const server = options.createServer(auth.scope);
     await server.connect(transport);
     // The client closing the SSE stream cancels its request (spec 2026-07-28
-    // §Cancellation); Deno aborts request.signal when the client goes away.
+    // §Cancellation): `completed` rejects when the response cannot be
+    // delivered, and closing the transport aborts the running tool handler.
+    // It resolves after a full delivery, when closing just releases the pair.
     const closeAll = () => {
       transport.close().catch(() => {});
       server.close().catch(() => {});
     };
-    request.signal.addEventListener("abort", closeAll, { once: true });
+    info.completed.then(closeAll, closeAll);
     const response = await transport.handleRequest(request, {
       parsedBody,
       authInfo: {
@@ -136,11 +138,10 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
-    if (!response.body) closeAll();
     return response;
   }
 
-  async function handler(request: Request): Promise<Response> {
+  async function handler(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/healthz") {
       if (request.method !== "GET" && request.method !== "HEAD") {
@@ -158,7 +159,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return jsonRpcError(403, -32000, `origin ${origin} is not allowed (server.allowed_origins)`);
     }
     try {
-      return await handleMcp(request);
+      return await handleMcp(request, info);
     } catch (error) {
       log("error", "http", "request failed", { error: (error as Error)?.stack ?? String(error) });
       return jsonRpcError(500, -32603, "internal server error");
