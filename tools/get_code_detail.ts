@@ -12,6 +12,7 @@ import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   argumentsSchema,
   type BackendClient,
+  backendErrorResult,
   codeIdJson,
   codeIdSchema,
   type DesignCodeToolOptions,
@@ -52,6 +53,7 @@ export function createGetCodeDetailTool(
       additionalProperties: false,
     },
     annotations: readOnlyBackendAnnotations("Get code detail"),
+    errorResult: (message) => backendErrorResult(ACTION, message, now()),
     validate: schema,
     handle(args, context) {
       return runDetailRequest(backend, context, {

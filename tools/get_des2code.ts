@@ -57,6 +57,7 @@ export function createGetDes2CodeTool(
       additionalProperties: false,
     },
     annotations: readOnlyBackendAnnotations("Get des2code result"),
+    errorResult: (message) => backendErrorResult(ACTION, message, now()),
     validate: schema,
     async handle(args, context) {
       const refusal = designScopeRefusal(context.scope, args.design_id);

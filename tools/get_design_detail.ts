@@ -50,6 +50,7 @@ export function createGetDesignDetailTool(
       additionalProperties: false,
     },
     annotations: readOnlyBackendAnnotations("Get design detail"),
+    errorResult: (message) => backendErrorResult(ACTION, message, now()),
     validate: schema,
     async handle(args, context) {
       // A design id carries its project number, so the scope is checked before the call.

@@ -12,6 +12,7 @@
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   type BackendClient,
+  backendErrorResult,
   type DesignCodeToolOptions,
   listArgumentsJson,
   listArgumentsSchema,
@@ -39,6 +40,7 @@ export function createListCodeTool(
       "the full number. Use a code _id with get-code-detail.",
     inputSchema: listArgumentsJson,
     annotations: readOnlyBackendAnnotations("List code"),
+    errorResult: (message) => backendErrorResult("Failed to list code", message, now()),
     validate: listArgumentsSchema,
     handle(args, context) {
       return runListRequest(backend, args, context, {

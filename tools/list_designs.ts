@@ -12,6 +12,7 @@
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   type BackendClient,
+  backendErrorResult,
   type DesignCodeToolOptions,
   listArgumentsJson,
   listArgumentsSchema,
@@ -40,6 +41,7 @@ export function createListDesignsTool(
       "get-design-detail, trigger-des2code or get-des2code.",
     inputSchema: listArgumentsJson,
     annotations: readOnlyBackendAnnotations("List designs"),
+    errorResult: (message) => backendErrorResult("Failed to list designs", message, now()),
     validate: listArgumentsSchema,
     handle(args, context) {
       return runListRequest(backend, args, context, {

@@ -77,6 +77,7 @@ export function createTriggerDes2CodeTool(
       idempotentHint: false,
       openWorldHint: true,
     },
+    errorResult: (message) => backendErrorResult(ACTION, message, now()),
     validate: schema,
     async handle(args, context) {
       const refusal = projectScopeRefusal(context.scope, args.project_id) ??

@@ -35,3 +35,5 @@ export { Client } from "@modelcontextprotocol/sdk/client/index.js";
 export { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 // @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/client/streamableHttp.d.ts"
 export { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/inMemory.d.ts"
+export { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";

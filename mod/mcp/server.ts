@@ -61,11 +61,12 @@ export function createMcpServer(options: McpServerOptions): Server {
       // An unknown tool is a protocol problem, not a tool execution error.
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
     }
+    const fail = tool.errorResult ?? errorResult;
     const refusal = checkToolScope(options.scope, tool.annotations.readOnlyHint);
-    if (refusal) return errorResult(refusal);
+    if (refusal) return fail(refusal);
     const parsed = tool.validate.safeParse(request.params.arguments ?? {});
     if (!parsed.success) {
-      return errorResult(formatValidationError(tool.name, parsed.error.issues));
+      return fail(formatValidationError(tool.name, parsed.error.issues));
     }
     const progressToken = extra._meta?.progressToken;
     let lastProgress = -Infinity;
@@ -94,12 +95,12 @@ export function createMcpServer(options: McpServerOptions): Server {
       const result: ToolResult = await tool.handle(parsed.data, context);
       return result;
     } catch (error) {
-      if (error instanceof ToolError) return errorResult(error.message);
-      if (extra.signal.aborted) return errorResult(`${tool.name} was cancelled`);
+      if (error instanceof ToolError) return fail(error.message);
+      if (extra.signal.aborted) return fail(`${tool.name} was cancelled`);
       log("error", "mcp", `tool ${tool.name} failed unexpectedly`, {
         error: (error as Error)?.stack ?? String(error),
       });
-      return errorResult(`${tool.name} failed: ${(error as Error)?.message ?? String(error)}`);
+      return fail(`${tool.name} failed: ${(error as Error)?.message ?? String(error)}`);
     }
   });
 

@@ -89,6 +89,12 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   annotations: ToolAnnotations;
   /** Validates raw arguments; failures become field-level tool errors. */
   validate: Schema;
+  /**
+   * Shapes this tool's error results (scope refusal, invalid arguments, a
+   * thrown {@link ToolError}); default {@link errorResult}. The design-code
+   * tools use it to add the contract's `structuredContent: { error, timestamp }`.
+   */
+  errorResult?: (message: string) => ToolResult;
   /** Runs the tool on validated arguments. Expected failures return `isError: true`. */
   handle(args: z.output<Schema>, context: ToolContext): Promise<ToolResult>;
 }

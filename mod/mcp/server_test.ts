@@ -1,0 +1,77 @@
+/**
+ * The MCP server's dispatch, through a real SDK client over an in-memory
+ * transport: scope refusals and invalid arguments use each tool's own error
+ * shape, and a refused call never reaches the tool's I/O.
+ */
+
+import assert from "node:assert/strict";
+import { createBackendClient } from "../backend/mod.ts";
+import { startFakeBackend } from "../backend/testing.ts";
+import { createDesignCodeTools } from "../../tools/design_code.ts";
+import { Client, InMemoryTransport } from "./sdk.ts";
+import { createMcpServer } from "./server.ts";
+import type { Scope } from "./tool.ts";
+
+async function connect(scope: Scope | undefined, backendUrl: string) {
+  const backend = createBackendClient({ baseUrl: backendUrl, timeoutMs: 2000 });
+  const server = createMcpServer({ tools: createDesignCodeTools(backend), scope });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: "unit", version: "1" });
+  await client.connect(clientSide);
+  return { client, close: () => client.close() };
+}
+
+const readKey: Scope = { keyPrefix: "abc", projectId: 42, userId: 7, permission: "read" };
+
+Deno.test("a read key calling trigger-des2code gets the contract's error shape and no backend call", async () => {
+  const backend = await startFakeBackend();
+  const { client, close } = await connect(readKey, backend.url);
+  try {
+    const result = await client.callTool({
+      name: "trigger-des2code",
+      arguments: { design_id: "42_abc_1:2", project_id: 42, organization_id: 1 },
+    });
+    assert.equal(result.isError, true);
+    const structured = result.structuredContent as { error: string; timestamp: string };
+    assert.match(structured.error, /read permission/);
+    assert.ok(!Number.isNaN(Date.parse(structured.timestamp)));
+    assert.equal(backend.requests.length, 0);
+  } finally {
+    await close();
+    await backend.close();
+  }
+});
+
+Deno.test("invalid design-code arguments get the contract's error shape, field named", async () => {
+  const backend = await startFakeBackend();
+  const { client, close } = await connect(undefined, backend.url);
+  try {
+    const result = await client.callTool({
+      name: "list-designs",
+      arguments: { project_id: 0, limit: 500 },
+    });
+    assert.equal(result.isError, true);
+    const structured = result.structuredContent as { error: string; timestamp: string };
+    assert.match(structured.error, /project_id/);
+    assert.match(structured.error, /limit/);
+    assert.equal(typeof structured.timestamp, "string");
+    assert.equal(backend.requests.length, 0);
+  } finally {
+    await close();
+    await backend.close();
+  }
+});
+
+Deno.test("a read key may call read-only design-code tools", async () => {
+  const backend = await startFakeBackend(() => ({ json: { ok: true, data: { items: [] } } }));
+  const { client, close } = await connect(readKey, backend.url);
+  try {
+    const result = await client.callTool({ name: "list-code", arguments: { project_id: 42 } });
+    assert.equal(result.isError, undefined);
+    assert.equal(backend.requests.length, 1);
+  } finally {
+    await close();
+    await backend.close();
+  }
+});
