@@ -10,12 +10,13 @@ import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { MAX_REQUEST_BYTES } from "../mod/mcp/mod.ts";
+import type { Generator } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
-async function setup(sections = "", env: Record<string, string> = {}) {
+async function setup(sections = "", env: Record<string, string> = {}, generator?: Generator) {
   const tdb = await openTestDatabase("http_e2e");
   const write = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "write" });
   const read = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "read" });
@@ -25,7 +26,7 @@ async function setup(sections = "", env: Record<string, string> = {}) {
     overrides: { transport: "http" },
     env: { DATABASE_URL: tdb.url, ...env },
   });
-  const app = await startApp(config);
+  const app = await startApp(config, { generator });
   const port = app.http!.port;
   return {
     port,
@@ -208,38 +209,95 @@ Deno.test("http: generate_image streams progress and returns a PNG; tools/list a
   }
 });
 
-Deno.test("http: a cancelled call stops at a step boundary and frees its slot", async () => {
-  const s = await setup(`[generation]\nsteps = 200\n`);
+/**
+ * An engine that reports steps until it is aborted: cancellation is then the
+ * only way a call can end (the real engine's step-boundary check is tested in
+ * mod/pipeline and over stdio).
+ */
+function endlessGenerator() {
+  const state = { aborted: false, steps: 0 };
+  const generator: Generator = {
+    generate(_request, options) {
+      return new Promise((_resolve, reject) => {
+        const timer = setInterval(() => options?.onProgress?.(++state.steps, 1_000_000), 10);
+        options?.signal?.addEventListener("abort", () => {
+          clearInterval(timer);
+          state.aborted = true;
+          reject(options.signal!.reason);
+        }, { once: true });
+      });
+    },
+    close: () => Promise.resolve(),
+  };
+  return { generator, state };
+}
+
+async function until(condition: () => boolean) {
+  for (let i = 0; i < 400 && !condition(); i++) await new Promise((r) => setTimeout(r, 25));
+}
+
+Deno.test("http: notifications/cancelled from the SDK client stops the generation", async () => {
+  const { generator, state } = endlessGenerator();
+  const s = await setup("", {}, generator);
   try {
     const client = await connectHttp(s.port, { "MCP-API-Key": s.writeKey });
     try {
       const controller = new AbortController();
-      const progress: number[] = [];
+      let seen = 0;
       const call = client.callTool(
         { name: "generate_image", arguments: { positive_prompt: "a slow one" } },
         undefined,
         {
           signal: controller.signal,
-          timeout: 120_000,
-          onprogress: (p) => {
-            progress.push(p.progress);
-            if (progress.length === 2) controller.abort(new Error("user cancelled"));
+          onprogress: () => {
+            if (++seen === 2) controller.abort(new Error("user cancelled"));
           },
         },
       );
       await assert.rejects(call);
-      // The server notices the closed stream and stops at the next step.
-      let health: { queue: { running: boolean } } | undefined;
-      for (let i = 0; i < 200; i++) {
-        health = await (await fetch(`${s.url}/healthz`)).json();
-        if (!health!.queue.running) break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      assert.equal(health!.queue.running, false, "the cancelled generation kept running");
-      assert.ok(progress.length < 200, "the generation ran to the end");
+      await until(() => state.aborted);
+      assert.ok(state.aborted, "the cancellation never reached the engine");
+      const health = await (await fetch(`${s.url}/healthz`)).json();
+      assert.equal(health.queue.running, false);
     } finally {
       await client.close();
     }
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("http: a client that disconnects mid-stream cancels its generation", async () => {
+  const { generator, state } = endlessGenerator();
+  const s = await setup("", {}, generator);
+  try {
+    const controller = new AbortController();
+    const response = await fetch(`${s.url}/mcp`, {
+      method: "POST",
+      signal: controller.signal,
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-api-key": s.writeKey,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: {
+          name: "generate_image",
+          arguments: { positive_prompt: "x" },
+          _meta: { progressToken: "p" },
+        },
+      }),
+    });
+    assert.equal(response.status, 200);
+    const reader = response.body!.getReader();
+    await reader.read(); // the first progress event
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    await until(() => state.aborted);
+    assert.ok(state.aborted, "the disconnect never reached the engine");
   } finally {
     await s.close();
   }

@@ -9,6 +9,7 @@
  */
 
 import { log } from "../log/mod.ts";
+import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import type { Server } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
@@ -84,6 +85,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const allowed = new Set(options.allowedOrigins);
   const decoder = new TextDecoder();
+  const inFlight = new InFlightRequests();
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
@@ -124,11 +126,30 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     // §Cancellation): `completed` rejects when the response cannot be
     // delivered, and closing the transport aborts the running tool handler.
     // It resolves after a full delivery, when closing just releases the pair.
+    const owner = auth.scope.keyPrefix;
+    const entries: InFlightEntry[] = [];
     const closeAll = () => {
+      for (const entry of entries.splice(0)) entry.release();
       transport.close().catch(() => {});
       server.close().catch(() => {});
     };
     info.completed.then(closeAll, closeAll);
+    for (const message of jsonRpcMessages(parsedBody)) {
+      const id = message.id;
+      if (typeof id !== "string" && typeof id !== "number") {
+        if (message.method === "notifications/cancelled") {
+          const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
+          if (typeof target === "string" || typeof target === "number") {
+            if (inFlight.cancel(owner, target)) {
+              log("info", "http", "request cancelled by the client", { requestId: target });
+            }
+          }
+        }
+        continue;
+      }
+      // Closing the transport aborts the request's handler, and with it the generation.
+      entries.push(inFlight.register(owner, id, closeAll));
+    }
     const response = await transport.handleRequest(request, {
       parsedBody,
       authInfo: {

@@ -26,7 +26,12 @@ export async function writeTinyConfig(
 ): Promise<TempConfig> {
   const dir = await Deno.makeTempDir({ prefix: "sd15-config-" });
   const models = join(ROOT, "tests/fixtures/tiny/models");
-  const serverLines = Object.entries({ environment: "local", port: 0, ...server })
+  const serverLines = Object.entries({
+    environment: "local",
+    port: 0,
+    shutdown_grace_seconds: 10,
+    ...server,
+  })
     .map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join("\n");
   const text = `[server]
 ${serverLines}
