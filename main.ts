@@ -11,7 +11,7 @@
 
 import { parseArgs } from "node:util";
 import { startApp } from "./mod/app/mod.ts";
-import { ConfigError, loadConfig } from "./mod/config/mod.ts";
+import { ConfigError, defaultConfigPath, loadConfig } from "./mod/config/mod.ts";
 import { log } from "./mod/log/mod.ts";
 
 const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
@@ -53,8 +53,7 @@ async function main(): Promise<number> {
       return 2;
     }
   }
-  const path = values.config ?? Deno.env.get("SD_MCP_CONFIG") ??
-    (await exists("config.toml") ? "config.toml" : undefined);
+  const path = values.config ?? await defaultConfigPath();
   try {
     const config = await loadConfig({
       path,
@@ -76,15 +75,6 @@ async function main(): Promise<number> {
     }
     log("error", "main", `start-up failed: ${(error as Error)?.message ?? String(error)}`);
     return 1;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -67,3 +67,44 @@ Deno.test("a CLI-created key works over HTTP and stops working after keys revoke
     await temp.remove();
   }
 });
+
+Deno.test("with no DATABASE_URL, keys --config writes where the server reads (embedded)", async () => {
+  const temp = await writeTinyConfig();
+  try {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-P=keys",
+        "--quiet",
+        "mod/auth/cli.ts",
+        "create",
+        "--config",
+        temp.path,
+        "--project",
+        "none",
+        "--user",
+        "1",
+        "--permission",
+        "write",
+      ],
+      cwd: ROOT,
+      stdin: "null",
+      env: { NO_COLOR: "1" },
+      clearEnv: true,
+    }).output();
+    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    const key = new TextDecoder().decode(output.stdout).trim().split("\n").at(-1)!;
+    const config = await loadConfig({ path: temp.path, overrides: { transport: "http" }, env: {} });
+    assert.equal(config.auth.databaseUrl, undefined);
+    const app = await startApp(config);
+    try {
+      const client = await connectHttp(app.http!.port, { "MCP-API-Key": key });
+      assert.equal((await client.listTools()).tools.length, 3);
+      await client.close();
+    } finally {
+      await app.shutdown();
+    }
+  } finally {
+    await temp.remove();
+  }
+});

@@ -13,6 +13,7 @@
  */
 
 import { type Database, openDatabase } from "../db/mod.ts";
+import { defaultConfigPath, embeddedDatabaseDir } from "../config/mod.ts";
 import { type LogLevel, setLogLevel } from "../log/mod.ts";
 import { createKey } from "./create_key.ts";
 import {
@@ -29,8 +30,9 @@ const USAGE = `usage:
   deno task keys revoke PREFIX
   deno task keys delete PREFIX
 
-Database: DATABASE_URL when set, else the embedded database in --data-dir DIR
-(default: $SD_MCP_DATA_DIR, else .data/pglite).
+Database: DATABASE_URL when set, else the embedded database the server uses: --data-dir DIR,
+else $SD_MCP_DATA_DIR, else <server.data_dir>/pglite of --config PATH (default: $SD_MCP_CONFIG,
+else ./config.toml when present, else .data/pglite).
 --project none / --user none store NULL: a key not bound to a project may act on any project.`;
 
 /** A command-line mistake: printed with the usage text, exit status 2. */
@@ -43,7 +45,15 @@ interface Parsed {
   flags: Map<string, string>;
 }
 
-const VALUE_FLAGS = new Set(["project", "user", "permission", "name", "expires", "data-dir"]);
+const VALUE_FLAGS = new Set([
+  "project",
+  "user",
+  "permission",
+  "name",
+  "expires",
+  "data-dir",
+  "config",
+]);
 
 function parseArgs(args: readonly string[]): Parsed {
   const [command, ...rest] = args;
@@ -254,8 +264,8 @@ export async function main(args: readonly string[]): Promise<number> {
   try {
     db = await openDatabase({
       url: Deno.env.get("DATABASE_URL") || undefined,
-      embeddedDir: parsed.flags.get("data-dir") ??
-        (Deno.env.get("SD_MCP_DATA_DIR") || ".data/pglite"),
+      embeddedDir: parsed.flags.get("data-dir") || Deno.env.get("SD_MCP_DATA_DIR") ||
+        await embeddedDatabaseDir(parsed.flags.get("config") ?? await defaultConfigPath()),
       maxConnections: 2,
     });
     return await work(db);

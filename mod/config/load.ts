@@ -6,7 +6,7 @@
  */
 
 import { parse as parseToml } from "smol-toml";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import type { z } from "zod";
 import { RawConfigSchema } from "./schema.ts";
 import { ConfigError, resolveConfig, type ResolvedConfig } from "./resolve.ts";
@@ -69,6 +69,33 @@ export function formatIssues(issues: z.core.$ZodIssue[], input: unknown): string
     lines.push(`${key || "(root)"}: ${issue.message}${shown}`);
   }
   return lines;
+}
+
+/**
+ * The config file to use when none is named on the command line:
+ * `$SD_MCP_CONFIG`, else `./config.toml` when it exists, else none (defaults).
+ * The server and the `keys` / `migrate` commands share it, so they agree on
+ * where the embedded database lives.
+ */
+export async function defaultConfigPath(): Promise<string | undefined> {
+  const fromEnv = Deno.env.get("SD_MCP_CONFIG");
+  if (fromEnv) return fromEnv;
+  try {
+    await Deno.stat("config.toml");
+    return "config.toml";
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The embedded PostgreSQL folder the server uses with this config
+ * (`<server.data_dir>/pglite`, relative to the config file). Reads only what
+ * it needs, so a command that manages keys does not need the HTTP secrets.
+ */
+export async function embeddedDatabaseDir(path: string | undefined): Promise<string> {
+  const config = await loadConfig({ path, overrides: { transport: "stdio" } });
+  return join(config.server.dataDir, "pglite");
 }
 
 /**

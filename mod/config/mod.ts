@@ -5,7 +5,13 @@
  * @module
  */
 
-export { CONFIG_ENV_VARS, formatIssues, loadConfig } from "./load.ts";
+export {
+  CONFIG_ENV_VARS,
+  defaultConfigPath,
+  embeddedDatabaseDir,
+  formatIssues,
+  loadConfig,
+} from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
 export { ConfigError, resolveConfig } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";

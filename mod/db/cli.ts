@@ -1,13 +1,15 @@
 /**
  * `deno task migrate`: applies pending schema migrations to `DATABASE_URL`,
- * or to the embedded database in `--data-dir DIR` (default
- * `$SD_MCP_DATA_DIR`, else `.data/pglite`), and reports the schema version.
+ * or to the embedded database the server uses (`--data-dir DIR`, else
+ * `$SD_MCP_DATA_DIR`, else `<server.data_dir>/pglite` of `--config PATH` /
+ * `$SD_MCP_CONFIG` / `./config.toml`), and reports the schema version.
  * The server applies the same migrations at start-up; this is for deploying
  * the schema ahead of it.
  *
  * @module
  */
 
+import { defaultConfigPath, embeddedDatabaseDir } from "../config/mod.ts";
 import { setLogLevel } from "../log/mod.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 import { openDatabase } from "./open.ts";
@@ -18,15 +20,18 @@ const encoder = new TextEncoder();
 /** Runs the migrate command with `args`; returns the exit status. */
 export async function main(args: readonly string[]): Promise<number> {
   if (!Deno.env.get("SD_MCP_LOG_LEVEL")) setLogLevel("warn");
-  let dataDir = Deno.env.get("SD_MCP_DATA_DIR") || ".data/pglite";
+  let dataDir = Deno.env.get("SD_MCP_DATA_DIR") || undefined;
+  let configPath: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === "--data-dir" && args[i + 1] !== undefined) dataDir = args[++i];
     else if (arg.startsWith("--data-dir=")) dataDir = arg.slice("--data-dir=".length);
+    else if (arg === "--config" && args[i + 1] !== undefined) configPath = args[++i];
+    else if (arg.startsWith("--config=")) configPath = arg.slice("--config=".length);
     else {
       Deno.stderr.writeSync(
         encoder.encode(
-          `migrate: unknown argument "${arg}"\nusage: deno task migrate [--data-dir DIR]\n`,
+          `migrate: unknown argument "${arg}"\nusage: deno task migrate [--config PATH] [--data-dir DIR]\n`,
         ),
       );
       return 2;
@@ -36,7 +41,8 @@ export async function main(args: readonly string[]): Promise<number> {
   try {
     db = await openDatabase({
       url: Deno.env.get("DATABASE_URL") || undefined,
-      embeddedDir: dataDir,
+      // The server's embedded database unless told otherwise (see mod/auth/cli.ts).
+      embeddedDir: dataDir ?? await embeddedDatabaseDir(configPath ?? await defaultConfigPath()),
       migrate: false,
       maxConnections: 1,
     });
