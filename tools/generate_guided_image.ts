@@ -98,8 +98,9 @@ export function createGenerateGuidedImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      const decoded = await decodeImageInput("input_image", args.input_image);
-      const image = await toRgbImage(decoded, width, height);
+      const image = await deps.images.prepareInputs(async () =>
+        toRgbImage(await decodeImageInput("input_image", args.input_image), width, height)
+      );
       const seed = deps.images.seedFor(1);
       const outcome = await deps.images.generate(
         {

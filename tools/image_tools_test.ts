@@ -10,7 +10,9 @@ import { readPngText } from "../mod/image/mod.ts";
 import { type ToolContext, ToolError } from "../mod/mcp/mod.ts";
 import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
 import { GenerationQueue } from "../mod/queue/mod.ts";
+import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
 import { createGenerateImageTool } from "./generate_image.ts";
+import { createInpaintImageTool } from "./inpaint_image.ts";
 
 function scriptedGenerator(fail: (call: number) => string | null) {
   const requests: GenerationRequest[] = [];
@@ -125,4 +127,55 @@ Deno.test("count outside 1..max_count and unknown arguments are refused by valid
   const extra = validate.safeParse({ positive_prompt: "a", steps: 50 });
   assert.equal(extra.success, false);
   assert.equal(extra.error!.issues[0].code, "unrecognized_keys");
+});
+
+Deno.test("a full queue refuses guided and inpaint calls before decoding their images", async () => {
+  let release!: () => void;
+  const blocked = new Promise<void>((r) => release = r);
+  const generator: Generator = {
+    async generate(request) {
+      await blocked;
+      const data = new Uint8Array(request.width * request.height * 3);
+      return { image: { width: request.width, height: request.height, data }, notes: [] };
+    },
+    close: () => Promise.resolve(),
+  };
+  const images = new ImageService({
+    generator,
+    queue: new GenerationQueue(0),
+    prompt: { positive: "", negative: "" },
+    defaultSize: "square_512",
+    seed: 1,
+    output: { save: false, dir: "/nonexistent" },
+  });
+  const running = createGenerateImageTool({ images, maxCount: 1 }).handle(
+    args({}),
+    context(),
+  );
+  const enabled = { enabled: true, model: "", conditioningScale: 1 };
+  const guided = createGenerateGuidedImageTool({
+    images,
+    controlnet: {
+      depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
+      openpose: { ...enabled, detector: "", estimator: "" },
+    },
+  });
+  const inpaint = createInpaintImageTool({ images, inpaint: enabled });
+  // "not base64!" would be an image error if it were decoded.
+  await assert.rejects(
+    guided.handle(
+      guided.validate.parse({ positive_prompt: "a", control_mode: "depth", input_image: "!" }),
+      context(),
+    ),
+    (e) => e instanceof ToolError && e.category === "busy",
+  );
+  await assert.rejects(
+    inpaint.handle(
+      inpaint.validate.parse({ positive_prompt: "a", input_image: "!", mask_image: "!" }),
+      context(),
+    ),
+    (e) => e instanceof ToolError && e.category === "busy",
+  );
+  release();
+  await running;
 });

@@ -80,14 +80,16 @@ export function createInpaintImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      const [decodedImage, decodedMask] = await Promise.all([
-        decodeImageInput("input_image", args.input_image),
-        decodeImageInput("mask_image", args.mask_image),
-      ]);
-      const [image, mask] = await Promise.all([
-        toRgbImage(decodedImage, width, height),
-        toMask(decodedMask, width, height),
-      ]);
+      const [image, mask] = await deps.images.prepareInputs(async () => {
+        const [decodedImage, decodedMask] = await Promise.all([
+          decodeImageInput("input_image", args.input_image),
+          decodeImageInput("mask_image", args.mask_image),
+        ]);
+        return await Promise.all([
+          toRgbImage(decodedImage, width, height),
+          toMask(decodedMask, width, height),
+        ]);
+      });
       if (!mask.data.includes(1)) {
         throw new ToolError(
           "image",

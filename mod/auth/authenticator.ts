@@ -17,7 +17,7 @@ import { log } from "../log/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { parseApiKey, presentedKey } from "./api_key.ts";
 import type { Authenticator, AuthFailure, AuthOutcome } from "./auth_outcome.ts";
-import { ConcurrencyLimit } from "./concurrency_limit.ts";
+import { ConcurrencyLimit } from "../queue/mod.ts";
 import { constantTimeEqual } from "./constant_time.ts";
 import { nodeScrypt, type ScryptFunction, verifyApiKey } from "./key_hash.ts";
 import { type ApiKeyRecord, findActiveKey } from "./key_store.ts";

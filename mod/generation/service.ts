@@ -12,7 +12,7 @@ import type { ImageContent, TextContent, ToolResult } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
 import { SIZES } from "../pipeline/types.ts";
-import type { GenerationQueue } from "../queue/mod.ts";
+import { ConcurrencyLimit, type GenerationQueue } from "../queue/mod.ts";
 import { randomSeedU32 } from "../random/mod.ts";
 import { joinPrompts } from "./inputs.ts";
 
@@ -77,11 +77,22 @@ export interface ImageRunOptions {
 export class ImageService {
   #o: ImageServiceOptions;
   #now: () => Date;
+  #decodes = new ConcurrencyLimit(2);
 
   /** Creates the service. */
   constructor(options: ImageServiceOptions) {
     this.#o = options;
     this.#now = options.now ?? (() => new Date());
+  }
+
+  /**
+   * Runs input preparation (decoding and resizing user images): refused at
+   * once when the queue is full, and at most two at a time, since each
+   * decode may hold a 40-megapixel image in memory.
+   */
+  prepareInputs<T>(prepare: () => Promise<T>): Promise<T> {
+    this.#o.queue.assertRoom();
+    return this.#decodes.run(prepare);
   }
 
   /** The size to use for a request's `size` (null = configured default). */

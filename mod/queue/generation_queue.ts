@@ -33,6 +33,23 @@ export class GenerationQueue {
     this.#limit = limit;
   }
 
+  /**
+   * Throws the same "busy" error {@link run} would, when a new job could not
+   * even wait. Lets callers refuse before expensive preparation (decoding a
+   * 40-megapixel input) rather than after it.
+   */
+  assertRoom(): void {
+    if (this.#running && this.#waiting.length >= this.#limit) throw this.#full();
+  }
+
+  #full(): ToolError {
+    return new ToolError(
+      "busy",
+      `the generation queue is full (1 running, ${this.#waiting.length} waiting, ` +
+        `generation.queue_limit = ${this.#limit}); try again in a minute`,
+    );
+  }
+
   /** Current counts. */
   stats(): QueueStats {
     return { running: this.#running, waiting: this.#waiting.length, limit: this.#limit };
@@ -46,13 +63,7 @@ export class GenerationQueue {
   async run<T>(job: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
     if (this.#running) {
-      if (this.#waiting.length >= this.#limit) {
-        throw new ToolError(
-          "busy",
-          `the generation queue is full (1 running, ${this.#waiting.length} waiting, ` +
-            `generation.queue_limit = ${this.#limit}); try again in a minute`,
-        );
-      }
+      if (this.#waiting.length >= this.#limit) throw this.#full();
       await new Promise<void>((resolve, reject) => {
         const waiter: Waiter = {
           start: () => {

@@ -92,3 +92,16 @@ Deno.test("idle resolves once everything queued has finished", async () => {
   await job;
   assert.equal(await idle, true);
 });
+
+Deno.test("assertRoom refuses exactly when run would", async () => {
+  const queue = new GenerationQueue(1);
+  queue.assertRoom();
+  const gate = deferred();
+  const first = queue.run(() => gate.promise);
+  queue.assertRoom(); // one may still wait
+  const second = queue.run(() => Promise.resolve());
+  assert.throws(() => queue.assertRoom(), /queue is full/);
+  gate.resolve();
+  await Promise.all([first, second]);
+  queue.assertRoom();
+});

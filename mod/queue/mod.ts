@@ -4,5 +4,6 @@
  * @module
  */
 
+export { ConcurrencyLimit } from "./concurrency_limit.ts";
 export { GenerationQueue } from "./generation_queue.ts";
 export type { QueueStats } from "./generation_queue.ts";

@@ -1,7 +1,8 @@
 /**
  * A counting semaphore: at most `limit` tasks run at once, the rest wait in
- * FIFO order. Bounds concurrent scrypt runs (16 MiB and one CPU each), which
- * Deno would otherwise start on as many blocking threads as requests arrive.
+ * FIFO order. Bounds work whose cost is memory or a blocking thread per call:
+ * scrypt runs (16 MiB and one CPU each) and input-image decodes (up to 40
+ * megapixels each).
  *
  * @module
  */
