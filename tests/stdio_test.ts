@@ -190,3 +190,43 @@ Deno.test("stdio: a cancelled call (notifications/cancelled) stops at the next s
     await temp.remove();
   }
 });
+
+Deno.test("stdio: a piped client that closes stdin after its call still gets the answer", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", TINY_CONFIG],
+    cwd: ROOT,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const lines = [
+    {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "pipe", version: "1" },
+      },
+    },
+    { jsonrpc: "2.0", method: "notifications/initialized" },
+    {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "generate_image", arguments: { positive_prompt: "a pipe" } },
+    },
+  ].map((m) => JSON.stringify(m) + "\n").join("");
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(lines));
+  await writer.close();
+  const output = await child.output();
+  assert.equal(output.code, 0);
+  const replies = new TextDecoder().decode(output.stdout).trim().split("\n").map((l) =>
+    JSON.parse(l)
+  );
+  assert.deepEqual(replies.map((r) => r.id), [1, 2]);
+  assert.equal(replies[1].result.content[0].type, "image");
+});

@@ -62,12 +62,25 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const finished = new Promise<void>((r) => resolveFinished = r);
   let stopping: Promise<void> | undefined;
 
-  const drain = async () => {
+  // One deadline for the whole shutdown: stop taking work, let what runs finish.
+  let deadline = Infinity;
+  const remaining = () => Math.max(0, deadline - Date.now());
+  const beginShutdown = () => {
+    deadline = Date.now() + grace;
+    queue.close("the server is shutting down; no new generations are accepted");
+  };
+  /** Waits for `done` until the shutdown deadline; false when the deadline came first. */
+  const bounded = async (done: Promise<void>): Promise<boolean> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), grace));
-    const timedOut = await Promise.race([queue.idle().then(() => false), expired]);
+    const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(false), remaining()));
+    const finished = await Promise.race([done.then(() => true), expired]);
     clearTimeout(timer);
-    if (timedOut) log("warn", "app", `running generation did not finish within ${grace} ms`);
+    return finished;
+  };
+  const drain = async () => {
+    if (!await bounded(queue.idle())) {
+      log("warn", "app", `generations did not finish within ${grace} ms`);
+    }
   };
 
   if (config.server.transport === "stdio") {
@@ -75,11 +88,17 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     const transport = new DenoStdioTransport();
     const shutdown = () =>
       stopping ??= (async () => {
+        beginShutdown();
+        // Calls already received may not have reached the queue yet: wait for their replies.
+        await bounded(transport.settled());
         await drain();
         await server.close().catch(() => {});
         await generator.close();
         resolveFinished();
       })();
+    // End of stdin: answer what is running, then stop (a piped client closes
+    // stdin right after sending its calls).
+    transport.oninputend = () => void shutdown();
     transport.onclose = () => void shutdown();
     await server.connect(transport);
     log("info", "app", `serving ${tools.length} tools over stdio`);

@@ -36,6 +36,13 @@ export class DenoStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   /** Called for every parsed message. */
   onmessage?: (message: JSONRPCMessage) => void;
+  /**
+   * Called when stdin ends. When set, the transport stays open so running
+   * requests can still answer (a piped client sends its calls and closes
+   * stdin); the owner closes it when they are done. When unset, the end of
+   * input closes the transport, which aborts running requests.
+   */
+  oninputend?: () => void;
 
   #input: ReadableStream<Uint8Array>;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -45,6 +52,9 @@ export class DenoStdioTransport implements Transport {
   #encoder = new TextEncoder();
   #decoder = new TextDecoder();
   #writeChain: Promise<void> = Promise.resolve();
+  /** Ids of requests received and not yet answered (nor cancelled). */
+  #open = new Set<string | number>();
+  #settled: Array<() => void> = [];
 
   /** Creates the transport; nothing is read until {@link start}. */
   constructor(options: DenoStdioOptions = {}) {
@@ -98,7 +108,8 @@ export class DenoStdioTransport implements Transport {
         }
       }
     } finally {
-      this.#finish();
+      if (this.oninputend && !this.#closed) this.oninputend();
+      else this.#finish();
     }
   }
 
@@ -133,7 +144,25 @@ export class DenoStdioTransport implements Transport {
       );
       return;
     }
+    const message = parsed.data as { id?: string | number; method?: string; params?: unknown };
+    if (message.method !== undefined && message.id !== undefined) this.#open.add(message.id);
+    if (message.method === "notifications/cancelled") {
+      // A cancelled request gets no reply (MCP cancellation), so stop waiting for one.
+      const id = (message.params as { requestId?: string | number } | undefined)?.requestId;
+      if (id !== undefined) this.#answered(id);
+    }
     this.onmessage?.(parsed.data);
+  }
+
+  #answered(id: string | number): void {
+    this.#open.delete(id);
+    if (this.#open.size === 0) { for (const resolve of this.#settled.splice(0)) resolve(); }
+  }
+
+  /** Resolves when every request received so far has been answered or cancelled. */
+  settled(): Promise<void> {
+    if (this.#open.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#settled.push(resolve));
   }
 
   #reject(code: number, message: string, id: string | number | null = null): void {
@@ -150,9 +179,11 @@ export class DenoStdioTransport implements Transport {
   }
 
   /** Writes one message as a line on stdout. */
-  send(message: JSONRPCMessage): Promise<void> {
-    if (this.#closed) return Promise.reject(new Error("stdio transport is closed"));
-    return this.#write(JSON.stringify(message) + "\n");
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (this.#closed) throw new Error("stdio transport is closed");
+    await this.#write(JSON.stringify(message) + "\n");
+    const reply = message as { id?: string | number; method?: string };
+    if (reply.method === undefined && reply.id !== undefined) this.#answered(reply.id);
   }
 
   #finish(): void {

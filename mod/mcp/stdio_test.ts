@@ -79,3 +79,40 @@ Deno.test("send writes one JSON line", async () => {
   await h.transport.close();
   assert.equal(h.written.join(""), `{"jsonrpc":"2.0","id":1,"result":{}}\n`);
 });
+
+Deno.test("with oninputend set, the end of input leaves the transport open for replies", async () => {
+  const h = harness([enc(ping(1) + "\n")]);
+  let ended = false;
+  h.transport.oninputend = () => ended = true;
+  let closed = false;
+  h.transport.onclose = () => closed = true;
+  await h.transport.start();
+  for (let i = 0; i < 50 && !ended; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.equal(ended, true);
+  assert.equal(closed, false);
+  await h.transport.send({ jsonrpc: "2.0", id: 1, result: {} });
+  await h.transport.close();
+  assert.equal(closed, true);
+  assert.equal(h.written.join(""), `{"jsonrpc":"2.0","id":1,"result":{}}\n`);
+});
+
+Deno.test("settled waits for a reply or a cancellation of every request received", async () => {
+  const cancel2 = JSON.stringify({
+    jsonrpc: "2.0",
+    method: "notifications/cancelled",
+    params: { requestId: 2 },
+  });
+  const h = harness([enc(`${ping(1)}\n${ping(2)}\n${ping(3)}\n${cancel2}\n`)]);
+  h.transport.oninputend = () => {};
+  await h.transport.start();
+  await new Promise((r) => setTimeout(r, 10));
+  let settled = false;
+  const waiting = h.transport.settled().then(() => settled = true);
+  await h.transport.send({ jsonrpc: "2.0", id: 1, result: {} });
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(settled, false, "request 3 is still open (2 was cancelled)");
+  await h.transport.send({ jsonrpc: "2.0", id: 3, result: {} });
+  await waiting;
+  assert.equal(settled, true);
+  await h.transport.close();
+});

@@ -27,6 +27,7 @@ export class GenerationQueue {
   #running = false;
   #waiting: Waiter[] = [];
   #idle: Array<() => void> = [];
+  #closedMessage: string | null = null;
 
   /** @param limit how many jobs may wait behind the running one */
   constructor(limit: number) {
@@ -39,6 +40,7 @@ export class GenerationQueue {
    * 40-megapixel input) rather than after it.
    */
   assertRoom(): void {
+    if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
     if (this.#running && this.#waiting.length >= this.#limit) throw this.#full();
   }
 
@@ -62,6 +64,7 @@ export class GenerationQueue {
    */
   async run<T>(job: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
+    if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
     if (this.#running) {
       if (this.#waiting.length >= this.#limit) throw this.#full();
       await new Promise<void>((resolve, reject) => {
@@ -97,6 +100,14 @@ export class GenerationQueue {
     }
     this.#running = false;
     for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
+  /**
+   * Refuses new jobs from now on with a "busy" error saying `message`; jobs
+   * already running or waiting go on.
+   */
+  close(message: string): void {
+    this.#closedMessage = message;
   }
 
   /** Resolves when nothing runs or waits. */

@@ -105,3 +105,15 @@ Deno.test("assertRoom refuses exactly when run would", async () => {
   await Promise.all([first, second]);
   queue.assertRoom();
 });
+
+Deno.test("close refuses new jobs but lets running and waiting ones finish", async () => {
+  const queue = new GenerationQueue(2);
+  const gate = deferred();
+  const running = queue.run(() => gate.promise.then(() => "ran"));
+  const waiting = queue.run(() => Promise.resolve("waited"));
+  queue.close("shutting down");
+  await assert.rejects(queue.run(() => Promise.resolve("new")), /shutting down/);
+  assert.throws(() => queue.assertRoom(), /shutting down/);
+  gate.resolve();
+  assert.deepEqual(await Promise.all([running, waiting]), ["ran", "waited"]);
+});
