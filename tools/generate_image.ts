@@ -70,19 +70,14 @@ export function generateImageArgs(maxCount: number) {
     size,
     name: z.string({ error: (i) => `must be a string or null, got ${typeof i.input}` })
       .nullable().optional().transform((v) => sanitizeName(v)),
-    count: z.union([
-      z.int({
+    count: z.int({
+      error: (i) =>
+        `must be a whole number from 1 to ${maxCount} or null, got ${JSON.stringify(i.input)}`,
+    }).min(1, { error: (i) => `must be at least 1, got ${JSON.stringify(i.input)}` })
+      .max(maxCount, {
         error: (i) =>
-          `must be a whole number from 1 to ${maxCount} or null, got ${JSON.stringify(i.input)}`,
-      }).min(1, { error: (i) => `must be at least 1, got ${JSON.stringify(i.input)}` }).max(
-        maxCount,
-        {
-          error: (i) =>
-            `must be at most ${maxCount} (generation.max_count), got ${JSON.stringify(i.input)}`,
-        },
-      ),
-      z.null(),
-    ]).optional().transform((v) => v ?? 1),
+          `must be at most ${maxCount} (generation.max_count), got ${JSON.stringify(i.input)}`,
+      }).nullable().optional().transform((v) => v ?? 1),
   });
 }
 

@@ -122,6 +122,8 @@ Deno.test("count outside 1..max_count and unknown arguments are refused by valid
     assert.equal(r.success, false, `count ${count}`);
     assert.deepEqual(r.error!.issues[0].path, ["count"]);
   }
+  const fractional = validate.safeParse({ positive_prompt: "a", count: 2.5 });
+  assert.match(fractional.error!.issues[0].message, /must be a whole number from 1 to 5.*got 2\.5/);
   assert.equal(validate.parse({ positive_prompt: "a", count: null }).count, 1);
   assert.equal(validate.parse({ positive_prompt: "a", name: "x y" }).name, "x_y");
   const extra = validate.safeParse({ positive_prompt: "a", steps: 50 });

@@ -11,7 +11,7 @@ import { type AuthenticatorOptions, createAuthenticator } from "./authenticator.
 import { createKey } from "./create_key.ts";
 import { nodeScrypt, type ScryptFunction } from "./key_hash.ts";
 import { deleteKey, revokeKey, touchLastUsed } from "./key_store.ts";
-import { checkProjectScope, checkToolScope } from "./tool_scope.ts";
+import { checkToolScope } from "./tool_scope.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -239,20 +239,18 @@ Deno.test({
         strictEqual(f.message, "invalid API key");
       });
 
-      await t.step("read vs write, and project match/mismatch, on the returned scope", async () => {
+      await t.step("read vs write, and the project binding, on the returned scope", async () => {
         const read = await authenticate({ ...token, "MCP-API-Key": readKey.key });
         const write = await authenticate({ ...token, "MCP-API-Key": writeKey.key });
         ok(read.ok && write.ok);
         strictEqual(checkToolScope(read.scope, true), null);
         match(checkToolScope(read.scope, false) ?? "", /read permission/);
         strictEqual(checkToolScope(write.scope, false), null);
-        strictEqual(checkProjectScope(write.scope, 42), null);
-        match(checkProjectScope(write.scope, 41) ?? "", /bound to project 42/);
+        strictEqual(write.scope.projectId, 42);
         const unbound = await newKey({ projectId: null, userId: null });
         const any = await authenticate({ ...token, "MCP-API-Key": unbound.key });
         ok(any.ok);
         strictEqual(any.scope.projectId, null);
-        strictEqual(checkProjectScope(any.scope, 41), null);
       });
 
       await t.step("the cache does not outlive a revocation, deletion or expiry", async () => {
@@ -374,6 +372,7 @@ Deno.test({
         async () => {
           const key = await newKey();
           let updates = 0;
+          let writeDone = false;
           const slowWrites: Queryable = {
             async query<T extends Row = Row>(
               text: string,
@@ -383,16 +382,16 @@ Deno.test({
               if (text.trimStart().startsWith("UPDATE")) {
                 updates++;
                 await sleep(1_500);
+                writeDone = true;
               }
               return await db.query<T>(text, params, options);
             },
           };
           const slow = make({ db: slowWrites, lastUsedIntervalMs: 0 });
-          const started = performance.now();
           ok((await authenticate({ ...token, "MCP-API-Key": key.key }, slow)).ok);
-          const took = performance.now() - started;
           strictEqual(updates, 1);
-          ok(took < 1_400, `the request waited for the write: ${took} ms`);
+          // Ordering, not timing: the request was answered while its write still ran.
+          strictEqual(writeDone, false, "the request waited for the last_used_at write");
           await slow.close();
 
           const failingWrites: Queryable = {

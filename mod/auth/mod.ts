@@ -42,4 +42,4 @@ export {
   type Permission,
   revokeKey,
 } from "./key_store.ts";
-export { checkProjectScope, checkToolScope } from "./tool_scope.ts";
+export { checkToolScope } from "./tool_scope.ts";

@@ -1,10 +1,9 @@
 import { match, strictEqual } from "node:assert";
 import type { Scope } from "../mcp/tool.ts";
-import { checkProjectScope, checkToolScope } from "./tool_scope.ts";
+import { checkToolScope } from "./tool_scope.ts";
 
 const read: Scope = { keyPrefix: "pfxRead", projectId: 42, userId: 7, permission: "read" };
 const write: Scope = { keyPrefix: "pfxWrite", projectId: 42, userId: 7, permission: "write" };
-const unbound: Scope = { keyPrefix: "pfxAny", projectId: null, userId: null, permission: "write" };
 
 Deno.test("read keys may call only read-only tools; write keys and stdio every tool", () => {
   strictEqual(checkToolScope(read, true), null);
@@ -15,11 +14,4 @@ Deno.test("read keys may call only read-only tools; write keys and stdio every t
   strictEqual(checkToolScope(write, true), null);
   strictEqual(checkToolScope(write, false), null);
   strictEqual(checkToolScope(undefined, false), null);
-});
-
-Deno.test("a project-bound key may act only on its project", () => {
-  strictEqual(checkProjectScope(write, 42), null);
-  match(checkProjectScope(write, 43) ?? "", /bound to project 42 and may not act on project 43/);
-  strictEqual(checkProjectScope(unbound, 43), null);
-  strictEqual(checkProjectScope(undefined, 43), null);
 });

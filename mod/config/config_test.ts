@@ -89,6 +89,19 @@ Deno.test("a value out of range is refused with the key and the value", async ()
   });
 });
 
+Deno.test("allowed_origins takes http(s) origins only", async () => {
+  await withConfig(`[server]\nallowed_origins = ["file:///x"]\n`, async (path) => {
+    assert.match(
+      await configError(loadConfig({ path, env: {} })),
+      /server\.allowed_origins\.0: must be an http\(s\) origin/,
+    );
+  });
+  await withConfig(`[server]\nallowed_origins = ["https://app.example/path"]\n`, async (path) => {
+    const config = await loadConfig({ path, env: {} });
+    assert.deepEqual(config.server.allowedOrigins, ["https://app.example"]);
+  });
+});
+
 Deno.test("invalid TOML is refused naming the file", async () => {
   await withConfig(`[server\nport = 1`, async (path) => {
     const message = await configError(loadConfig({ path, env: {} }));

@@ -22,8 +22,12 @@ const server = z.strictObject({
     "must be a lowercase word such as production or local",
   )
     .default("production"),
-  allowed_origins: z.array(z.url({ message: "must be an origin such as https://example.com" }))
-    .default([]),
+  allowed_origins: z.array(
+    z.url({
+      protocol: /^https?$/,
+      message: "must be an http(s) origin such as https://example.com",
+    }),
+  ).default([]),
   shutdown_grace_seconds: z.number().min(0).max(3600).default(120),
   data_dir: relativePath.default(".data"),
 });

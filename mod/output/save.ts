@@ -13,7 +13,7 @@ import { ToolError } from "../mcp/tool.ts";
  * inserted before `.png`; the existing file is never touched because the
  * file is opened with `createNew`.
  *
- * @returns the absolute path written
+ * @returns the path written (`dir` joined with the final file name)
  * @throws ToolError("saving") when the folder or the file cannot be written
  */
 export async function savePng(dir: string, fileName: string, bytes: Uint8Array): Promise<string> {
