@@ -30,6 +30,7 @@ export interface App {
 
 /** Test seams: replace the engine. */
 export interface AppOverrides {
+  /** Used instead of loading the ONNX engine from the configured model files. */
   generator?: Generator;
 }
 

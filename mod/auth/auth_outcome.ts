@@ -9,6 +9,7 @@ import type { Scope } from "../mcp/tool.ts";
 
 /** A refused request. `message` is safe to send and log: it never holds a secret. */
 export interface AuthFailure {
+  /** Discriminant: always false for a refusal (true is the success branch of {@link AuthOutcome}). */
   ok: false;
   /** 401: no valid credentials; 503: the key database is unavailable (fail closed). */
   status: 401 | 503;

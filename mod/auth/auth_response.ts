@@ -10,7 +10,7 @@
 import type { AuthFailure } from "./auth_outcome.ts";
 
 /** JSON-RPC error code for authentication failures (implementation-defined server error range). */
-export const AUTH_ERROR_CODE = -32001;
+export const AUTH_ERROR_CODE: -32001 = -32001;
 
 /** Seconds a client should wait before retrying after a 503. */
 export const RETRY_AFTER_SECONDS = 5;

@@ -27,7 +27,7 @@ export const SCRYPT_PARAMS = {
 export type ScryptFunction = (password: string, salt: string) => Promise<Uint8Array>;
 
 /** scrypt with {@link SCRYPT_PARAMS} via the asynchronous `node:crypto.scrypt`. */
-export const nodeScrypt: ScryptFunction = (password, salt) =>
+export const nodeScrypt: ScryptFunction = (password: string, salt: string): Promise<Uint8Array> =>
   new Promise((resolve, reject) => {
     scrypt(
       password,

@@ -33,6 +33,7 @@ export {
 export {
   type ApiKeyListing,
   type ApiKeyRecord,
+  type ChangeResult,
   deleteKey,
   findActiveKey,
   insertKey,

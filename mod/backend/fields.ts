@@ -15,7 +15,7 @@
  */
 
 import { z } from "zod";
-import type { JsonSchema } from "../mcp/tool.ts";
+import type { JsonSchema, ZodField, ZodShape } from "../mcp/tool.ts";
 
 /** The contract's `design_id` pattern. */
 export const ID_PATTERN = "^[a-zA-Z0-9_:-]+$";
@@ -74,7 +74,7 @@ function integerField(min: number, expected: string) {
 }
 
 /** `design_id`: zod schema. */
-export const designIdSchema = idField();
+export const designIdSchema: ZodField<string> = idField();
 /** `design_id`: JSON Schema. */
 export const designIdJson: JsonSchema = {
   type: "string",
@@ -91,7 +91,7 @@ export const designIdJson: JsonSchema = {
  * 1-255"; the id pattern is added because the id becomes a URL path segment,
  * and UUIDs match it.
  */
-export const codeIdSchema = idField();
+export const codeIdSchema: ZodField<string> = idField();
 /** `code_id`: JSON Schema. */
 export const codeIdJson: JsonSchema = {
   type: "string",
@@ -103,7 +103,7 @@ export const codeIdJson: JsonSchema = {
 };
 
 /** `project_id`: zod schema. */
-export const projectIdSchema = integerField(1, "an integer greater than 0");
+export const projectIdSchema: ZodField<number> = integerField(1, "an integer greater than 0");
 /** `project_id`: JSON Schema. */
 export const projectIdJson: JsonSchema = {
   type: "integer",
@@ -112,7 +112,7 @@ export const projectIdJson: JsonSchema = {
 };
 
 /** `organization_id` (required, for `trigger-des2code`): zod schema. */
-export const organizationIdSchema = integerField(1, "an integer greater than 0");
+export const organizationIdSchema: ZodField<number> = integerField(1, "an integer greater than 0");
 /** `organization_id` (required): JSON Schema. */
 export const organizationIdJson: JsonSchema = {
   type: "integer",
@@ -121,7 +121,10 @@ export const organizationIdJson: JsonSchema = {
 };
 
 /** `organization_id` (optional, list tools): zod schema; `null` means not given. */
-export const optionalOrganizationIdSchema = integerField(1, "an integer greater than 0")
+export const optionalOrganizationIdSchema: ZodField<
+  number | undefined,
+  number | null | undefined
+> = integerField(1, "an integer greater than 0")
   .nullish()
   .transform((value) => value ?? undefined);
 /** `organization_id` (optional): JSON Schema. */
@@ -132,7 +135,10 @@ export const optionalOrganizationIdJson: JsonSchema = {
 };
 
 /** `limit`: zod schema; missing or `null` becomes 20, above 100 is an error. */
-export const limitSchema = integerField(1, `an integer from 1 to ${MAX_LIMIT}`)
+export const limitSchema: ZodField<number, number | null | undefined> = integerField(
+  1,
+  `an integer from 1 to ${MAX_LIMIT}`,
+)
   .max(MAX_LIMIT, {
     error: (issue) => `must be an integer from 1 to ${MAX_LIMIT}, got ${show(issue.input)}`,
   })
@@ -148,7 +154,10 @@ export const limitJson: JsonSchema = {
 };
 
 /** `offset`: zod schema; missing or `null` becomes 0. */
-export const offsetSchema = integerField(0, "an integer of at least 0")
+export const offsetSchema: ZodField<number, number | null | undefined> = integerField(
+  0,
+  "an integer of at least 0",
+)
   .nullish()
   .transform((value) => value ?? 0);
 /** `offset`: JSON Schema. */
@@ -160,6 +169,48 @@ export const offsetJson: JsonSchema = {
 };
 
 /**
+ * The parsed value of {@link argumentsSchema}`(shape)`: one property per
+ * field, holding that field's parsed value; a field whose schema may yield
+ * nothing (zod `optout: "optional"`) becomes an optional property. Mirrors
+ * zod v4's `$InferObjectOutput` (zod `v4/core/schemas.d.ts`).
+ */
+export type ArgumentsOutput<Shape extends ZodShape> =
+  & {
+    -readonly [K in keyof Shape as Shape[K] extends { _zod: { optout: "optional" } } ? never : K]:
+      Shape[K]["_zod"]["output"];
+  }
+  & {
+    -readonly [K in keyof Shape as Shape[K] extends { _zod: { optout: "optional" } } ? K : never]?:
+      Shape[K]["_zod"]["output"];
+  };
+
+/**
+ * What {@link argumentsSchema}`(shape)` accepts: one property per field, of
+ * that field's input type; a field that may be omitted (zod `optin:
+ * "optional"` or `"defaulted"`) is an optional property. Mirrors zod v4's
+ * `$InferObjectInput`.
+ */
+export type ArgumentsInput<Shape extends ZodShape> =
+  & {
+    -readonly [
+      K in keyof Shape as Shape[K] extends { _zod: { optin: "optional" | "defaulted" } } ? never
+        : K
+    ]: Shape[K]["_zod"]["input"];
+  }
+  & {
+    -readonly [
+      K in keyof Shape as Shape[K] extends { _zod: { optin: "optional" | "defaulted" } } ? K
+        : never
+    ]?: Shape[K]["_zod"]["input"];
+  };
+
+/** The strict object schema {@link argumentsSchema} builds from `Shape`. */
+export type ArgumentsSchema<Shape extends ZodShape> = ZodField<
+  ArgumentsOutput<Shape>,
+  ArgumentsInput<Shape>
+>;
+
+/**
  * Wraps a field shape in a strict object schema: unknown arguments are an
  * error (a misspelt optional filter must not be silently ignored), and so is
  * anything that is not an object.
@@ -167,11 +218,15 @@ export const offsetJson: JsonSchema = {
  * @param shape The fields.
  * @returns The object schema.
  */
-export function argumentsSchema<Shape extends z.ZodRawShape>(
+export function argumentsSchema<Shape extends ZodShape>(
   shape: Shape,
-): z.ZodObject<Shape, z.core.$strict> {
+): ArgumentsSchema<Shape> {
   const allowed = Object.keys(shape).join(", ");
-  return z.strictObject(shape, {
+  // TypeScript cannot prove zod's generic `$InferObjectOutput<Shape>` equal to
+  // the mirrored `ArgumentsOutput<Shape>` for an open `Shape`; fields_test.ts
+  // checks the two agree on a concrete shape with required, nullish and
+  // transformed fields.
+  const schema: z.ZodType = z.strictObject(shape, {
     error: (issue) =>
       issue.code === "unrecognized_keys"
         ? `unknown argument${issue.keys.length === 1 ? "" : "s"} ${
@@ -179,4 +234,5 @@ export function argumentsSchema<Shape extends z.ZodRawShape>(
         }; allowed: ${allowed}`
         : `must be an object, got ${show(issue.input)}`,
   });
+  return schema as ArgumentsSchema<Shape>;
 }

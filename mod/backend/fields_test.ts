@@ -1,5 +1,8 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert";
+import { z } from "zod";
 import {
+  type ArgumentsInput,
+  type ArgumentsOutput,
   argumentsSchema,
   codeIdSchema,
   designIdSchema,
@@ -83,4 +86,26 @@ Deno.test("design_id and code_id follow ^[a-zA-Z0-9_:-]+$ with 1-255 characters"
   for (const bad of [".", "..", "a b", "a.b", "ä", "a\n"]) {
     strictEqual(codeIdSchema.safeParse(bad).success, false, bad);
   }
+});
+
+/** `true` exactly when each type is assignable to the other. */
+type MutuallyAssignable<A, B> = [A] extends [B] ? [B] extends [A] ? true : false : false;
+
+Deno.test("ArgumentsOutput/ArgumentsInput agree with zod's own object inference", () => {
+  // Required, optional, and nullish-with-default fields: the three ways a key's
+  // optionality differs between input and output.
+  const shape = {
+    id: z.string(),
+    note: z.string().optional(),
+    count: z.number().nullish().transform((value) => value ?? 7),
+  };
+  type Zod = z.ZodObject<typeof shape, z.core.$strict>;
+  // Compile-time: assigning `true` fails to type-check if the mirror diverges.
+  const outputAgrees: MutuallyAssignable<z.output<Zod>, ArgumentsOutput<typeof shape>> = true;
+  const inputAgrees: MutuallyAssignable<z.input<Zod>, ArgumentsInput<typeof shape>> = true;
+  ok(outputAgrees && inputAgrees);
+  // Run-time: the schema applies the transform's default and keeps `note` absent.
+  const parsed: ArgumentsOutput<typeof shape> = argumentsSchema(shape).parse({ id: "a" });
+  deepStrictEqual(parsed, { id: "a", count: 7 });
+  strictEqual("note" in parsed, false);
 });

@@ -13,21 +13,33 @@
 
 /** The list arguments after validation (defaults applied). */
 export interface ListArguments {
+  /** Project to list (integer > 0); must match a project-bound key's project. */
   project_id: number;
+  /** Organization (tenant) to narrow the list to; absent when not given. */
   organization_id?: number;
+  /** Page size, 1-100 (default 20). */
   limit: number;
+  /** Items to skip, >= 0 (default 0). */
   offset: number;
 }
 
 /** The contract's list result. */
 export interface ListPage {
+  /** Lets the page serve as MCP `structuredContent` (a plain JSON object). */
   [key: string]: unknown;
+  /** The project listed, echoed from the arguments. */
   project_id: number;
+  /** The organization filter, or null when none was given. */
   organization_id: number | null;
+  /** Items across all pages: the backend's `total_count` (or `total`), else `items.length`. */
   total_count: number;
+  /** Items in this page (`items.length`). */
   returned_count: number;
+  /** The page size used. */
   limit: number;
+  /** The offset used. */
   offset: number;
+  /** The backend's items, unchanged. */
   items: unknown[];
 }
 

@@ -13,6 +13,7 @@
 import type { JsonSchema, ToolContext, ToolResult } from "../mcp/tool.ts";
 import { callBackend } from "./call_backend.ts";
 import {
+  type ArgumentsSchema,
   argumentsSchema,
   limitJson,
   limitSchema,
@@ -29,7 +30,12 @@ import { backendErrorResult, backendSuccessResult } from "./tool_results.ts";
 import type { BackendClient } from "./types.ts";
 
 /** Validates the arguments of a list tool (defaults applied: limit 20, offset 0). */
-export const listArgumentsSchema = argumentsSchema({
+export const listArgumentsSchema: ArgumentsSchema<{
+  project_id: typeof projectIdSchema;
+  organization_id: typeof optionalOrganizationIdSchema;
+  limit: typeof limitSchema;
+  offset: typeof offsetSchema;
+}> = argumentsSchema({
   project_id: projectIdSchema,
   organization_id: optionalOrganizationIdSchema,
   limit: limitSchema,

@@ -41,6 +41,7 @@ export interface BackendCallOptions {
 
 /** The backend answered 2xx with a JSON value (an envelope already unwrapped). */
 export interface BackendSuccess {
+  /** Discriminant: the backend accepted the request. */
   ok: true;
   /** HTTP status. */
   status: number;
@@ -53,7 +54,9 @@ export interface BackendSuccess {
  * `ok: false`.
  */
 export interface BackendRejection {
+  /** Discriminant: the call failed. */
   ok: false;
+  /** Which failure: the backend answered with a refusal. */
   kind: "rejected";
   /** HTTP status (2xx when an `ok: false` envelope came with a success status). */
   status: number;
@@ -65,7 +68,9 @@ export interface BackendRejection {
 
 /** The backend answered something that cannot be used (not JSON, a redirect). */
 export interface BackendInvalidResponse {
+  /** Discriminant: the call failed. */
   ok: false;
+  /** Which failure: the answer was unusable. */
   kind: "invalid_response";
   /** HTTP status. */
   status: number;
@@ -75,7 +80,9 @@ export interface BackendInvalidResponse {
 
 /** No answer: the backend could not be reached or did not answer in time. */
 export interface BackendUnavailable {
+  /** Discriminant: the call failed. */
   ok: false;
+  /** Which failure: no answer arrived. */
   kind: "unavailable";
   /** `timeout`: no answer within the configured time; `unreachable`: connection failed. */
   reason: "timeout" | "unreachable";
@@ -85,7 +92,9 @@ export interface BackendUnavailable {
 
 /** The caller's signal aborted the request (the MCP client cancelled). */
 export interface BackendCancelled {
+  /** Discriminant: the call failed. */
   ok: false;
+  /** Which failure: the caller aborted. */
   kind: "cancelled";
   /** Fixed text for the result. */
   message: string;

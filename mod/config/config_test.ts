@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { parse as parseToml } from "smol-toml";
-import { ConfigError, loadConfig, RawConfigSchema } from "./mod.ts";
+import { ConfigError, loadConfig } from "./mod.ts";
+import { RawConfigSchema } from "./schema.ts";
 
 const repoConfig = new URL("../../config.toml", import.meta.url).pathname;
 

@@ -7,14 +7,17 @@
 
 import { parse as parseToml } from "smol-toml";
 import { join, resolve } from "node:path";
-import type { z } from "zod";
+import type { ZodIssue } from "../mcp/tool.ts";
 import { RawConfigSchema } from "./schema.ts";
 import { ConfigError, resolveConfig, type ResolvedConfig } from "./resolve.ts";
 
 /** Command-line values that override the file (validated like the file). */
 export interface ConfigOverrides {
+  /** Replaces `[server] transport`: `stdio` or `http` (other values fail validation). */
   transport?: string;
+  /** Replaces `[server] host`: the interface the HTTP transport listens on. */
   host?: string;
+  /** Replaces `[server] port`: TCP port of the HTTP transport. */
   port?: number;
 }
 
@@ -56,7 +59,7 @@ function valueAt(root: unknown, path: PropertyKey[]): unknown {
 }
 
 /** Formats zod issues as `key: problem (got value)` lines. */
-export function formatIssues(issues: z.core.$ZodIssue[], input: unknown): string[] {
+export function formatIssues(issues: ZodIssue[], input: unknown): string[] {
   const lines: string[] = [];
   for (const issue of issues) {
     const key = issue.path.map(String).join(".");

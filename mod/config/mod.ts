@@ -1,6 +1,8 @@
 /**
  * Configuration: `config.toml` plus secrets from the environment, validated
- * and resolved once at start-up.
+ * and resolved once at start-up. The raw schema (`schema.ts`) and the
+ * resolution step (`resolve.ts`) are internal: the rest of the program sees
+ * only {@link loadConfig} and the {@link ResolvedConfig} it returns.
  *
  * @module
  */
@@ -13,7 +15,5 @@ export {
   loadConfig,
 } from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
-export { ConfigError, resolveConfig } from "./resolve.ts";
+export { ConfigError } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
-export { RawConfigSchema } from "./schema.ts";
-export type { RawConfig } from "./schema.ts";

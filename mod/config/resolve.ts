@@ -8,10 +8,11 @@
 
 import { dirname, isAbsolute, resolve } from "node:path";
 import type { SizeId } from "../pipeline/types.ts";
+import type { SchedulerName } from "../schedulers/mod.ts";
 import type { RawConfig } from "./schema.ts";
 
 /** The scheduler names accepted by `generation.scheduler`. */
-export type SchedulerName = RawConfig["generation"]["scheduler"];
+export type { SchedulerName } from "../schedulers/mod.ts";
 
 /** One ControlNet's resolved settings. */
 export interface ControlNetConfig {
@@ -27,6 +28,7 @@ export interface ControlNetConfig {
 export interface ResolvedConfig {
   /** The config file it came from, or null when defaults were used. */
   file: string | null;
+  /** `[server]`: transport, listen address, allowed origins, shutdown grace and the data folder. */
   server: {
     transport: "stdio" | "http";
     host: string;
@@ -37,6 +39,7 @@ export interface ResolvedConfig {
     shutdownGraceMs: number;
     dataDir: string;
   };
+  /** `[auth]` plus `DATABASE_URL` / `CLOUDFRONT_SECRET_HEADER`: API-key checking for the HTTP transport. */
   auth: {
     cacheTtlMs: number;
     dbTimeoutMs: number;
@@ -48,6 +51,7 @@ export interface ResolvedConfig {
   };
   /** Present only when `BACKEND_INTERNAL_URL` is set: enables the design-code tools. */
   backend?: { url: string; apiKey?: string; timeoutMs: number };
+  /** Where the model files are (all absolute). */
   models: {
     /** Folder holding every model file; `models.lock` paths are relative to it. */
     root: string;
@@ -58,12 +62,14 @@ export interface ResolvedConfig {
     /** Absolute path of the UNet that accepts ControlNet residuals. */
     controlnetUnet: string;
   };
+  /** `[runtime]`: onnxruntime execution provider, thread counts and graph optimization level. */
   runtime: {
     executionProvider: "cpu" | "cuda" | "webgpu";
     intraOpThreads: number;
     interOpThreads: number;
     graphOptimization: "disabled" | "basic" | "extended" | "all";
   };
+  /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
     defaultSize: SizeId;
     steps: number;
@@ -77,7 +83,9 @@ export interface ResolvedConfig {
     maxCount: number;
     queueLimit: number;
   };
+  /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
   prompt: { positive: string; negative: string };
+  /** `[controlnet]`: the depth, openpose and inpaint ControlNets (model, annotators, scale). */
   controlnet: {
     depth: ControlNetConfig & {
       preprocessor: string;
@@ -92,6 +100,7 @@ export interface ResolvedConfig {
     /** Absolute `.safetensors` paths (under the models root) and their weights. */
     files: { path: string; weight: number }[];
   };
+  /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
 }
 

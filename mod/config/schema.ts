@@ -7,9 +7,10 @@
  */
 
 import { z } from "zod";
+import { SCHEDULER_NAMES } from "../schedulers/mod.ts";
+import type { ZodField } from "../mcp/tool.ts";
 
 const SIZE_IDS = ["square_512", "landscape_512", "portrait_512"] as const;
-const SCHEDULERS = ["pndm", "ddim", "euler", "euler_a", "dpmpp_2m", "lcm"] as const;
 
 const relativePath = z.string().min(1, "must be a non-empty path");
 
@@ -60,7 +61,7 @@ const generation = z.strictObject({
   default_size: z.enum(SIZE_IDS).default("square_512"),
   steps: z.int().min(1).max(500).default(25),
   guidance_scale: z.number().min(0).max(50).default(7.5),
-  scheduler: z.enum(SCHEDULERS).default("pndm"),
+  scheduler: z.enum(SCHEDULER_NAMES).default("pndm"),
   timestep_spacing: z.enum(["auto", "leading", "trailing", "linspace"]).default("auto"),
   karras: z.boolean().default(false),
   eta: z.number().min(0).max(1).default(0),
@@ -114,7 +115,7 @@ const output = z.strictObject({
 });
 
 /** The whole raw config file; missing sections take their defaults. */
-export const RawConfigSchema = z.strictObject({
+const rawConfigObject = z.strictObject({
   server: server.prefault({}),
   auth: auth.prefault({}),
   backend: backend.prefault({}),
@@ -128,4 +129,10 @@ export const RawConfigSchema = z.strictObject({
 });
 
 /** The raw config after zod applied defaults (paths still relative). */
-export type RawConfig = z.output<typeof RawConfigSchema>;
+export type RawConfig = z.output<typeof rawConfigObject>;
+
+/**
+ * Validates a parsed `config.toml` (any TOML value) and applies the defaults;
+ * unknown keys are errors.
+ */
+export const RawConfigSchema: ZodField<RawConfig, unknown> = rawConfigObject;

@@ -7,6 +7,7 @@
 
 import { z } from "zod";
 import type { SizeId } from "../pipeline/types.ts";
+import type { ZodField } from "../mcp/tool.ts";
 
 /** Longest prompt, in characters (Unicode code points). */
 export const MAX_PROMPT_CHARS = 10_000;
@@ -25,7 +26,7 @@ const codePoints = (s: string) => {
 };
 
 /** `positive_prompt`: required string, non-empty after trimming, ≤ 10,000 characters. */
-export const positivePrompt = z.string({
+export const positivePrompt: ZodField<string> = z.string({
   error: (issue) =>
     issue.input === undefined
       ? "required: describe the image to generate"
@@ -49,7 +50,7 @@ export const positivePrompt = z.string({
 });
 
 /** `negative_prompt`: optional string or null (= ""), ≤ 10,000 characters. */
-export const negativePrompt = z.string({
+export const negativePrompt: ZodField<string, string | null | undefined> = z.string({
   error: (issue) => `must be a string or null, got ${typeof issue.input}`,
 }).check((ctx) => {
   const n = codePoints(ctx.value);
@@ -63,7 +64,7 @@ export const negativePrompt = z.string({
 }).nullable().optional().transform((v) => v ?? "");
 
 /** `size`: one of the size ids, or null/missing for the configured default. */
-export const size = z.enum(SIZE_IDS, {
+export const size: ZodField<SizeId | null, SizeId | null | undefined> = z.enum(SIZE_IDS, {
   error: (issue) =>
     `must be one of ${SIZE_IDS.map((s) => `"${s}"`).join(", ")} or null, got ${
       JSON.stringify(issue.input)
@@ -71,7 +72,7 @@ export const size = z.enum(SIZE_IDS, {
 }).nullable().optional().transform((v) => v ?? null);
 
 /** A required image string; its content is checked by the image decoder. */
-export const imageString = (field: string) =>
+export const imageString = (field: string): ZodField<string> =>
   z.string({
     error: (issue) =>
       issue.input === undefined

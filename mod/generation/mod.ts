@@ -6,4 +6,10 @@
 
 export * from "./inputs.ts";
 export { ImageService, pngContent, singleImageResult } from "./service.ts";
-export type { ImageJob, ImageOutcome, ImageRunOptions, ImageServiceOptions } from "./service.ts";
+export type {
+  BaseFields,
+  ImageJob,
+  ImageOutcome,
+  ImageRunOptions,
+  ImageServiceOptions,
+} from "./service.ts";

@@ -18,12 +18,17 @@ import { joinPrompts } from "./inputs.ts";
 
 /** What the service needs from the configuration. */
 export interface ImageServiceOptions {
+  /** The engine that runs the diffusion pipeline. */
   generator: Generator;
+  /** The single-slot queue every generation goes through (contract: one job at a time). */
   queue: GenerationQueue;
+  /** Base prompts from `[prompt]`, joined with the user's (contract §2). */
   prompt: { positive: string; negative: string };
+  /** Size used when the request gives none (`[generation] default_size`). */
   defaultSize: SizeId;
   /** Fixed seed, or null for random seeds. */
   seed: number | null;
+  /** `[output]`: whether to write each PNG to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
   /** Clock, replaceable in tests. */
   now?: () => Date;
@@ -45,7 +50,8 @@ export type ImageJob =
     | Omit<Extract<GenerationRequest, { mode: "inpaint_image" }>, keyof BaseFields>
   );
 
-type BaseFields = {
+/** The request fields an {@link ImageJob} carries in its own names (size id instead of width/height). */
+export type BaseFields = {
   positive: string;
   negative: string;
   width: number;
@@ -55,9 +61,13 @@ type BaseFields = {
 
 /** A finished image. */
 export interface ImageOutcome {
+  /** The encoded PNG file. */
   png: Uint8Array;
+  /** The seed actually used (the request's, the configured one, or a random u32). */
   seed: number;
+  /** The size id the image was made at. */
   size: SizeId;
+  /** Which tool mode made it: text_to_image, guided_image or inpaint_image. */
   mode: Mode;
   /** Absolute path when saved. */
   savedPath?: string;
@@ -67,9 +77,11 @@ export interface ImageOutcome {
 
 /** Per-call options. */
 export interface ImageRunOptions {
+  /** Aborts the job (client cancelled): it leaves the queue, or the run stops at the next step boundary. */
   signal?: AbortSignal;
   /** When the request arrived (ms since epoch); elapsed time counts from here. */
   receivedAt: number;
+  /** Called after every denoising step with steps done and total steps. */
   onProgress?: (step: number, total: number) => void;
 }
 

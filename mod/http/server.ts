@@ -11,13 +11,14 @@
 import { log } from "../log/mod.ts";
 import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
-import type { Server } from "../mcp/sdk.ts";
+import type { McpServer } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
+  /** Interface to listen on, e.g. `127.0.0.1` (config `[server] host`). */
   hostname: string;
   /** 0 picks a free port. */
   port: number;
@@ -26,7 +27,7 @@ export interface HttpServerOptions {
   /** Authenticates every `/mcp` request. */
   authenticator: Pick<Authenticator, "authenticate">;
   /** Builds the MCP server for one authenticated request. */
-  createServer: (scope: Scope) => Server;
+  createServer: (scope: Scope) => McpServer;
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz`. */

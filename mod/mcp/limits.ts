@@ -15,4 +15,4 @@ export const MAX_IMAGE_BASE64_LENGTH = 36_000_000;
  * over stdio) would refuse a valid request before validation could explain
  * anything.
  */
-export const MAX_REQUEST_BYTES = 2 * MAX_IMAGE_BASE64_LENGTH + 1024 * 1024;
+export const MAX_REQUEST_BYTES: number = 2 * MAX_IMAGE_BASE64_LENGTH + 1024 * 1024;

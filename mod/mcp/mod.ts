@@ -12,3 +12,4 @@ export { DenoStdioTransport } from "./stdio.ts";
 export type { DenoStdioOptions } from "./stdio.ts";
 export { MAX_IMAGE_BASE64_LENGTH, MAX_REQUEST_BYTES } from "./limits.ts";
 export { formatValidationError } from "./validation.ts";
+export type { McpMessage, McpServer, McpTransport } from "./sdk.ts";

@@ -13,6 +13,7 @@ import {
   ErrorCode,
   ListToolsRequestSchema,
   McpError,
+  type McpServer,
   Server,
 } from "./sdk.ts";
 import {
@@ -38,7 +39,7 @@ export interface McpServerOptions {
 }
 
 /** Creates a server that lists `tools` and dispatches calls to them. */
-export function createMcpServer(options: McpServerOptions): Server {
+export function createMcpServer(options: McpServerOptions): McpServer {
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: {} },
     instructions: options.instructions,

@@ -14,7 +14,7 @@
 
 import { log } from "../log/mod.ts";
 import { MAX_REQUEST_BYTES } from "./limits.ts";
-import { type JSONRPCMessage, JSONRPCMessageSchema, type Transport } from "./sdk.ts";
+import { JSONRPCMessageSchema, type McpMessage, type McpTransport } from "./sdk.ts";
 
 const NEWLINE = 0x0a;
 
@@ -29,13 +29,13 @@ export interface DenoStdioOptions {
 }
 
 /** Server-side stdio transport; see the module documentation. */
-export class DenoStdioTransport implements Transport {
+export class DenoStdioTransport implements McpTransport {
   /** Called when the input ends or the transport is closed. */
   onclose?: () => void;
   /** Called on a transport-level error. */
   onerror?: (error: Error) => void;
   /** Called for every parsed message. */
-  onmessage?: (message: JSONRPCMessage) => void;
+  onmessage?: (message: McpMessage) => void;
   /**
    * Called when stdin ends. When set, the transport stays open so running
    * requests can still answer (a piped client sends its calls and closes
@@ -179,7 +179,7 @@ export class DenoStdioTransport implements Transport {
   }
 
   /** Writes one message as a line on stdout. */
-  async send(message: JSONRPCMessage): Promise<void> {
+  async send(message: McpMessage): Promise<void> {
     if (this.#closed) throw new Error("stdio transport is closed");
     await this.#write(JSON.stringify(message) + "\n");
     const reply = message as { id?: string | number; method?: string };

@@ -9,6 +9,35 @@
 
 import type { z } from "zod";
 
+// zod types reach public signatures only through the bare aliases below:
+// `deno doc --lint` counts a direct `z.ZodType<…>` in an exported signature as
+// a reference to a private (third-party) type, but accepts a plain alias.
+
+/** Any zod schema (zod v4 `z.ZodType`): what a tool's `validate` may be. */
+export type ZodSchema = z.ZodType;
+
+/** One zod v4 validation issue (`z.core.$ZodIssue`): path, code and message. */
+export type ZodIssue = z.core.$ZodIssue;
+
+/** The zod object shape (`z.ZodRawShape`): field name → field schema. */
+export type ZodShape = z.ZodRawShape;
+
+/**
+ * The value `Schema` parses to — zod's `z.output<Schema>`, spelt as the
+ * indexed access zod itself uses (`Schema["_zod"]["output"]`).
+ */
+export type SchemaOutput<Schema extends ZodSchema> = Schema["_zod"]["output"];
+
+/**
+ * A zod schema whose parsed value is `Output` and whose accepted input is
+ * `Input` — the information of `z.ZodType<Output, Input>` without naming zod
+ * generics in public signatures. Any zod schema with that output and input
+ * is assignable to it, and `z.output` / `SchemaOutput` of it is `Output`.
+ */
+export type ZodField<Output, Input = Output> = ZodSchema & {
+  readonly _zod: { readonly output: Output; readonly input: Input };
+};
+
 /** A JSON Schema object, written by hand and shown verbatim in `tools/list`. */
 export type JsonSchema = { readonly [key: string]: unknown };
 
@@ -28,22 +57,31 @@ export interface ToolAnnotations {
 
 /** Text content of a tool result. */
 export interface TextContent {
+  /** MCP content kind: always `text`. */
   type: "text";
+  /** The text shown to the model (UTF-8, free form). */
   text: string;
 }
 
 /** Image content of a tool result (`data` is base64). */
 export interface ImageContent {
+  /** MCP content kind: always `image`. */
   type: "image";
+  /** The image bytes, base64-encoded (no `data:` prefix). */
   data: string;
+  /** MIME type of `data`, e.g. `image/png`. */
   mimeType: string;
 }
 
 /** What a tool handler returns: the MCP `CallToolResult`. */
 export interface ToolResult {
+  /** Content blocks in order: text and/or images. */
   content: Array<TextContent | ImageContent>;
+  /** Machine-readable result object, when the tool defines one. */
   structuredContent?: Record<string, unknown>;
+  /** True for a tool-level failure the model should see (MCP `isError`); absent or false on success. */
   isError?: boolean;
+  /** Further `CallToolResult` fields (e.g. `_meta`) pass through unchanged. */
   [key: string]: unknown;
 }
 
@@ -76,7 +114,7 @@ export interface ToolContext {
 }
 
 /** One MCP tool: schema for `tools/list`, zod schema for validation, handler. */
-export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
+export interface ToolDefinition<Schema extends ZodSchema = ZodSchema> {
   /** Tool name as listed. */
   name: string;
   /** Optional human title. */
@@ -96,7 +134,7 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
    */
   errorResult?: (message: string) => ToolResult;
   /** Runs the tool on validated arguments. Expected failures return `isError: true`. */
-  handle(args: z.output<Schema>, context: ToolContext): Promise<ToolResult>;
+  handle(args: SchemaOutput<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
 /**

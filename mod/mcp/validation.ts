@@ -4,13 +4,13 @@
  * @module
  */
 
-import type { z } from "zod";
+import type { ZodIssue } from "./tool.ts";
 
 /**
  * Formats validation issues as one message:
  * `invalid arguments for generate_image: size: …; count: …`.
  */
-export function formatValidationError(tool: string, issues: z.core.$ZodIssue[]): string {
+export function formatValidationError(tool: string, issues: ZodIssue[]): string {
   const parts = issues.map((issue) => {
     if (issue.code === "unrecognized_keys") {
       return `unknown argument${issue.keys.length > 1 ? "s" : ""} ${

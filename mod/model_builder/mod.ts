@@ -8,7 +8,16 @@
  * @module
  */
 
-export { type Attr, type Dim, type ElemType, type EncodedModel, Graph } from "./graph.ts";
+export {
+  type Attr,
+  type Dim,
+  type ElemType,
+  type EncodedModel,
+  type EncodeOptions,
+  type ExternalDataOptions,
+  Graph,
+  type InitData,
+} from "./graph.ts";
 export { type IoFloat, Layers, OPSET } from "./layers.ts";
 export {
   type AxisNames,

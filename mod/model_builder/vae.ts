@@ -18,7 +18,7 @@ import { axisNames, type ExportOptions, type ModelDims } from "./options.ts";
 import { Rng } from "./rng.ts";
 
 /** Log-variance bias of `latent_parameters`: std = exp(0.5·(-4)) ≈ 0.135. */
-export const LOGVAR_BIAS = -4;
+export const LOGVAR_BIAS: number = -4;
 
 /** Builds the VAE decoder. */
 export function buildVaeDecoder(seed: number, dims: ModelDims, o: ExportOptions): EncodedModel {

@@ -20,6 +20,7 @@ import { verifyModelFiles } from "./verify.ts";
 
 /** What the start-up check needs from the resolved config. */
 export interface StartupModelConfig extends ModelPathsConfig {
+  /** The model paths, plus `lock`: absolute path of `models.lock`, whose hashes are verified. */
   models: ModelPathsConfig["models"] & { lock: string };
 }
 

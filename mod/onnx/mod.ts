@@ -16,6 +16,7 @@ export type {
   IoMeta,
   SessionIo,
   SessionOptions,
+  TensorConstructor,
 } from "./runtime.ts";
 export {
   float16BitsToFloat32,

@@ -34,8 +34,10 @@ function pinFloat16ToUint16(): void {
 }
 pinFloat16ToUint16();
 
+/** The constructor type of {@link Tensor}: its `new` overloads and `from*` factories. */
+export type TensorConstructor = ort.TensorConstructor;
 /** The ONNX Runtime tensor class (`new Tensor("float32", data, dims)`). */
-export const Tensor: typeof ort.Tensor = ort.Tensor;
+export const Tensor: TensorConstructor = ort.Tensor;
 /** An ONNX Runtime tensor. */
 export type Tensor = ort.Tensor;
 

@@ -25,7 +25,13 @@ export {
   engineConfigOf,
   type GenerationSettings,
 } from "./engine_config.ts";
-export { CancelledError, type ClassifiedError, classifyError, isOutOfMemory } from "./errors.ts";
+export {
+  CancelledError,
+  type ClassifiedError,
+  classifyError,
+  type ErrorCategory,
+  isOutOfMemory,
+} from "./errors.ts";
 export type { ModelSession, SessionOpener } from "./model_session.ts";
 export type { ControlNetKind } from "./load_models.ts";
 export { type EngineFactory, type HostedEngine, serveEngine } from "./worker_host.ts";

@@ -24,8 +24,11 @@ export type ControlMode = "depth" | "openpose" | "openpose_full";
 
 /** An 8-bit RGB image, interleaved, row-major: `data.length === width * height * 3`. */
 export interface RgbImage {
+  /** Width in pixels. */
   width: number;
+  /** Height in pixels. */
   height: number;
+  /** R, G, B bytes (0..255) per pixel, rows top to bottom. */
   data: Uint8Array;
 }
 
@@ -34,13 +37,16 @@ export interface RgbImage {
  * above 50%), 0 = keep.
  */
 export interface Mask {
+  /** Width in pixels. */
   width: number;
+  /** Height in pixels. */
   height: number;
+  /** One byte per pixel, rows top to bottom: 1 = regenerate, 0 = keep. */
   data: Uint8Array;
 }
 
-/** Fields shared by every generation request. */
-interface RequestBase {
+/** Fields shared by every generation request ({@link GenerationRequest}). */
+export interface RequestBase {
   /** Final positive prompt (base prompt already joined). */
   positive: string;
   /** Final negative prompt (base prompt already joined). */
@@ -61,6 +67,7 @@ export type GenerationRequest =
 
 /** A generated image and what the model should be told about it. */
 export interface GenerationResult {
+  /** The decoded image, `width`×`height` of the request. */
   image: RgbImage;
   /** Remarks for the result text, e.g. "positive prompt truncated to 77 tokens". */
   notes: string[];

@@ -31,6 +31,7 @@ export const DEPTH_DETECT_RESOLUTION = 512;
 
 /** A depth model as the pipeline hands it over. */
 export interface DepthModel {
+  /** Runs the MiDaS/DPT session: the NCHW image under {@link input} in, one relative-depth map out. */
   run: RunModel;
   /** Name of the image input. */
   input: string;
@@ -40,7 +41,9 @@ export interface DepthModel {
 
 /** Output size of the depth control image. */
 export interface DepthOptions {
+  /** Width of the control image in pixels. */
   width: number;
+  /** Height of the control image in pixels. */
   height: number;
   /**
    * Pixel range the model expects: `signed` = `x / 127.5 - 1` (DPT-Hybrid as

@@ -196,8 +196,11 @@ export function drawFacePose(canvas: RgbImage, face: ReadonlyArray<Keypoint | nu
 
 /** Which parts {@link drawPoses} draws. */
 export interface DrawParts {
+  /** Draw the 17 body limbs and 18 joints (controlnet_aux `draw_bodypose`). */
   body: boolean;
+  /** Draw both hands' edges and points (`draw_handpose`). */
   hands: boolean;
+  /** Draw the face points (`draw_facepose`). */
   face: boolean;
 }
 

@@ -26,5 +26,6 @@ export { type DrawParts, drawPoses } from "./draw.ts";
 export { toOpenPose } from "./keypoints.ts";
 export { resizeArea, resizeLanczos4, resizeLinear, resizeToResolution } from "./resize.ts";
 export { warpAffineLinear } from "./warp_affine.ts";
+export type { Affine } from "./affine.ts";
 export { DETECTOR_SIZE } from "./letterbox.ts";
 export { POSE_INPUT_SIZE } from "./pose_input.ts";

@@ -30,9 +30,11 @@ import { detectPersons } from "./yolox.ts";
 export interface PoseModels {
   /** `yolox_l.onnx`: `[1, 3, 640, 640]` → `[1, 8400, 85]`. */
   detector: RunModel;
+  /** Name of the detector's image input. */
   detectorInput: string;
   /** `dw-ll_ucoco_384.onnx`: `[N, 3, 384, 288]` → `simcc_x [N, 133, 576]`, `simcc_y [N, 133, 768]`. */
   pose: RunModel;
+  /** Name of the pose model's image input. */
   poseInput: string;
 }
 
@@ -40,7 +42,9 @@ export interface PoseModels {
 export interface PoseOptions {
   /** `openpose_full` (body, hands, face) when true; `openpose` (body) when false. */
   handsAndFace: boolean;
+  /** Width of the control image in pixels. */
   width: number;
+  /** Height of the control image in pixels. */
   height: number;
 }
 

@@ -16,8 +16,11 @@ interface Waiter {
 
 /** Counts exposed on `/healthz`. */
 export interface QueueStats {
+  /** A job holds the single slot right now. */
   running: boolean;
+  /** Jobs queued behind the running one (0 to `limit`). */
   waiting: number;
+  /** Most jobs that may wait (config `[generation] queue_limit`); one more is refused. */
   limit: number;
 }
 
@@ -29,7 +32,11 @@ export class GenerationQueue {
   #idle: Array<() => void> = [];
   #closedMessage: string | null = null;
 
-  /** @param limit how many jobs may wait behind the running one */
+  /**
+   * Creates an empty, open queue.
+   *
+   * @param limit how many jobs may wait behind the running one
+   */
   constructor(limit: number) {
     this.#limit = limit;
   }

@@ -22,6 +22,9 @@ export class Mt19937 {
   #next = 0;
 
   /**
+   * Initialises the 624-word state from `seed` with the Knuth recurrence of
+   * torch's `init_with_uint32`.
+   *
    * @param seed integer seed; only its low 32 bits reach the state (torch
    *   `state_[0] = seed & 0xffffffff`). Must already be an unsigned 32-bit value.
    */

@@ -97,6 +97,8 @@ export class TorchGenerator {
   #nextDoubleNormal: number | null = null;
 
   /**
+   * A fresh CPU generator, as `torch.Generator().manual_seed(seed)` makes one.
+   *
    * @param seed as for `torch.Generator.manual_seed`: an integer in
    *   [-2^63, 2^64); a `number` beyond 2^53 should be passed as `bigint`.
    */

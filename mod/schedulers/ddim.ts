@@ -32,9 +32,9 @@ export interface DdimOptions {
 
 /** DDIM; deterministic at η = 0, drawing `randn` noise each step when η > 0. */
 export class DdimScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"ddim"` (diffusers `DDIMScheduler`). */
   readonly name = "ddim" as const;
-  /** @inheritdoc */
+  /** See {@link Scheduler.initNoiseSigma}; always 1 for this variance-preserving scheduler. */
   readonly initNoiseSigma = 1;
   readonly #alphasCumprod: Float32Array;
   readonly #numTrainTimesteps: number;
@@ -48,7 +48,12 @@ export class DdimScheduler implements Scheduler {
   #timesteps: number[] = [];
   #numInferenceSteps = 0;
 
-  /** @throws RangeError when eta is outside 0..1. */
+  /**
+   * Builds the training schedule from `config` (`DDIMScheduler.__init__`; class defaults
+   * set_alpha_to_one=true, clip_sample=true, timestep_spacing "leading").
+   *
+   * @throws RangeError when eta is outside 0..1.
+   */
   constructor(config: SchedulerConfig, options: DdimOptions = {}) {
     const eta = options.eta ?? 0;
     if (!Number.isFinite(eta) || eta < 0 || eta > 1) {
@@ -67,12 +72,12 @@ export class DdimScheduler implements Scheduler {
     this.#eta = eta;
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.timesteps}; N integer timesteps, descending. */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.setTimesteps}; spaced per `timestep_spacing` (`DDIMScheduler.set_timesteps`). */
   setTimesteps(numInferenceSteps: number): void {
     checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
     this.#timesteps = ddimTimesteps(
@@ -84,12 +89,15 @@ export class DdimScheduler implements Scheduler {
     this.#numInferenceSteps = numInferenceSteps;
   }
 
-  /** @inheritdoc — identity for DDIM. */
+  /** See {@link Scheduler.scaleModelInput}; identity for DDIM. */
   scaleModelInput(sample: Float32Array, _t: number): Float32Array {
     return sample;
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.step}; formula (12) plus the η-scaled noise of formula (16),
+   * so `generator` is needed only when η > 0.
+   */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -126,7 +134,7 @@ export class DdimScheduler implements Scheduler {
     return { prevSample, predOriginalSample: x0 };
   }
 
-  /** @inheritdoc — `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
+  /** See {@link Scheduler.addNoise}; `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     checkSameLength("ddim.addNoise", { original, noise });
     return addNoiseAlpha(this.#alphasCumprod, original, noise, t);

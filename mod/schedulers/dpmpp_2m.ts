@@ -53,9 +53,9 @@ function lambdaOf(p: { alpha: number; sigma: number }): number {
  * history of x0 predictions is reset by {@link setTimesteps}.
  */
 export class DpmSolverMultistepScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"dpmpp_2m"` (diffusers `DPMSolverMultistepScheduler`). */
   readonly name = "dpmpp_2m" as const;
-  /** @inheritdoc */
+  /** See {@link Scheduler.initNoiseSigma}; always 1, as the sampler works on VP latents. */
   readonly initNoiseSigma = 1;
   readonly #alphasCumprod: Float32Array;
   readonly #numTrainTimesteps: number;
@@ -76,6 +76,9 @@ export class DpmSolverMultistepScheduler implements Scheduler {
   #lowerOrderNums = 0;
 
   /**
+   * Builds the training sigmas from `config` (`DPMSolverMultistepScheduler.__init__`;
+   * class default timestep_spacing "linspace", lower_order_final=true).
+   *
    * @throws Error when the config selects a DPM-Solver variant other than
    *   dpmsolver++ / order 2 / midpoint.
    */
@@ -108,7 +111,10 @@ export class DpmSolverMultistepScheduler implements Scheduler {
     this.#finalSigmas = config.finalSigmasType ?? "zero";
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.timesteps}; integer timesteps (mapped back from the
+   * Karras sigmas when `karras` is set), descending.
+   */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
@@ -118,7 +124,10 @@ export class DpmSolverMultistepScheduler implements Scheduler {
     return this.#sigmas.slice();
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.setTimesteps}; also computes {@link sigmas} and clears the
+   * x0 history and lower-order counter.
+   */
   setTimesteps(numInferenceSteps: number): void {
     checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
     let timesteps: number[];
@@ -148,12 +157,16 @@ export class DpmSolverMultistepScheduler implements Scheduler {
     this.#lowerOrderNums = 0;
   }
 
-  /** @inheritdoc — identity for DPM-Solver. */
+  /** See {@link Scheduler.scaleModelInput}; identity for DPM-Solver. */
   scaleModelInput(sample: Float32Array, _t: number): Float32Array {
     return sample;
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.step}; first-order update on the first step and on a last
+   * step that lands on σ = 0 (or with lower_order_final when N < 15, or
+   * euler_at_final); the second-order midpoint update otherwise.
+   */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -208,7 +221,7 @@ export class DpmSolverMultistepScheduler implements Scheduler {
     return { prevSample, predOriginalSample: x0 };
   }
 
-  /** @inheritdoc — `α_t x0 + σ_t noise` at the step whose timestep is `t`. */
+  /** See {@link Scheduler.addNoise}; `α_t x0 + σ_t noise` at the step whose timestep is `t`. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     requireTimesteps("dpmpp_2m", this.#timesteps);
     checkSameLength("dpmpp_2m.addNoise", { original, noise });

@@ -41,7 +41,7 @@ export interface EulerOptions {
 
 /** Deterministic Euler sampler in sigma space (latents scaled by `initNoiseSigma`). */
 export class EulerScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"euler"` (diffusers `EulerDiscreteScheduler`). */
   readonly name = "euler" as const;
   readonly #alphasCumprod: Float32Array;
   readonly #numTrainTimesteps: number;
@@ -56,6 +56,10 @@ export class EulerScheduler implements Scheduler {
   #sigmas: number[] = [];
   #stepIndex: number | null = null;
 
+  /**
+   * Builds the training sigmas from `config` (`EulerDiscreteScheduler.__init__`;
+   * class default timestep_spacing "linspace").
+   */
   constructor(config: SchedulerConfig, options: EulerOptions = {}) {
     const schedule = trainingSchedule(config, LINEAR_DEFAULTS);
     this.#alphasCumprod = schedule.alphasCumprod;
@@ -70,7 +74,10 @@ export class EulerScheduler implements Scheduler {
     this.#finalSigmas = config.finalSigmasType ?? "zero";
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.timesteps}; float32 timesteps, descending, fractional for
+   * linspace spacing or Karras sigmas.
+   */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
@@ -81,14 +88,14 @@ export class EulerScheduler implements Scheduler {
   }
 
   /**
-   * @inheritdoc — the largest sigma for linspace/trailing spacing, else
+   * See {@link Scheduler.initNoiseSigma}; the largest sigma for linspace/trailing spacing, else
    * `sqrt(max² + 1)` (diffusers `init_noise_sigma`); 1 before `setTimesteps`.
    */
   get initNoiseSigma(): number {
     return eulerInitNoiseSigma(this.#sigmas, this.#spacing);
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.setTimesteps}; also computes {@link sigmas} and resets the step index. */
   setTimesteps(numInferenceSteps: number): void {
     checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
     let timesteps = eulerTimesteps(
@@ -117,12 +124,15 @@ export class EulerScheduler implements Scheduler {
     return this.#stepIndex;
   }
 
-  /** @inheritdoc — `sample / sqrt(σ² + 1)`. */
+  /** See {@link Scheduler.scaleModelInput}; `sample / sqrt(σ² + 1)`. */
   scaleModelInput(sample: Float32Array, t: number): Float32Array {
     return scaleBySigma(sample, this.#sigmas[this.#index(t)]);
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.step}; `x + (σ_next − σ) · (x − x0) / σ` with s_churn = 0, so
+   * no noise is drawn and `generator` is ignored.
+   */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -143,7 +153,7 @@ export class EulerScheduler implements Scheduler {
     return { prevSample, predOriginalSample: x0 };
   }
 
-  /** @inheritdoc — `original + noise * σ(t)`, σ looked up by timestep. */
+  /** See {@link Scheduler.addNoise}; `original + noise * σ(t)`, σ looked up by timestep. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     requireTimesteps("euler", this.#timesteps);
     checkSameLength("euler.addNoise", { original, noise });

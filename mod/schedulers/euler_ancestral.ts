@@ -33,7 +33,7 @@ export interface EulerAncestralOptions {
  * Every step draws `generator.randn(sample.length)`, the last one included.
  */
 export class EulerAncestralScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"euler_a"` (diffusers `EulerAncestralDiscreteScheduler`). */
   readonly name = "euler_a" as const;
   readonly #numTrainTimesteps: number;
   readonly #trainSigmas: Float32Array;
@@ -44,6 +44,10 @@ export class EulerAncestralScheduler implements Scheduler {
   #sigmas: number[] = [];
   #stepIndex: number | null = null;
 
+  /**
+   * Builds the training sigmas from `config` (`EulerAncestralDiscreteScheduler.__init__`;
+   * class default timestep_spacing "linspace").
+   */
   constructor(config: SchedulerConfig, options: EulerAncestralOptions = {}) {
     const schedule = trainingSchedule(config, LINEAR_DEFAULTS);
     this.#numTrainTimesteps = schedule.numTrainTimesteps;
@@ -53,7 +57,7 @@ export class EulerAncestralScheduler implements Scheduler {
     this.#prediction = config.predictionType ?? "epsilon";
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.timesteps}; float32 timesteps, descending, fractional for linspace spacing. */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
@@ -64,14 +68,14 @@ export class EulerAncestralScheduler implements Scheduler {
   }
 
   /**
-   * @inheritdoc — the largest sigma for linspace/trailing spacing, else
+   * See {@link Scheduler.initNoiseSigma}; the largest sigma for linspace/trailing spacing, else
    * `sqrt(max² + 1)`; 1 before `setTimesteps`.
    */
   get initNoiseSigma(): number {
     return eulerInitNoiseSigma(this.#sigmas, this.#spacing);
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.setTimesteps}; also computes {@link sigmas} and resets the step index. */
   setTimesteps(numInferenceSteps: number): void {
     checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
     const timesteps = eulerTimesteps(
@@ -92,12 +96,15 @@ export class EulerAncestralScheduler implements Scheduler {
     return this.#stepIndex;
   }
 
-  /** @inheritdoc — `sample / sqrt(σ² + 1)`. */
+  /** See {@link Scheduler.scaleModelInput}; `sample / sqrt(σ² + 1)`. */
   scaleModelInput(sample: Float32Array, t: number): Float32Array {
     return scaleBySigma(sample, this.#sigmas[this.#index(t)]);
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.step}; an Euler step to σ_down plus `generator.randn` noise
+   * scaled by σ_up, so `generator` is required.
+   */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -122,7 +129,7 @@ export class EulerAncestralScheduler implements Scheduler {
     return { prevSample, predOriginalSample: x0 };
   }
 
-  /** @inheritdoc — `original + noise * σ(t)`, σ looked up by timestep. */
+  /** See {@link Scheduler.addNoise}; `original + noise * σ(t)`, σ looked up by timestep. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     requireTimesteps("euler_a", this.#timesteps);
     checkSameLength("euler_a.addNoise", { original, noise });

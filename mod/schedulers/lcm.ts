@@ -32,9 +32,9 @@ const SIGMA_DATA = 0.5;
  * timesteps from the `original_inference_steps` grid, as diffusers does.
  */
 export class LcmScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"lcm"` (diffusers `LCMScheduler`). */
   readonly name = "lcm" as const;
-  /** @inheritdoc */
+  /** See {@link Scheduler.initNoiseSigma}; always 1 for this variance-preserving scheduler. */
   readonly initNoiseSigma = 1;
   readonly #alphasCumprod: Float32Array;
   readonly #numTrainTimesteps: number;
@@ -47,6 +47,10 @@ export class LcmScheduler implements Scheduler {
   #timesteps: number[] = [];
   #stepIndex: number | null = null;
 
+  /**
+   * Builds the training schedule from `config` (`LCMScheduler.__init__`; class defaults
+   * scaled_linear 0.00085..0.012, set_alpha_to_one=true, original_inference_steps 50).
+   */
   constructor(config: SchedulerConfig) {
     // LCMScheduler's own defaults: scaled_linear 0.00085..0.012, set_alpha_to_one=True.
     const schedule = trainingSchedule(config, {
@@ -65,13 +69,13 @@ export class LcmScheduler implements Scheduler {
     this.#timestepScaling = config.timestepScaling ?? 10;
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.timesteps}; N integer timesteps from the LCM grid, descending. */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
 
   /**
-   * @inheritdoc — the LCM grid `arange(1, orig + 1) * (T // orig) - 1`,
+   * See {@link Scheduler.setTimesteps}; the LCM grid `arange(1, orig + 1) * (T // orig) - 1`,
    * reversed, sampled at `floor(linspace(0, orig, N, endpoint=False))`.
    */
   setTimesteps(numInferenceSteps: number): void {
@@ -102,12 +106,16 @@ export class LcmScheduler implements Scheduler {
     this.#stepIndex = null;
   }
 
-  /** @inheritdoc — identity for LCM. */
+  /** See {@link Scheduler.scaleModelInput}; identity for LCM. */
   scaleModelInput(sample: Float32Array, _t: number): Float32Array {
     return sample;
   }
 
-  /** @inheritdoc */
+  /**
+   * See {@link Scheduler.step}; applies the consistency boundary condition (c_skip, c_out)
+   * and, except on the last step, re-noises `denoised` with `generator.randn`;
+   * `generator` is required on every step.
+   */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -149,7 +157,7 @@ export class LcmScheduler implements Scheduler {
     return { prevSample, predOriginalSample: denoised };
   }
 
-  /** @inheritdoc — `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
+  /** See {@link Scheduler.addNoise}; `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     checkSameLength("lcm.addNoise", { original, noise });
     return addNoiseAlpha(this.#alphasCumprod, original, noise, t);

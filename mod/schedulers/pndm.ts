@@ -35,9 +35,9 @@ export interface PndmOptions {
  * epsilons), so N steps make N+1 UNet calls.
  */
 export class PndmScheduler implements Scheduler {
-  /** @inheritdoc */
+  /** See {@link Scheduler.name}; `"pndm"` (diffusers `PNDMScheduler`, PLMS only). */
   readonly name = "pndm" as const;
-  /** @inheritdoc */
+  /** See {@link Scheduler.initNoiseSigma}; always 1 for this variance-preserving scheduler. */
   readonly initNoiseSigma = 1;
   readonly #alphasCumprod: Float32Array;
   readonly #numTrainTimesteps: number;
@@ -52,6 +52,9 @@ export class PndmScheduler implements Scheduler {
   #curSample: Float32Array | null = null;
 
   /**
+   * Builds the training schedule from `config` (`PNDMScheduler.__init__`; class default
+   * timestep_spacing "leading").
+   *
    * @throws Error when the config asks for PRK warm-up steps
    *   (`skip_prk_steps: false`), which are not implemented.
    */
@@ -71,12 +74,12 @@ export class PndmScheduler implements Scheduler {
     this.#prediction = config.predictionType ?? "epsilon";
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.timesteps}; N+1 integer timesteps, the second repeated. */
   get timesteps(): number[] {
     return this.#timesteps.slice();
   }
 
-  /** @inheritdoc */
+  /** See {@link Scheduler.setTimesteps}; also clears the epsilon history (`ets`) and counter. */
   setTimesteps(numInferenceSteps: number): void {
     checkStepCount(numInferenceSteps, this.#numTrainTimesteps);
     const base = pndmBaseTimesteps(
@@ -93,12 +96,12 @@ export class PndmScheduler implements Scheduler {
     this.#curSample = null;
   }
 
-  /** @inheritdoc — identity for PNDM. */
+  /** See {@link Scheduler.scaleModelInput}; identity for PNDM. */
   scaleModelInput(sample: Float32Array, _t: number): Float32Array {
     return sample;
   }
 
-  /** @inheritdoc — `step_plms`. */
+  /** See {@link Scheduler.step}; diffusers `step_plms`, linear multistep over the epsilon history. */
   step(
     modelOutput: Float32Array,
     t: number,
@@ -167,7 +170,7 @@ export class PndmScheduler implements Scheduler {
     return sample.map((x, i) => sampleCoeff * x - epsCoeff * eps[i]);
   }
 
-  /** @inheritdoc — `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
+  /** See {@link Scheduler.addNoise}; `sqrt(ᾱ_t) x0 + sqrt(1-ᾱ_t) noise`. */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     checkSameLength("pndm.addNoise", { original, noise });
     return addNoiseAlpha(this.#alphasCumprod, original, noise, t);
