@@ -17,3 +17,4 @@ export {
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
 export { ConfigError } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
+export { type ConfigEdit, ConfigEditError, editConfigText } from "./edit.ts";

@@ -351,9 +351,13 @@ Deno.test("start-up: a LoRA must be in models.lock (component lora) and verified
     controlnet: tinyConfig(root).controlnet,
     lora: { files: [{ path, weight: 1 }] },
   };
-  await rejects(verifyConfiguredModels(config), {
-    message: "lora/locked.safetensors is not in " + lockPath,
-  });
+  await rejects(
+    verifyConfiguredModels(config),
+    (e: Error) =>
+      e.message.includes(
+        `lora/locked.safetensors ([lora] files = "lora/locked.safetensors"): not in ${lockPath}`,
+      ),
+  );
   const tmp = await Deno.makeTempDir({ prefix: "lora_lock_" });
   try {
     const withLora = join(tmp, "models.lock");

@@ -8,7 +8,9 @@
  * @module
  */
 
-import { float16BitsToFloat32 } from "../onnx/mod.ts";
+// fp16.ts directly, not ../onnx/mod.ts: that loads onnxruntime-node, and `deno task models add`
+// (no FFI permission) reads LoRA files through this parser.
+import { float16BitsToFloat32 } from "../onnx/fp16.ts";
 
 /** A float tensor read from a file. */
 export interface FloatTensor {

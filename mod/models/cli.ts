@@ -1,32 +1,105 @@
 /**
- * `deno task models [--config PATH] [--lock PATH] [--root DIR] [--only C1,C2]`
+ * `deno task models` — the model files of a configuration.
  *
- * Downloads every models.lock file that is missing or wrong and verifies it.
- * Defaults: lock `./models.lock`, root `./models`. With `--config`, the root
- * and lock come from `[models]` in the config, and (without `--only`) only
- * the components its enabled features need are fetched; `--lock`/`--root`
- * still override. Exit status: 0 all present, 1 some file failed, 2 usage or
- * lock/config error, 130 interrupted (partial files are kept for resuming).
+ * - `deno task models [--config PATH] [--lock PATH] [--root DIR] [--only C1,C2] [--all]`
+ *   downloads what the configuration needs (exactly the files its keys name,
+ *   see `neededFiles`) and is missing or wrong, and verifies it; local lock
+ *   entries (no `url`) are only verified. `--all`: every lock entry instead.
+ *   A host that cannot be reached ends the run at once with one line.
+ * - `deno task models check [--config PATH] [--lock PATH] [--root DIR]` prints
+ *   each needed file with ok / missing / wrong size / wrong hash / not locked.
+ * - `deno task models add [--component C] [--write-config] [--config PATH]
+ *   [--lock PATH] [--root DIR] PATH` locks an own export (see add.ts) and
+ *   prints the config lines to use, or sets them with `--write-config`.
+ *
+ * The config is `--config`, else `$SD_MCP_CONFIG`, else `./config.toml` when
+ * it exists, else the defaults (root `./models`, lock `./models.lock`);
+ * `--lock` / `--root` override it. Exit status: 0 all good, 1 some file
+ * failed or is not ok, 2 usage, lock or config error, 130 interrupted
+ * (partial files are kept for resuming).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { log } from "../log/mod.ts";
-import { loadConfig } from "../config/mod.ts";
-import { downloadModelFiles } from "./download.ts";
 import {
-  LockError,
-  type ModelComponent,
-  parseComponentList,
-  readModelsLock,
-  selectComponents,
-} from "./lock.ts";
-import { componentsFor, configModelPaths, enabledFeatures, requireLocked } from "./required.ts";
+  type ConfigEdit,
+  ConfigEditError,
+  defaultConfigPath,
+  editConfigText,
+  loadConfig,
+  type ResolvedConfig,
+} from "../config/mod.ts";
+import { ADD_COMPONENTS, AddError, addModels, tomlString } from "./add.ts";
+import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
+import { downloadModelFiles, HostUnreachableError } from "./download.ts";
+import { LockError, type ModelComponent, parseComponentList, readModelsLock } from "./lock.ts";
+import { writeAtomically } from "./lock_write.ts";
+import { neededFiles, toLockPath } from "./required.ts";
 
 const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
-  "[--only COMPONENT,...]";
+  "[--only COMPONENT,...] [--all]\n" +
+  "       deno task models check [--config PATH] [--lock PATH] [--root DIR]\n" +
+  "       deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
+  "[--lock PATH] [--root DIR] PATH";
+
+const encoder = new TextEncoder();
+
+/** The command's report (stdout; logs and progress go to stderr). */
+function out(line: string): void {
+  Deno.stdout.writeSync(encoder.encode(line + "\n"));
+}
+
+/** The model part of the config, with `--root` / `--lock` applied. */
+interface Setup {
+  config: CheckedConfig & Pick<ResolvedConfig, "lora">;
+  configPath: string | undefined;
+  lora: ResolvedConfig["lora"];
+}
+
+/** Moves every configured path from the config's root to `root` (the `--root` override). */
+function rebase(
+  config: ResolvedConfig,
+  root: string,
+): CheckedConfig & Pick<ResolvedConfig, "lora"> {
+  const from = config.models.root;
+  const move = (p: string) => join(root, toLockPath(p, from));
+  const cn = config.controlnet;
+  return {
+    models: {
+      root,
+      lock: config.models.lock,
+      base: move(config.models.base),
+      controlnetUnet: move(config.models.controlnetUnet),
+    },
+    controlnet: {
+      depth: {
+        enabled: cn.depth.enabled,
+        model: move(cn.depth.model),
+        preprocessor: move(cn.depth.preprocessor),
+      },
+      openpose: {
+        enabled: cn.openpose.enabled,
+        model: move(cn.openpose.model),
+        detector: move(cn.openpose.detector),
+        estimator: move(cn.openpose.estimator),
+      },
+      inpaint: { enabled: cn.inpaint.enabled, model: move(cn.inpaint.model) },
+    },
+    lora: { files: config.lora.files.map((f) => ({ ...f, path: move(f.path) })) },
+  };
+}
+
+async function setup(v: { config?: string; lock?: string; root?: string }): Promise<Setup> {
+  const configPath = v.config ?? await defaultConfigPath();
+  // stdio: the HTTP secrets are irrelevant to model files.
+  const config = await loadConfig({ path: configPath, overrides: { transport: "stdio" } });
+  const models = rebase(config, v.root !== undefined ? resolve(v.root) : config.models.root);
+  if (v.lock !== undefined) models.models.lock = resolve(v.lock);
+  return { config: models, configPath, lora: models.lora };
+}
 
 /** Runs the command with `args`; returns the process exit status. */
 export async function main(args: string[], signal?: AbortSignal): Promise<number> {
@@ -39,13 +112,16 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
         lock: { type: "string" },
         root: { type: "string" },
         only: { type: "string" },
+        all: { type: "boolean" },
+        component: { type: "string" },
+        "write-config": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
-      allowPositionals: false,
+      allowPositionals: true,
     });
   } catch (e) {
-    log("error", "models", `${(e as Error).message}; ${USAGE}`);
+    log("error", "models", `${(e as Error).message}\n${USAGE}`);
     return 2;
   }
   const v = parsed.values;
@@ -53,54 +129,223 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
     log("info", "models", USAGE);
     return 0;
   }
+  const [command, ...rest] = parsed.positionals;
+  const usage = (problem: string) => {
+    log("error", "models", `${problem}\n${USAGE}`);
+    return 2;
+  };
+  const addOnly = v.component !== undefined || v["write-config"];
+  const downloadOnly = v.only !== undefined || v.all;
   try {
-    let root = resolve("models");
-    let lockPath = resolve("models.lock");
-    let only: ModelComponent[] = v.only !== undefined ? parseComponentList(v.only) : [];
-    let neededPaths: string[] = [];
-    if (v.config !== undefined) {
-      const config = await loadConfig({ path: v.config });
-      root = config.models.root;
-      lockPath = config.models.lock;
-      neededPaths = configModelPaths(config);
-      if (v.only === undefined) only = componentsFor(enabledFeatures(config));
+    if (command === undefined) {
+      if (addOnly) return usage("--component and --write-config belong to `models add`");
+      return await download(v, signal);
     }
-    if (v.root !== undefined) root = resolve(v.root);
-    if (v.lock !== undefined) lockPath = resolve(v.lock);
-
-    const all = await readModelsLock(lockPath);
-    if (neededPaths.length > 0) requireLocked(neededPaths, all, root, lockPath);
-    const entries = selectComponents(all, only);
-    if (entries.length === 0) {
-      log("warn", "models", "nothing to download: no lock entry matches", { lock: lockPath, only });
-      return 0;
+    if (command === "check") {
+      if (rest.length > 0 || addOnly || downloadOnly) return usage("`models check` takes no PATH");
+      return await check(v);
     }
-    const total = entries.reduce((n, e) => n + e.size, 0);
-    log("info", "models", "checking model files", {
-      root,
-      lock: lockPath,
-      files: entries.length,
-      bytes: total,
-    });
-    const report = await downloadModelFiles({ root, entries, signal });
-    if (report.failed.length > 0) {
-      for (const f of report.failed) log("error", "models", `${f.path}: ${f.error}`);
-      log("error", "models", `${report.failed.length} of ${entries.length} files failed`);
-      return 1;
+    if (command === "add") {
+      if (rest.length !== 1) return usage("`models add` takes exactly one PATH");
+      if (downloadOnly) return usage("--only and --all belong to the download");
+      return await add(rest[0], v);
     }
-    log("info", "models", "all model files present and verified", { files: entries.length });
-    return 0;
+    return usage(`unknown command "${command}"`);
   } catch (e) {
     if (signal?.aborted) {
       log("warn", "models", "interrupted; run `deno task models` again to resume");
       return 130;
     }
-    if (e instanceof LockError || (e as Error).name === "ConfigError") {
+    if (e instanceof HostUnreachableError) {
+      log("error", "models", e.message);
+      return 1;
+    }
+    if (
+      e instanceof LockError || e instanceof AddError || e instanceof ConfigEditError ||
+      (e as Error).name === "ConfigError"
+    ) {
       log("error", "models", (e as Error).message);
       return 2;
     }
     throw e;
   }
+}
+
+async function download(
+  v: { config?: string; lock?: string; root?: string; only?: string; all?: boolean },
+  signal?: AbortSignal,
+): Promise<number> {
+  const only: ModelComponent[] = v.only !== undefined ? parseComponentList(v.only) : [];
+  const { config } = await setup(v);
+  const { root, lock } = config.models;
+  const all = await readModelsLock(lock);
+  let entries;
+  let localFailures: string[] = [];
+  if (v.all) {
+    entries = all;
+  } else {
+    const needed = neededFiles(config, all);
+    const unlocked = needed.files.filter((f) => !f.entry);
+    if (unlocked.length > 0 || needed.outside.length > 0) {
+      throw new LockError(
+        [
+          ...needed.outside,
+          ...unlocked.map((f) =>
+            `${f.path} (${f.key}) is not in ${lock}; lock what is there with \`${
+              addCommand(f, root)
+            }\``
+          ),
+        ].join("\n"),
+      );
+    }
+    // Files already right need no network; local entries (no url) are never downloaded.
+    const state = await checkConfiguredFiles(config);
+    const wanted = state.files.filter((f) =>
+      only.length === 0 || only.includes(f.entry!.component)
+    );
+    localFailures = wanted.filter((f) => f.state !== "ok" && f.entry!.url === undefined)
+      .map((f) => `${f.path} (${f.key}): ${f.detail}`);
+    entries = wanted.filter((f) => f.state !== "ok" && f.entry!.url !== undefined)
+      .map((f) => f.entry!);
+    const present = wanted.length - entries.length - localFailures.length;
+    if (present > 0) log("info", "models", "already present and verified", { files: present });
+  }
+  if (only.length > 0) entries = entries.filter((e) => only.includes(e.component));
+  for (const line of localFailures) log("error", "models", line);
+  if (entries.length === 0) {
+    if (localFailures.length > 0) return 1;
+    log("info", "models", "all model files the configuration needs are present and verified", {
+      lock,
+    });
+    return 0;
+  }
+  const total = entries.reduce((n, e) => n + e.size, 0);
+  log("info", "models", "checking model files", {
+    root,
+    lock,
+    files: entries.length,
+    bytes: total,
+  });
+  const report = await downloadModelFiles({ root, entries, signal });
+  const failed = report.failed.length + localFailures.length;
+  if (failed > 0) {
+    for (const f of report.failed) log("error", "models", `${f.path}: ${f.error}`);
+    log("error", "models", `${failed} of ${entries.length + localFailures.length} files failed`);
+    return 1;
+  }
+  log("info", "models", "all model files present and verified", { files: entries.length });
+  return 0;
+}
+
+async function check(v: { config?: string; lock?: string; root?: string }): Promise<number> {
+  const { config } = await setup(v);
+  const result = await checkConfiguredFiles(config, { progress: {} });
+  const width = Math.max(...result.files.map((f) => f.state.length), 2);
+  for (const line of result.outside) out(`${"outside".padEnd(width)}  ${line}`);
+  for (const f of result.files) {
+    out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : ""}`);
+  }
+  const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length;
+  out(
+    `${result.files.length} files needed by the configuration (models root ${config.models.root}, ` +
+      `lock ${config.models.lock}): ${bad === 0 ? "all ok" : `${bad} not ok`}` +
+      (result.hashed.length > 0 ? `; ${result.hashed.length} hashed` : ""),
+  );
+  return bad === 0 ? 0 : 1;
+}
+
+async function add(
+  target: string,
+  v: {
+    config?: string;
+    lock?: string;
+    root?: string;
+    component?: string;
+    "write-config"?: boolean;
+  },
+): Promise<number> {
+  let component: ModelComponent | undefined;
+  if (v.component !== undefined) {
+    if (!(ADD_COMPONENTS as readonly string[]).includes(v.component)) {
+      log(
+        "error",
+        "models",
+        `--component must be one of ${ADD_COMPONENTS.join(", ")} (a base set is added as a ` +
+          `folder, without --component), got "${v.component}"`,
+      );
+      return 2;
+    }
+    component = v.component as ModelComponent;
+  }
+  const { config, configPath, lora } = await setup(v);
+  const result = await addModels({
+    target,
+    component,
+    root: config.models.root,
+    lock: config.models.lock,
+  });
+  log(
+    "info",
+    "models",
+    `locked ${result.entries.length} files under ${result.lockPath}` +
+      (result.check.flavour ? ` (${result.check.flavour})` : ""),
+    {
+      lock: config.models.lock,
+      replaced: result.replaced,
+      hashed: result.hashed,
+      fromCache: result.cached,
+      ...(result.check.ignored.length > 0 ? { notUsed: result.check.ignored } : {}),
+    },
+  );
+  let edits = result.edits;
+  if (component === "lora") {
+    // Keep the configured LoRAs; the added one joins them (or replaces its own entry).
+    const others = (lora?.files ?? [])
+      .map((f) => ({ path: toLockPath(f.path, config.models.root), weight: f.weight }))
+      .filter((f) => f.path !== result.lockPath);
+    const files = [...others, { path: result.lockPath, weight: 1 }]
+      .map((f) => `{ path = ${tomlString(f.path)}, weight = ${f.weight.toFixed(1)} }`);
+    edits = [{ section: "lora", key: "files", value: `[${files.join(", ")}]` }];
+  }
+  if (v["write-config"]) {
+    const path = configPath ?? "config.toml";
+    let text = "";
+    try {
+      text = await Deno.readTextFile(path);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+    await writeAtomically(path, editConfigText(text, edits));
+    for (const line of configLines(edits)) log("info", "models", `set in ${path}: ${line}`);
+  } else {
+    out(`# put these lines in ${configPath ?? "config.toml"} (or rerun with --write-config):`);
+    for (const line of groupedLines(edits)) out(line);
+  }
+  if (component !== undefined && component !== "lora" && component !== "controlnet_unet") {
+    log(
+      "info",
+      "models",
+      "enable the feature that uses it in the config ([controlnet.*] enabled = true)",
+    );
+  }
+  return 0;
+}
+
+function configLines(edits: readonly ConfigEdit[]): string[] {
+  return edits.map((e) => `[${e.section}] ${e.key} = ${e.value}`);
+}
+
+function groupedLines(edits: readonly ConfigEdit[]): string[] {
+  const lines: string[] = [];
+  let section: string | undefined;
+  for (const e of edits) {
+    if (e.section !== section) {
+      lines.push(`[${e.section}]`);
+      section = e.section;
+    }
+    lines.push(`${e.key} = ${e.value}`);
+  }
+  return lines;
 }
 
 if (import.meta.main) {

@@ -7,8 +7,12 @@
  * from byte 0); only a file whose size and sha256 match the lock is renamed
  * to its final name, so a final name never holds partial or corrupt bytes.
  * A hash mismatch deletes the partial file and is reported with both hashes.
- * Transient failures (network errors, cut connections, stalls, HTTP 408/425/
- * 429/5xx) are retried with backoff a bounded number of times.
+ * Transient failures (cut connections, stalls, HTTP 408/425/429/5xx) are
+ * retried with backoff a bounded number of times. A host that cannot be
+ * reached at all — DNS failure, refused connection, TLS error or no answer on
+ * the first request to it — is not retried: {@link HostUnreachableError} ends
+ * the whole run at once. Entries without a `url` (local files) are verified,
+ * never downloaded.
  *
  * @module
  */
@@ -42,6 +46,8 @@ export interface DownloadOptions {
   retryDelayMs?: (n: number) => number;
   /** Abort a response that delivers no bytes for this long; default 60 s. */
   stallTimeoutMs?: number;
+  /** The first request to a host must be answered within this; default 10 s. */
+  connectTimeoutMs?: number;
   /** Progress line options, or false for none. */
   progress?: ProgressOptions | false;
   /** Aborting stops at once; the partial file stays for the next resume. */
@@ -68,6 +74,78 @@ export interface DownloadReport {
 
 /** A failure worth retrying (the partial file is kept and resumed). */
 class TransientError extends Error {}
+
+/**
+ * The first request to a host failed before any answer (DNS, refused, TLS,
+ * timeout): retrying cannot help, so the whole run ends with one line that
+ * names the host, the cause, the proxy variables and the offline way.
+ */
+export class HostUnreachableError extends Error {
+  /** The host that could not be reached. */
+  readonly host: string;
+  /** Short cause, e.g. "DNS lookup failed". */
+  readonly reason: string;
+  /** Creates the error; the message is the one line to print. */
+  constructor(host: string, reason: string, detail: string) {
+    super(
+      `cannot reach ${host}: ${reason} (${detail}). Downloads use HTTPS_PROXY / HTTP_PROXY when ` +
+        `set and reach the hosts in NO_PROXY directly; without network, place the files by hand ` +
+        "and lock them with `deno task models add DIR` (docs/models.md)",
+    );
+    this.name = "HostUnreachableError";
+    this.host = host;
+    this.reason = reason;
+  }
+}
+
+/** The text of an error and its causes (Deno's fetch says only "fetch failed" at the top). */
+function errorChain(e: unknown): string {
+  const parts: string[] = [];
+  let cur: unknown = e;
+  for (let i = 0; i < 5 && cur !== undefined && cur !== null; i++) {
+    const m = cur instanceof Error ? cur.message : String(cur);
+    if (m && !parts.some((p) => p.includes(m))) parts.push(m);
+    cur = cur instanceof Error ? cur.cause : undefined;
+  }
+  return parts.join(": ") || "unknown error";
+}
+
+/** Classifies a failure to connect; undefined when it is not one. */
+function connectFailure(text: string): string | undefined {
+  if (
+    /dns error|failed to lookup address|name or service not known|nodename nor servname|getaddrinfo|no such host|temporary failure in name resolution/i
+      .test(text)
+  ) {
+    return "DNS lookup failed";
+  }
+  if (/connection refused|ECONNREFUSED|os error 111\b|os error 61\b|os error 10061/i.test(text)) {
+    return "connection refused";
+  }
+  if (/certificate|tls|ssl|handshake|corrupt message|InvalidContentType|peer/i.test(text)) {
+    return "TLS error";
+  }
+  if (
+    /network is unreachable|no route to host|host is unreachable|os error 101\b|os error 113\b/i
+      .test(text)
+  ) {
+    return "network unreachable";
+  }
+  if (/\(Connect\)|tcp connect error|connect error/i.test(text)) return "connection failed";
+  return undefined;
+}
+
+/** The host named in a fetch error ("error sending request for url (https://h/…)"), else `fallback`. */
+function hostInError(text: string, fallback: string): string {
+  const m = text.match(/for url \(([^)\s]+)\)/);
+  if (m) {
+    try {
+      return new URL(m[1]).host;
+    } catch {
+      // not a URL
+    }
+  }
+  return fallback;
+}
 /** A failure that retrying cannot fix. */
 class PermanentError extends Error {}
 
@@ -162,7 +240,10 @@ function parseContentRange(
 interface RunContext {
   fetch: typeof fetch;
   stallTimeoutMs: number;
+  connectTimeoutMs: number;
   signal?: AbortSignal;
+  /** Hosts that answered at least once in this run. */
+  reached: Set<string>;
 }
 
 /**
@@ -180,31 +261,51 @@ async function fetchInto(
   const controller = new AbortController();
   const onOuterAbort = () => controller.abort(ctx.signal!.reason);
   ctx.signal?.addEventListener("abort", onOuterAbort, { once: true });
+  const url = entry.url!;
+  const host = new URL(url).host;
+  const firstContact = !ctx.reached.has(host);
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const arm = () => {
+  const arm = (ms = ctx.stallTimeoutMs) => {
     clearTimeout(timer);
     timer = setTimeout(
-      () => controller.abort(new TransientError(`no data for ${ctx.stallTimeoutMs} ms`)),
-      ctx.stallTimeoutMs,
+      () => controller.abort(new TransientError(`no data for ${ms} ms`)),
+      ms,
     );
   };
   let file: Deno.FsFile | undefined;
   try {
-    arm();
+    arm(firstContact ? Math.min(ctx.connectTimeoutMs, ctx.stallTimeoutMs) : ctx.stallTimeoutMs);
     // identity: byte ranges and Content-Length must refer to the file's own
     // bytes, not to a gzip/br transfer encoding that fetch would undo.
     const headers: Record<string, string> = { "Accept-Encoding": "identity" };
     if (state.offset > 0) headers.Range = `bytes=${state.offset}-`;
     let res: Response;
     try {
-      res = await ctx.fetch(entry.url, { headers, signal: controller.signal, redirect: "follow" });
+      res = await ctx.fetch(url, { headers, signal: controller.signal, redirect: "follow" });
     } catch (e) {
       if (ctx.signal?.aborted) throw ctx.signal.reason;
-      const reason = controller.signal.reason instanceof TransientError
-        ? controller.signal.reason.message
-        : (e as Error).message;
-      throw new TransientError(`request failed: ${reason}`);
+      const timedOut = controller.signal.reason instanceof TransientError;
+      const text = timedOut ? controller.signal.reason.message : errorChain(e);
+      if (firstContact) {
+        if (timedOut) {
+          throw new HostUnreachableError(
+            host,
+            "no answer",
+            `nothing within ${ctx.connectTimeoutMs} ms`,
+          );
+        }
+        const reason = connectFailure(text);
+        if (reason) throw new HostUnreachableError(hostInError(text, host), reason, text);
+      }
+      throw new TransientError(`request failed: ${text}`);
     }
+    ctx.reached.add(host);
+    try {
+      ctx.reached.add(new URL(res.url).host);
+    } catch {
+      // a test fetch without a response URL
+    }
+    arm();
     let append: boolean;
     if (res.status === 206 && state.offset > 0) {
       const range = parseContentRange(res.headers.get("content-range"));
@@ -250,7 +351,7 @@ async function fetchInto(
       throw new TransientError("server rejected the resume range (HTTP 416); restarting");
     } else {
       await res.body?.cancel();
-      const what = `HTTP ${res.status} ${res.statusText} from ${entry.url}`.trim();
+      const what = `HTTP ${res.status} ${res.statusText} from ${url}`.trim();
       if (TRANSIENT_STATUS.has(res.status)) throw new TransientError(what);
       throw new PermanentError(what);
     }
@@ -271,7 +372,7 @@ async function fetchInto(
         if (ctx.signal?.aborted) throw ctx.signal.reason;
         const reason = controller.signal.reason instanceof TransientError
           ? controller.signal.reason.message
-          : (e as Error).message;
+          : errorChain(e);
         throw new TransientError(
           `connection lost at ${state.offset} of ${entry.size} bytes: ${reason}`,
         );
@@ -369,9 +470,19 @@ async function ensureFile(
   options: DownloadOptions,
   cache: VerifyCache,
   cacheFile: string,
+  reached: Set<string>,
 ): Promise<FileOutcome["status"]> {
   const abs = join(options.root, entry.path);
   const partial = `${abs}.partial`;
+  if (entry.url === undefined) {
+    // A local file: never downloaded, never deleted; only verified.
+    const problem = await localProblem(entry, abs, cache, cacheFile);
+    if (problem === undefined) return "present";
+    throw new PermanentError(
+      `${problem}; it is a local file (no url in models.lock), so it is not downloaded: put it ` +
+        "back, or lock what is there with `deno task models add`",
+    );
+  }
   if (await alreadyPresent(entry, abs, cache, cacheFile)) return "present";
   if (entry.url.startsWith("fixture:")) {
     throw new PermanentError(
@@ -383,7 +494,9 @@ async function ensureFile(
   const ctx: RunContext = {
     fetch: options.fetch ?? fetch,
     stallTimeoutMs: options.stallTimeoutMs ?? 60_000,
+    connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
     signal: options.signal,
+    reached,
   };
   const maxAttempts = options.maxAttempts ?? 6;
   const delay = options.retryDelayMs ?? ((n: number) => Math.min(30_000, 1000 * 2 ** (n - 1)));
@@ -401,6 +514,7 @@ async function ensureFile(
         break;
       } catch (e) {
         if (!(e instanceof TransientError)) throw e;
+        // The host answered before; a request that now fails to connect is an interruption.
         failures = state.offset > before ? 1 : failures + 1;
         if (failures >= maxAttempts) {
           throw new PermanentError(
@@ -432,26 +546,53 @@ async function ensureFile(
   return "downloaded";
 }
 
+/** What is wrong with a local file (undefined: present and verified). */
+async function localProblem(
+  entry: LockEntry,
+  abs: string,
+  cache: VerifyCache,
+  cacheFile: string,
+): Promise<string | undefined> {
+  const stat = await statOrNull(abs);
+  if (!stat) return `missing; expected at ${abs}`;
+  if (!stat.isFile) return `${abs} is not a regular file`;
+  if (stat.size !== entry.size) return `size is ${stat.size} bytes, expected ${entry.size}`;
+  const mtimeMs = stat.mtime?.getTime() ?? null;
+  let actual = cachedSha256(cache, entry.path, stat.size, mtimeMs);
+  if (actual === undefined) {
+    actual = await sha256File(abs);
+    if (mtimeMs !== null) {
+      cache.files[entry.path] = { size: stat.size, mtimeMs, sha256: actual };
+      await saveVerifyCache(cacheFile, cache);
+    }
+  }
+  return actual === entry.sha256 ? undefined : `sha256 is ${actual}, expected ${entry.sha256}`;
+}
+
 /**
  * Makes every entry present and verified under `root`, one file at a time.
  * Never throws for a single file's failure (see `report.failed`); rethrows
- * only an abort of `options.signal`.
+ * an abort of `options.signal`, and {@link HostUnreachableError} when the
+ * first request to a host cannot connect (the rest of the run would fail
+ * the same way).
  */
 export async function downloadModelFiles(options: DownloadOptions): Promise<DownloadReport> {
   const cacheFile = options.cacheFile ?? join(options.root, ".verified.json");
   const cache = await loadVerifyCache(cacheFile);
+  const reached = new Set<string>();
   const files: FileOutcome[] = [];
   const count = options.entries.length;
   for (const [i, entry] of options.entries.entries()) {
     const label = `[${i + 1}/${count}] ${entry.path}`;
     try {
-      const status = await ensureFile(entry, label, options, cache, cacheFile);
+      const status = await ensureFile(entry, label, options, cache, cacheFile, reached);
       files.push({ path: entry.path, status });
       log("info", "models", status === "present" ? "already present" : "downloaded and verified", {
         path: entry.path,
       });
     } catch (e) {
       if (options.signal?.aborted) throw options.signal.reason;
+      if (e instanceof HostUnreachableError) throw e;
       const error = (e as Error).message;
       files.push({ path: entry.path, status: "failed", error });
       log("error", "models", "download failed", { path: entry.path, error });

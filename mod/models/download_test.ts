@@ -1,7 +1,7 @@
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { downloadModelFiles, type DownloadOptions } from "./download.ts";
+import { downloadModelFiles, type DownloadOptions, HostUnreachableError } from "./download.ts";
 import { type Behavior, startFixtureServer } from "./fixture_server.ts";
 import type { LockEntry } from "./lock.ts";
 
@@ -248,4 +248,163 @@ Deno.test("download: progress is drawn on the injected writer", async () => {
     ok(last.startsWith("\r[1/1] sd15/unet/weights.pb  292.97 KiB / 292.97 KiB  100.0%"), last);
     ok(last.endsWith("\n"), "the final redraw ends the line");
   });
+});
+
+/** A port on 127.0.0.1 that nothing listens on (bound, then closed). */
+function closedPort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** A fetch that counts its calls. */
+function countingFetch(): { fetch: typeof fetch; calls: string[] } {
+  const calls: string[] = [];
+  return {
+    calls,
+    fetch: (input, init) => {
+      calls.push(String(input));
+      return fetch(input, init);
+    },
+  };
+}
+
+Deno.test("download: a refused connection on the first request ends the run, no retries", async () => {
+  const root = await Deno.makeTempDir({ prefix: "models_dl_" });
+  try {
+    const port = closedPort();
+    const counted = countingFetch();
+    const entries = [
+      entry(`http://127.0.0.1:${port}/a`),
+      entry(`http://127.0.0.1:${port}/b`, { path: "sd15/unet/model.onnx" }),
+    ];
+    let error: Error | undefined;
+    try {
+      await downloadModelFiles({ ...quiet, root, entries, fetch: counted.fetch });
+    } catch (e) {
+      error = e as Error;
+    }
+    ok(error instanceof HostUnreachableError, String(error));
+    strictEqual(counted.calls.length, 1, "one request, no retry, the second file not tried");
+    strictEqual(error.host, `127.0.0.1:${port}`);
+    strictEqual(error.reason, "connection refused");
+    ok(!error.message.includes("\n"), "one line");
+    for (const part of [`127.0.0.1:${port}`, "HTTPS_PROXY", "NO_PROXY", "models add"]) {
+      ok(error.message.includes(part), `${part} in: ${error.message}`);
+    }
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("download: a TLS failure on the first request ends the run, no retries", async () => {
+  // A plain-TCP loopback server that answers a TLS ClientHello with HTTP text.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  let connections = 0;
+  const serving = (async () => {
+    for await (const conn of listener) {
+      connections++;
+      await conn.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n\r\n")).catch(
+        () => {},
+      );
+      conn.close();
+    }
+  })();
+  const root = await Deno.makeTempDir({ prefix: "models_dl_" });
+  try {
+    const counted = countingFetch();
+    let error: Error | undefined;
+    try {
+      await downloadModelFiles({
+        ...quiet,
+        root,
+        entries: [entry(`https://127.0.0.1:${port}/file`)],
+        fetch: counted.fetch,
+      });
+    } catch (e) {
+      error = e as Error;
+    }
+    ok(error instanceof HostUnreachableError, String(error));
+    strictEqual(error.reason, "TLS error");
+    strictEqual(counted.calls.length, 1);
+    strictEqual(connections, 1, "one connection, no retry");
+  } finally {
+    listener.close();
+    await serving.catch(() => {});
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("download: a DNS failure on the first request ends the run", async () => {
+  const root = await Deno.makeTempDir({ prefix: "models_dl_" });
+  try {
+    const counted = countingFetch();
+    let error: Error | undefined;
+    try {
+      // RFC 6761: .invalid never resolves.
+      await downloadModelFiles({
+        ...quiet,
+        root,
+        entries: [entry("https://models.example.invalid/file")],
+        fetch: counted.fetch,
+      });
+    } catch (e) {
+      error = e as Error;
+    }
+    ok(error instanceof HostUnreachableError, String(error));
+    strictEqual(error.host, "models.example.invalid");
+    strictEqual(counted.calls.length, 1);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("download: a host that answered before is retried when a later request cannot connect", async () => {
+  await withServer(() => ({ kind: "normal" }), async ({ root, url }) => {
+    const port = closedPort();
+    let n = 0;
+    // The first request reaches the server; later ones to the same host fail to
+    // connect twice (an interruption), then succeed.
+    const flaky: typeof fetch = (input, init) => {
+      n++;
+      if (n === 2 || n === 3) {
+        return fetch(`http://127.0.0.1:${port}/x`, init);
+      }
+      return fetch(input, init);
+    };
+    const report = await downloadModelFiles({
+      ...quiet,
+      root,
+      fetch: flaky,
+      entries: [entry(url), entry(url, { path: "sd15/unet/copy.pb" })],
+    });
+    deepStrictEqual(report.failed, []);
+    strictEqual(n, 4, "1 + 2 failed retries + 1");
+  });
+});
+
+Deno.test("download: a local entry (no url) is verified, never fetched", async () => {
+  const root = await Deno.makeTempDir({ prefix: "models_dl_" });
+  try {
+    const counted = countingFetch();
+    const local: LockEntry = {
+      component: "unet",
+      path: "own/unet/model.onnx",
+      size: 3,
+      sha256: SHA,
+    };
+    const report = await downloadModelFiles({
+      ...quiet,
+      root,
+      entries: [local],
+      fetch: counted.fetch,
+    });
+    strictEqual(counted.calls.length, 0);
+    strictEqual(report.failed.length, 1);
+    match(report.failed[0].error!, /missing; expected at .*own\/unet\/model\.onnx.*local file/);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
 });

@@ -15,6 +15,9 @@
  * sha256 = "<64 lowercase hex>"
  * ```
  *
+ * `url` is optional: an entry without one is a local file (an own export
+ * added with `deno task models add`); it is verified, never downloaded.
+ *
  * @module
  */
 
@@ -47,8 +50,11 @@ export interface LockEntry {
   component: ModelComponent;
   /** Path relative to the models root, with "/" separators, no "." or ".." segments. */
   path: string;
-  /** Download source: pinned https URL, `http://127.0.0.1…` (tests) or `fixture://…` (built locally). */
-  url: string;
+  /**
+   * Download source: pinned https URL, `http://127.0.0.1…` (tests) or
+   * `fixture://…` (built locally); absent for a local file (verified, never downloaded).
+   */
+  url?: string;
   /** Exact size in bytes. */
   size: number;
   /** sha256 of the content, 64 lowercase hex digits. */
@@ -65,6 +71,7 @@ export class LockError extends Error {
 }
 
 const ENTRY_FIELDS = ["component", "path", "url", "size", "sha256"] as const;
+const REQUIRED_FIELDS = ["component", "path", "size", "sha256"] as const;
 const HEX40 = /^[0-9a-f]{40}$/;
 const SHA256 = /^[0-9a-f]{64}$/;
 
@@ -160,7 +167,7 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
         );
       }
     }
-    for (const field of ENTRY_FIELDS) {
+    for (const field of REQUIRED_FIELDS) {
       if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
     }
     if (
@@ -172,9 +179,11 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
     if (typeof t.path !== "string") bad("path", "must be a string");
     const pathProblem = relativePathProblem(t.path as string);
     if (pathProblem) bad("path", pathProblem);
-    if (typeof t.url !== "string") bad("url", "must be a string");
-    const badUrl = urlProblem(t.url as string);
-    if (badUrl) bad("url", badUrl);
+    if ("url" in t) {
+      if (typeof t.url !== "string") bad("url", "must be a string");
+      const badUrl = urlProblem(t.url as string);
+      if (badUrl) bad("url", badUrl);
+    }
     if (typeof t.size !== "number" || !Number.isSafeInteger(t.size) || t.size < 0) {
       bad("size", "must be a non-negative integer number of bytes");
     }
@@ -190,7 +199,7 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
     entries.push({
       component: t.component as ModelComponent,
       path,
-      url: t.url as string,
+      ...(typeof t.url === "string" ? { url: t.url } : {}),
       size: t.size as number,
       sha256: t.sha256 as string,
     });

@@ -1,6 +1,8 @@
 /**
- * Model files: `models.lock` parsing, the downloader behind
- * `deno task models`, and the start-up verification of the files.
+ * Model files: `models.lock` parsing and writing, the downloader behind
+ * `deno task models`, `models add` (lock an own export after checking it
+ * against the model contract), `models check`, and the start-up verification
+ * of exactly the files the configuration needs.
  *
  * @module
  */
@@ -37,6 +39,7 @@ export {
   type DownloadOptions,
   type DownloadReport,
   type FileOutcome,
+  HostUnreachableError,
 } from "./download.ts";
 export {
   BASE_COMPONENTS,
@@ -46,9 +49,37 @@ export {
   type EnabledFeatures,
   enabledFeatures,
   type ModelPathsConfig,
+  type NeededFile,
+  type NeededFiles,
+  neededFiles,
   requireLocked,
   toLockPath,
 } from "./required.ts";
+export {
+  addCommand,
+  assertConfiguredFiles,
+  checkConfiguredFiles,
+  type CheckedConfig,
+  type ConfigCheck,
+  type FileCheck,
+  type FileState,
+} from "./check.ts";
+export {
+  ADD_COMPONENTS,
+  AddError,
+  addModels,
+  type AddOptions,
+  type AddResult,
+  COMPONENT_KEY,
+} from "./add.ts";
+export {
+  checkComponentFile,
+  checkExportFolder,
+  CONTRACT_OF,
+  type ExportCheck,
+  type ExportFile,
+} from "./export_check.ts";
+export { ADDED_MARK, entryToml, updateLockText } from "./lock_write.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
 export { sha256File } from "./sha256_file.ts";
 export { type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { isAbsolute, relative, sep } from "node:path";
+import { isAbsolute, join, relative, sep } from "node:path";
 import { type LockEntry, LockError, type ModelComponent } from "./lock.ts";
 
 /** Turns a path (absolute under `root`, or root-relative) into lock form ("a/b/c"). */
@@ -126,4 +126,122 @@ export function enabledFeatures(config: ModelPathsConfig): EnabledFeatures {
     inpaint: config.controlnet.inpaint.enabled,
     lora: (config.lora?.files.length ?? 0) > 0,
   };
+}
+
+/** One file a configuration needs, with the config key that names it. */
+export interface NeededFile {
+  /** Lock path (relative to the models root). */
+  path: string;
+  /** Absolute path where the file is expected. */
+  abs: string;
+  /** The config key that makes it needed, e.g. `[models] base = "sd15"`. */
+  key: string;
+  /** Its lock entry; undefined when the lock does not list it. */
+  entry?: LockEntry;
+}
+
+/** What {@link neededFiles} found. */
+export interface NeededFiles {
+  /** Every needed file, locked or not, in config order (no duplicates). */
+  files: NeededFile[];
+  /** Configured paths outside the models root (they can never be locked), as messages. */
+  outside: string[];
+}
+
+const BASE_COMPONENT_SET: ReadonlySet<string> = new Set(BASE_COMPONENTS);
+
+/** `[section] key = "value"` with the value shown relative to the root when under it. */
+function keyText(section: string, key: string, abs: string, root: string): string {
+  const rel = toLockPath(abs, root);
+  const shown = rel.startsWith("../") || isAbsolute(rel) ? abs : rel;
+  return `[${section}] ${key} = ${JSON.stringify(shown)}`;
+}
+
+/**
+ * Exactly the files a configuration needs, each tied to the config key that
+ * names it; lock entries no key reaches are ignored. Per key:
+ *
+ * - `[models] base`: {@link BASE_FILES} of that folder, plus every lock entry
+ *   under it with a base component (external data such as `unet/weights.pb`,
+ *   `tokenizer/tokenizer.json`). A locked `tokenizer/tokenizer.json` stands in
+ *   for `vocab.json` + `merges.txt` when those are not locked (the tokenizer
+ *   prefers it).
+ * - a single model file (`[models] controlnet_unet`, `[controlnet.*] model`,
+ *   `preprocessor`, `detector`, `estimator`, only for enabled features): the
+ *   file, plus the lock entries beside it in the same folder with the same
+ *   component that are not `.onnx` models themselves (its external data).
+ * - `[lora] files`: each configured file.
+ */
+export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntry[]): NeededFiles {
+  const root = config.models.root;
+  const byPath = new Map(entries.map((e) => [e.path, e]));
+  const files: NeededFile[] = [];
+  const outside: string[] = [];
+  const seen = new Set<string>();
+  const add = (path: string, key: string) => {
+    if (seen.has(path)) return;
+    seen.add(path);
+    files.push({ path, abs: join(root, ...path.split("/")), key, entry: byPath.get(path) });
+  };
+  const lockPathOf = (abs: string, key: string): string | undefined => {
+    const rel = toLockPath(abs, root);
+    if (rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
+      outside.push(`${abs} (${key}) is outside the models root ${root}, so it cannot be locked`);
+      return undefined;
+    }
+    return rel;
+  };
+
+  const baseKey = keyText("models", "base", config.models.base, root);
+  const base = lockPathOf(config.models.base, baseKey);
+  if (base !== undefined) {
+    const tokenizerJson = byPath.has(`${base}/tokenizer/tokenizer.json`);
+    for (const f of BASE_FILES) {
+      const path = `${base}/${f}`;
+      if (tokenizerJson && f.startsWith("tokenizer/") && !byPath.has(path)) continue;
+      add(path, baseKey);
+    }
+    for (const e of entries) {
+      if (e.path.startsWith(`${base}/`) && BASE_COMPONENT_SET.has(e.component)) {
+        add(e.path, baseKey);
+      }
+    }
+  }
+
+  const single = (abs: string, section: string, key: string) => {
+    const text = keyText(section, key, abs, root);
+    const path = lockPathOf(abs, text);
+    if (path === undefined) return;
+    add(path, text);
+    const owner = byPath.get(path);
+    if (!owner) return;
+    const dir = path.slice(0, path.lastIndexOf("/") + 1);
+    for (const e of entries) {
+      const name = e.path.slice(dir.length);
+      if (
+        e.path.startsWith(dir) && !name.includes("/") && e.component === owner.component &&
+        !name.endsWith(".onnx")
+      ) add(e.path, text);
+    }
+  };
+  const cn = config.controlnet;
+  if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
+    single(config.models.controlnetUnet, "models", "controlnet_unet");
+  }
+  if (cn.depth.enabled) {
+    single(cn.depth.model, "controlnet.depth", "model");
+    single(cn.depth.preprocessor, "controlnet.depth", "preprocessor");
+  }
+  if (cn.openpose.enabled) {
+    single(cn.openpose.model, "controlnet.openpose", "model");
+    single(cn.openpose.detector, "controlnet.openpose", "detector");
+    single(cn.openpose.estimator, "controlnet.openpose", "estimator");
+  }
+  if (cn.inpaint.enabled) single(cn.inpaint.model, "controlnet.inpaint", "model");
+  for (const f of config.lora?.files ?? []) {
+    const text = keyText("lora", "files", f.path, root);
+    const path = lockPathOf(f.path, text);
+    if (path !== undefined) add(path, text);
+  }
+  return { files, outside };
 }

@@ -11,6 +11,7 @@ import type { LockEntry } from "./lock.ts";
 import { sha256File } from "./sha256_file.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 import { log } from "../log/mod.ts";
+import { ProgressLine, type ProgressOptions } from "./progress.ts";
 
 /** What to check. */
 export interface VerifyOptions {
@@ -21,7 +22,9 @@ export interface VerifyOptions {
   /** Cache file; default `<root>/.verified.json`. */
   cacheFile?: string;
   /** Full-hash function (tests count calls); default streaming sha256. */
-  hashFile?: (absolutePath: string) => Promise<string>;
+  hashFile?: (absolutePath: string, onBytes?: (done: number) => void) => Promise<string>;
+  /** A progress line on stderr while a file is hashed; default none (a log line per file). */
+  progress?: ProgressOptions | false;
 }
 
 /** One file problem. */
@@ -48,12 +51,16 @@ export interface VerifyResult {
 export class ModelFilesError extends Error {
   /** The individual problems. */
   readonly problems: VerifyProblem[];
-  /** Creates the error with a message ending in the fix to run. */
-  constructor(root: string, problems: VerifyProblem[]) {
+  /**
+   * Creates the error with a message ending in the fix to run, or with
+   * `message` when the caller wrote one (per-file advice).
+   */
+  constructor(root: string, problems: VerifyProblem[], message?: string) {
     super(
-      `model files under ${root} are missing or wrong:\n` +
-        problems.map((p) => `  ${p.message}`).join("\n") +
-        "\nrun `deno task models`",
+      message ??
+        `model files under ${root} are missing or wrong:\n` +
+          problems.map((p) => `  ${p.message}`).join("\n") +
+          "\nrun `deno task models`",
     );
     this.name = "ModelFilesError";
     this.problems = problems;
@@ -104,11 +111,16 @@ export async function checkModelFiles(options: VerifyOptions): Promise<VerifyRes
         path: entry.path,
         size: stat.size,
       });
+      const line = options.progress === undefined || options.progress === false
+        ? null
+        : new ProgressLine(`hashing ${entry.path}`, stat.size, options.progress);
       try {
-        actual = await hashFile(abs);
+        actual = await hashFile(abs, line ? (n) => line.update(n) : undefined);
       } catch (e) {
         problem("unreadable", `cannot read: ${(e as Error).message}`);
         continue;
+      } finally {
+        line?.finish();
       }
       result.hashed.push(entry.path);
       if (mtimeMs !== null) {

@@ -50,3 +50,9 @@ export type {
   ResolvedPort,
   ResolvedResidual,
 } from "./contract.ts";
+export {
+  type ExternalDataRef,
+  type ModelInfo,
+  ModelFormatError,
+  readModelInfo,
+} from "./model_info.ts";
