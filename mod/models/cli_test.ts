@@ -1,4 +1,4 @@
-import { deepStrictEqual, strictEqual } from "node:assert";
+import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { main } from "./cli.ts";
@@ -35,6 +35,116 @@ Deno.test("cli: downloads what the lock lists, then finds it present", async () 
     strictEqual(await main(["--all", "--lock", join(dir, "missing.lock"), "--root", root]), 2);
   } finally {
     await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+const REPO = new URL("../../", import.meta.url).pathname;
+const TINY_SET = join(REPO, "tests/fixtures/tiny/models/sd15-optimum");
+
+/** Runs `deno task models …` as a user would, in `cwd`; returns status and both streams. */
+async function models(cwd: string, ...args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--config",
+      join(REPO, "deno.json"),
+      "-P=models",
+      "--quiet",
+      join(REPO, "mod/models/cli.ts"),
+      ...args,
+    ],
+    cwd,
+    stdin: "null",
+    env: { NO_COLOR: "1", SD_MCP_LOG_LEVEL: "info" },
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+async function copyTree(from: string, to: string): Promise<void> {
+  await Deno.mkdir(to, { recursive: true });
+  for await (const e of Deno.readDir(from)) {
+    if (e.isDirectory) await copyTree(join(from, e.name), join(to, e.name));
+    else if (e.isFile) await Deno.copyFile(join(from, e.name), join(to, e.name));
+  }
+}
+
+Deno.test("cli: models add --write-config, then models check: ok, missing, wrong size, wrong hash", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "models_cli_check_" });
+  try {
+    await copyTree(TINY_SET, join(dir, "models/own"));
+    await Deno.copyFile(join(REPO, "models.lock"), join(dir, "models.lock"));
+    await Deno.writeTextFile(join(dir, "config.toml"), `[models]\nroot = "models"\n`);
+    const added = await models(dir, "add", "models/own", "--write-config");
+    strictEqual(added.code, 0, added.stderr);
+    match(added.stderr, /hashing own\/unet\/model\.onnx_data/, "a progress line per hashed file");
+    match(await Deno.readTextFile(join(dir, "config.toml")), /^base = "own"$/m);
+
+    const good = await models(dir, "check");
+    strictEqual(good.code, 0, good.stdout + good.stderr);
+    const rows = good.stdout.trim().split("\n");
+    strictEqual(rows.length, 9, good.stdout); // 8 files + the summary
+    for (const row of rows.slice(0, 8)) match(row, /^ok +own\//);
+    match(rows[8], /8 files needed by the configuration .*: all ok$/, "warm cache: nothing hashed");
+
+    await Deno.remove(join(dir, "models/own/vae_decoder/model.onnx"));
+    const vocab = join(dir, "models/own/tokenizer/vocab.json");
+    await Deno.writeTextFile(vocab, " ", { append: true });
+    const unet = join(dir, "models/own/unet/model.onnx_data");
+    const bytes = await Deno.readFile(unet);
+    bytes[10] ^= 0xff;
+    await Deno.writeFile(unet, bytes);
+    const bad = await models(dir, "check");
+    strictEqual(bad.code, 1, bad.stdout + bad.stderr);
+    match(
+      bad.stdout,
+      /^missing +own\/vae_decoder\/model\.onnx .*expected at .*own\/vae_decoder\/model\.onnx/m,
+    );
+    match(
+      bad.stdout,
+      /^wrong size +own\/tokenizer\/vocab\.json +\(\[models\] base = "own": size is/m,
+    );
+    match(
+      bad.stdout,
+      /^wrong hash +own\/unet\/model\.onnx_data .*sha256 is [0-9a-f]{64}, expected/m,
+    );
+    match(bad.stdout, /^ok +own\/text_encoder\/model\.onnx$/m);
+    match(bad.stdout, /3 not ok; 1 hashed$/m);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: an unreachable host ends `deno task models` with one line, no retries", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "models_cli_offline_" });
+  try {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    const lock = (url: string) =>
+      [1, 2, 3].map((i) =>
+        `[[file]]\ncomponent = "scheduler"\npath = "sd15/scheduler/f${i}.json"\n` +
+        `url = "${url}/f${i}.json"\nsize = 10\nsha256 = "${"0".repeat(64)}"\n`
+      ).join("\n");
+    for (
+      const [url, host, reason] of [
+        [`http://127.0.0.1:${port}`, `127.0.0.1:${port}`, "connection refused"],
+        ["https://models.example.invalid", "models.example.invalid", "DNS lookup failed"],
+      ]
+    ) {
+      await Deno.writeTextFile(join(dir, "models.lock"), lock(url));
+      const r = await models(dir, "--all");
+      strictEqual(r.code, 1, r.stderr);
+      const errors = r.stderr.split("\n").filter((l) => l.includes("ERROR"));
+      strictEqual(errors.length, 1, r.stderr);
+      ok(errors[0].includes(`cannot reach ${host}: ${reason}`), errors[0]);
+      for (const part of ["HTTPS_PROXY", "NO_PROXY", "deno task models add"]) {
+        ok(errors[0].includes(part), `${part}: ${errors[0]}`);
+      }
+      ok(!r.stderr.includes("retrying"), r.stderr);
+    }
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });

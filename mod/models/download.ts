@@ -295,7 +295,11 @@ async function fetchInto(
           );
         }
         const reason = connectFailure(text);
-        if (reason) throw new HostUnreachableError(hostInError(text, host), reason, text);
+        if (reason) {
+          // The URL is long and the host is named already: keep the cause.
+          const detail = text.replace(/^.*?error sending request for url \([^)]*\): /, "");
+          throw new HostUnreachableError(hostInError(text, host), reason, detail);
+        }
       }
       throw new TransientError(`request failed: ${text}`);
     }
