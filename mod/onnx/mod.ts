@@ -52,7 +52,7 @@ export type {
 } from "./contract.ts";
 export {
   type ExternalDataRef,
-  type ModelInfo,
   ModelFormatError,
+  type ModelInfo,
   readModelInfo,
 } from "./model_info.ts";
