@@ -1,5 +1,5 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
-import { resizeLanczos } from "./lanczos.ts";
+import { BAND_BYTES, resizeLanczos } from "./lanczos.ts";
 import { maxDiff, readPilCases, sourceImage } from "./pil_fixtures.ts";
 
 const pil = readPilCases();
@@ -28,6 +28,10 @@ Deno.test("the fixtures cover shrinking, enlarging, mixed axes and one-pixel sid
   ok(cases.some((c) => c.src[0] === 1) && cases.some((c) => c.src[1] === 1));
   ok(cases.some((c) => c.mode === "L") && cases.some((c) => c.mode === "RGB"));
   ok(cases.some((c) => c.kind === "edges"));
+  // Tall images that shrink vertically take the vertical pass first (Pillow >= 12.2).
+  ok(cases.some((c) => c.src[1] > 100 * c.src[0] && c.dst[1] < c.src[1] && c.dst[0] !== c.src[0]));
+  // Inputs larger than one band of rows (lanczos.ts BAND_BYTES).
+  ok(cases.some((c) => c.src[0] * c.src[1] * (c.mode === "RGB" ? 3 : 1) > 2 * BAND_BYTES));
 });
 
 Deno.test("resizeLanczos keeps a uniform image uniform and does not modify its input", () => {

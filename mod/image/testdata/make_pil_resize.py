@@ -80,6 +80,12 @@ CASES = [
     ("lanczos", "L", "noise", (1, 300), (512, 512)),
     ("lanczos", "L", "edges", (57, 43), (1, 1)),
     ("lanczos", "RGB", "pattern", (20, 10), (20, 10)),
+    # Lanczos, more than 100 times as tall as wide and shrinking vertically: vertical pass
+    # first, as Pillow >= 12.2 does (see `resize`); (1, 300) -> (512, 512) above grows instead.
+    ("lanczos", "RGB", "noise", (3, 400), (5, 64)),
+    ("lanczos", "L", "noise", (2, 250), (40, 9)),
+    ("lanczos", "RGB", "edges", (2, 201), (3, 200)),
+    ("lanczos", "RGB", "noise", (1, 500), (1, 77)),
     # Nearest (PIL's affine scale with pixel centres)
     ("nearest", "L", "noise", (37, 23), (512, 384)),
     ("nearest", "L", "noise", (512, 384), (37, 23)),
@@ -90,13 +96,24 @@ CASES = [
 ]
 
 
+def resize(image, size, resample):
+    """`image.resize(size, resample)` as Pillow >= 12.2 does it (Image.resize, "Resize tall
+    images vertically first"): an image more than 100 times as tall as wide that shrinks
+    vertically is resized vertically first, then horizontally. Older Pillow (Debian 12 has
+    9.4.0) runs the horizontal pass first for every image, so the two steps are spelled out."""
+    w, h = image.size
+    if resample != Image.NEAREST and h > w * 100 and size[1] < h:
+        return image.resize((w, size[1]), resample).resize(size, resample)
+    return image.resize(size, resample)
+
+
 def main():
     cases = []
     blob = bytearray()
     for filt, mode, kind, src, dst in CASES:
         image, input_sum = source(kind, mode, *src)
         resample = Image.LANCZOS if filt == "lanczos" else Image.NEAREST
-        out = image.resize(dst, resample).tobytes()
+        out = resize(image, dst, resample).tobytes()
         cases.append({
             "filter": filt,
             "mode": mode,
