@@ -21,13 +21,19 @@
  *   clipping after each pass — this is why libvips, vertical first, differs
  *   at sharp edges);
  * - a pass whose axis keeps its size is skipped, and an unchanged size is a
- *   copy.
+ *   copy; an image more than 100 times as tall as wide that shrinks
+ *   vertically takes the vertical pass first (Pillow ≥ 12.2).
  *
- * Coefficients depend only on the (input, output) length pair, so they are
- * computed once per pair and kept in a small cache; the passes use integer
- * arithmetic only: every product and sum stays below 2³¹, as in C, so
- * `Math.imul` and `| 0` keep V8 on int32 without changing a result (about
- * 1.7× faster than plain number arithmetic here).
+ * Speed: the coefficients depend only on the (input, output) length pair,
+ * so they are computed once per pair and cached. The two passes are
+ * WebAssembly with 128-bit SIMD (`lanczos.wat`, embedded by
+ * `lanczos_wasm.ts`), the same 32-bit integer arithmetic as the C code
+ * (every product and sum stays below 2³¹), so the result does not change;
+ * the RGB horizontal pass, which does almost all the work when shrinking a
+ * large photo, multiplies the three channels of a tap at once. The input
+ * is copied into WebAssembly memory band by band, so each band is still in
+ * cache when the pass reads it, and each resize gets its own memory, which
+ * is garbage afterwards.
  *
  * @module
  */
