@@ -63,7 +63,7 @@
         (local.set $y (i32.add (local.get $y) (i32.const 1)))
         (br_if $rowLoop (i32.lt_u (local.get $y) (local.get $rows))))))
 
-  ;; Horizontal pass, 1 channel (scalar; only masks-like inputs take it).
+  ;; Horizontal pass, 1 channel (scalar: grey images are not on the hot path).
   (func (export "horizontal1")
     (param $src i32) (param $inW i32) (param $rows i32) (param $dst i32) (param $outW i32)
     (param $first i32) (param $count i32) (param $weights i32) (param $stride i32)
