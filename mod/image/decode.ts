@@ -11,6 +11,8 @@ import { ToolError } from "../mcp/tool.ts";
 import type { Mask, RgbImage } from "../pipeline/types.ts";
 import { decodeBase64 } from "./base64.ts";
 import { splitImageString } from "./data_uri.ts";
+import { resizeLanczos } from "./lanczos.ts";
+import { resizeNearest } from "./nearest.ts";
 import { decodeGray, decodeRgb } from "./sharp.ts";
 import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
 import type { DecodedImage, ImageField } from "./types.ts";
@@ -61,7 +63,7 @@ function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
  * CMYK converted to sRGB; alpha flattened onto white, because transparent
  * areas of user images are usually background, and white is how viewers
  * show them; then stretched (aspect ratio not kept, as the contract says
- * "resized to the generation size") with Lanczos-3.
+ * "resized to the generation size") with PIL's Lanczos (`lanczos.ts`).
  * Rejects with `ToolError("image")` for corrupt or truncated data.
  */
 export async function toRgbImage(
@@ -70,20 +72,22 @@ export async function toRgbImage(
   height: number,
 ): Promise<RgbImage> {
   checkSize(width, height);
+  let full;
   try {
-    const raw = await decodeRgb(decoded.bytes, { width, height }, "lanczos3");
-    return { width: raw.width, height: raw.height, data: raw.data };
+    full = await decodeRgb(decoded.bytes);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
+  const raw = resizeLanczos(full, width, height);
+  return { width: raw.width, height: raw.height, data: raw.data };
 }
 
 /**
  * Decodes `decoded` to a binary mask at exactly `width`×`height`: EXIF
  * orientation applied, alpha flattened onto black (a mask drawn as white
  * strokes on a transparent layer means "regenerate the strokes"),
- * converted to grayscale luminance, stretched with nearest-neighbour
- * sampling, then thresholded: value > 127 (luminance above 50%) → 1 =
+ * converted to grayscale luminance, stretched with PIL's nearest-neighbour
+ * sampling (`nearest.ts`), then thresholded: value > 127 (luminance above 50%) → 1 =
  * regenerate, else 0 = keep.
  * Rejects with `ToolError("image")` for corrupt or truncated data.
  */
@@ -95,10 +99,11 @@ export async function toMask(
   checkSize(width, height);
   let raw;
   try {
-    raw = await decodeGray(decoded.bytes, { width, height });
+    raw = await decodeGray(decoded.bytes);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
+  raw = resizeNearest(raw, width, height);
   const data = raw.data;
   for (let i = 0; i < data.length; i++) data[i] = data[i] > 127 ? 1 : 0;
   return { width: raw.width, height: raw.height, data };

@@ -1,21 +1,31 @@
 /**
  * Resizing of in-memory RGB images for other modules (e.g. preprocessors
- * that need a bilinear or Lanczos resize of an {@link RgbImage}).
+ * that need a Lanczos or bilinear resize of an {@link RgbImage}).
+ *
+ * `lanczos3` and `nearest` are PIL's `LANCZOS` and `NEAREST`, reproduced
+ * exactly (`lanczos.ts`, `nearest.ts`), the filters the reference pipeline
+ * resizes its inputs with; `linear` and `cubic` are libvips' (sharp).
  *
  * @module
  */
 
 import type { RgbImage } from "../pipeline/types.ts";
-import { type ResizeKernel, resizeRaw } from "./sharp.ts";
+import { resizeLanczos } from "./lanczos.ts";
+import { resizeNearest } from "./nearest.ts";
+import { resizeRaw } from "./sharp.ts";
 
-export type { ResizeKernel } from "./sharp.ts";
+/**
+ * Resampling kernels of {@link resizeRgb}: `lanczos3` (PIL `LANCZOS`,
+ * a = 3), `nearest` (PIL `NEAREST`), `linear` (libvips bilinear) and
+ * `cubic` (libvips Catmull-Rom bicubic).
+ */
+export type ResizeKernel = "lanczos3" | "nearest" | "linear" | "cubic";
 
 /**
  * Stretches `image` to `width`×`height` (aspect ratio not kept) with
- * `kernel`: `lanczos3` (Lanczos, a = 3), `nearest`, `linear` (bilinear) or
- * `cubic` (Catmull-Rom bicubic), as libvips implements them. Returns a new
- * image; the input is not modified. Throws `RangeError` for a malformed
- * image or a non-positive target size.
+ * `kernel` (see {@link ResizeKernel}). Returns a new image; the input is not
+ * modified. Throws `RangeError` for a malformed image or a non-positive
+ * target size.
  */
 export async function resizeRgb(
   image: RgbImage,
@@ -35,6 +45,11 @@ export async function resizeRgb(
       `resizeRgb: target size must be positive integers, got ${width}×${height}`,
     );
   }
-  const raw = await resizeRaw({ ...image, channels: 3 }, width, height, kernel);
+  const pixels = { ...image, channels: 3 };
+  const raw = kernel === "lanczos3"
+    ? resizeLanczos(pixels, width, height)
+    : kernel === "nearest"
+    ? resizeNearest(pixels, width, height)
+    : await resizeRaw(pixels, width, height, kernel);
   return { width: raw.width, height: raw.height, data: raw.data };
 }

@@ -1,5 +1,8 @@
-import { deepStrictEqual, rejects } from "node:assert";
+import { deepStrictEqual, rejects, strictEqual } from "node:assert";
+import { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
+import { maxDiff, readPilCases, sourceImage } from "./pil_fixtures.ts";
 import { resizeRgb } from "./resize.ts";
+import { type RawPixels, sharpLib } from "./sharp.ts";
 
 /** A 3×2 image with distinct pixels. */
 const SOURCE = {
@@ -40,4 +43,33 @@ Deno.test("resizeRgb rejects a malformed image and a bad target size", async () 
   });
   await rejects(resizeRgb(SOURCE, 0, 4, "linear"), { name: "RangeError" });
   await rejects(resizeRgb(SOURCE, 2.5, 4, "linear"), { name: "RangeError" });
+});
+
+Deno.test("toRgbImage and toMask of lossless PNGs match PIL's resize of the same pixels", async () => {
+  const pil = readPilCases();
+  const png = async (image: RawPixels) => {
+    const channels = image.channels as 1 | 3;
+    const bytes = await sharpLib(image.data, {
+      raw: { width: image.width, height: image.height, channels },
+    }).png().toBuffer();
+    return decodeImageInput("input_image", `data:image/png;base64,${bytes.toString("base64")}`);
+  };
+  const picked = pil.cases.filter((c) =>
+    (c.filter === "lanczos" && c.mode === "RGB" && c.kind === "edges" && c.src[1] > 1) ||
+    (c.filter === "nearest" && c.mode === "L" && c.kind === "noise" && c.dst[0] > 100)
+  );
+  strictEqual(picked.length, 7);
+  for (const c of picked) {
+    const name = `${c.filter} ${c.src.join("×")} → ${c.dst.join("×")}`;
+    const source = sourceImage(c.kind, c.src[0], c.src[1], c.mode === "RGB" ? 3 : 1);
+    const decoded = await png(source);
+    const expected = pil.expected(c);
+    if (c.filter === "lanczos") {
+      const image = await toRgbImage(decoded, c.dst[0], c.dst[1]);
+      strictEqual(maxDiff(image.data, expected), 0, name);
+    } else {
+      const mask = await toMask(decoded, c.dst[0], c.dst[1]);
+      deepStrictEqual(mask.data, expected.map((v) => (v > 127 ? 1 : 0)), name);
+    }
+  }
 });
