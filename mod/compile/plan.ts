@@ -27,7 +27,9 @@ export const WORKER_MODULE = "mod/pipeline/worker.ts";
 
 /** Node's names for a Deno target triple: `process.platform`, `process.arch`, libc. */
 export interface NodePlatform {
+  /** `process.platform`. */
   os: "linux" | "darwin" | "win32";
+  /** `process.arch`. */
   arch: "x64" | "arm64";
   /** Linux only. */
   libc?: "gnu" | "musl";

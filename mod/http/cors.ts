@@ -61,8 +61,8 @@ export class CorsPolicy {
   readonly #allowed: Set<string>;
 
   /**
-   * @param allowedOrigins configured origins (already normalised by the config)
-   * @param port the bound port; its loopback origins are allowed too
+   * A policy allowing `allowedOrigins` (already normalised by the config)
+   * and, once the port is bound, the server's own loopback origins on `port`.
    */
   constructor(allowedOrigins: readonly string[], port?: number) {
     this.#allowed = new Set([...allowedOrigins, ...(port ? loopbackOrigins(port) : [])]);
