@@ -118,14 +118,15 @@ check_png() { # $1 label, $2 status, $3 png
 }
 
 # --- stdio: the config-file form, as a desktop client would start it ---------
+# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout here; the
+# tiny models answer in seconds.)
 cat >"$work/mcp.json" <<EOF
 {
   "mcpServers": {
     "sd15": {
       "command": "deno",
       "args": ["run", "-P=serve", "--quiet", "$root/main.ts", "--config", "$config"],
-      "cwd": "$root",
-      "requestTimeout": 600000
+      "cwd": "$root"
     }
   }
 }
