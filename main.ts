@@ -22,6 +22,18 @@ const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [
   --port P            HTTP port (default 8080; 0 = any free port)
 `;
 
+/** The message of anything thrown: libraries may throw plain objects, which must not print as `[object Object]`. */
+function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message === "string" && message) return message;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
+
 async function main(): Promise<number> {
   let values;
   try {
@@ -73,7 +85,7 @@ async function main(): Promise<number> {
       log("error", "main", error.message);
       return 2;
     }
-    log("error", "main", `start-up failed: ${(error as Error)?.message ?? String(error)}`);
+    log("error", "main", `start-up failed: ${errorText(error)}`);
     return 1;
   }
 }
