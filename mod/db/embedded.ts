@@ -486,7 +486,9 @@ export class EmbeddedPostgres {
       this.#starting = false;
     }
     const info: LockInfo = { pid: Deno.pid, socketDir };
+    // Rewritten from the start on every (re)start: truncate keeps the offset.
     await this.#lockFile!.truncate(0);
+    await this.#lockFile!.seek(0, Deno.SeekMode.Start);
     await this.#lockFile!.write(new TextEncoder().encode(JSON.stringify(info) + "\n"));
     this.#endpoint = {
       socketPath: join(socketDir, `.s.PGSQL.${PORT}`),
@@ -583,8 +585,8 @@ export class EmbeddedPostgres {
         // Let the last lines of stderr arrive before quoting them.
         await sleep(50);
         throw unavailable(
-          `embedded PostgreSQL exited during start-up (${describeStatus(exited)}): ${
-            this.#stderrTail.slice(-4).join(" | ") || "no output"
+          `embedded PostgreSQL exited during start-up (${describeStatus(exited)})${
+            this.#lastProblems(3)
           }`,
         );
       }
@@ -603,6 +605,12 @@ export class EmbeddedPostgres {
       }
       await sleep(20);
     }
+  }
+
+  /** The last PANIC/FATAL/ERROR lines of the server's output, as a suffix for a message. */
+  #lastProblems(count: number): string {
+    const lines = this.#stderrTail.filter((line) => /\b(PANIC|FATAL|ERROR):/.test(line));
+    return lines.length > 0 ? `: ${lines.slice(-count).join(" | ")}` : "";
   }
 
   async #pumpStderr(stream: ReadableStream<Uint8Array>): Promise<void> {
@@ -636,9 +644,7 @@ export class EmbeddedPostgres {
     if (this.#closed || this.#starting) return;
     this.#endpoint = undefined;
     this.#lastError = unavailable(
-      `embedded PostgreSQL exited (${describeStatus(status)}): ${
-        this.#stderrTail.slice(-2).join(" | ") || "no output"
-      }`,
+      `embedded PostgreSQL exited (${describeStatus(status)})${this.#lastProblems(2)}`,
     );
     log("warn", "db", "embedded PostgreSQL exited; restarting it", {
       status: describeStatus(status),
