@@ -47,9 +47,6 @@ async function runKeys(args: string[], env: Record<string, string>) {
   };
 }
 
-/** The PATH a subprocess needs to find setpriv (the env is cleared). */
-const PATH = { PATH: Deno.env.get("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin" };
-
 async function postmasterPid(dataDir: string): Promise<number> {
   const text = await Deno.readTextFile(`${dataDir}/postgres/data/postmaster.pid`);
   return Number(text.split("\n")[0]);
@@ -68,7 +65,7 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
   return {
     mode: "embedded",
     port: app.http!.port,
-    keys: (...args) => runKeys([...args, "--config", temp.path], PATH),
+    keys: (...args) => runKeys([...args, "--config", temp.path], {}),
     async killDatabase() {
       Deno.kill(await postmasterPid(dataDir), "SIGKILL");
     },
@@ -92,7 +89,7 @@ async function serverHarness(): Promise<Harness> {
   return {
     mode: "server",
     port: app.http!.port,
-    keys: (...args) => runKeys(args, { ...PATH, DATABASE_URL: tdb.url }),
+    keys: (...args) => runKeys(args, { DATABASE_URL: tdb.url }),
     killDatabase: () => tdb.proxy.down(),
     reviveDatabase: () => tdb.proxy.up(),
     async close() {
@@ -450,7 +447,7 @@ Deno.test({
           stdin: "null",
           stdout: "null",
           stderr: "piped",
-          env: { NO_COLOR: "1", ...PATH },
+          env: { NO_COLOR: "1" },
           clearEnv: true,
           signal: AbortSignal.timeout(120_000),
         }).output();

@@ -73,6 +73,13 @@ interface Runner {
   drop: boolean;
 }
 
+/**
+ * util-linux's setpriv and shadow's useradd, by absolute path: the `run`
+ * permission lists them so, and a caller may have cleared PATH.
+ */
+const SETPRIV = "/usr/bin/setpriv";
+const USERADD = "/usr/sbin/useradd";
+
 /** Role and database of the cluster (initdb `-U`). */
 const ROLE = "postgres";
 /** The socket file name is `.s.PGSQL.<port>`; the directory is private, so the port never clashes. */
@@ -136,7 +143,7 @@ async function runnerUser(): Promise<Runner> {
   let entry = await passwdEntry(ROLE);
   if (!entry) {
     log("warn", "db", `creating the system user "${ROLE}" to run the embedded PostgreSQL as`);
-    const result = await new Deno.Command("useradd", {
+    const result = await new Deno.Command(USERADD, {
       args: [
         "--system",
         "--user-group",
@@ -200,7 +207,7 @@ async function privateDir(path: string, runner: Runner): Promise<void> {
 
 /** Runs a PostgreSQL program as the runner; throws with its output when it fails. */
 async function runAs(runner: Runner, program: string, args: string[]): Promise<void> {
-  const [cmd, argv] = runner.drop ? ["setpriv", [...dropArgs(runner), program, ...args]] : [
+  const [cmd, argv] = runner.drop ? [SETPRIV, [...dropArgs(runner), program, ...args]] : [
     program,
     args,
   ];
@@ -459,7 +466,7 @@ export class EmbeddedPostgres {
       "log_min_error_statement=panic",
     ];
     const [cmd, argv] = runner.drop
-      ? ["setpriv", [...dropArgs(runner), bin.postgres, ...args]]
+      ? [SETPRIV, [...dropArgs(runner), bin.postgres, ...args]]
       : [bin.postgres, args];
     this.#stderrTail = [];
     this.#starting = true;
