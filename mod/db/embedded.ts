@@ -519,9 +519,12 @@ export class EmbeddedPostgres {
     if (existing) return existing;
     const bytes = crypto.getRandomValues(new Uint8Array(24));
     const password = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-    await Deno.writeTextFile(path, password + "\n", { mode: 0o600 });
-    await Deno.chmod(path, 0o600);
-    if (runner.drop) await Deno.chown(path, runner.uid, runner.gid);
+    // Written aside and renamed, so a full disk never leaves half a password.
+    const scratch = `${path}.new`;
+    await Deno.writeTextFile(scratch, password + "\n", { mode: 0o600 });
+    await Deno.chmod(scratch, 0o600);
+    if (runner.drop) await Deno.chown(scratch, runner.uid, runner.gid);
+    await Deno.rename(scratch, path);
     return password;
   }
 
