@@ -83,6 +83,10 @@ export function connectPostgres(options: PostgresOptions): Database {
     // Idle connections are dropped after a minute so a restarted server is
     // picked up by fresh connections rather than stale ones.
     idle_timeout: 60,
+    // Reconnect pause after failed attempts: postgres.js's default grows to
+    // 20 s (3^n / 100), which would keep answering 503 long after the
+    // database is back; this grows from 0.1 s to at most 2 s.
+    backoff: (attempts: number) => Math.min(0.1 * 2 ** attempts, 2),
     // postgres.js prints notices with console.log by default; stdout is the
     // MCP protocol in stdio mode, so notices are dropped.
     onnotice: () => {},
