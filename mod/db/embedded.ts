@@ -53,10 +53,9 @@ export interface EmbeddedOptions {
   waitMs?: number;
   /** Connect timeout for one connection attempt (default 5 s). */
   connectTimeoutMs?: number;
+  /** The PostgreSQL programs (default: those of the npm package). */
+  binaries?: EmbeddedBinaries;
 }
-
-/** What {@link EmbeddedPostgres.state} reports. */
-export type EmbeddedState = "idle" | "starting" | "running" | "restarting" | "guest" | "closed";
 
 /** What the owner writes into the lock file. */
 interface LockInfo {
@@ -109,8 +108,18 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
+/** Paths of the PostgreSQL programs. */
+export interface EmbeddedBinaries {
+  /** The server. */
+  postgres: string;
+  /** Creates a cluster. */
+  initdb: string;
+  /** Stops a server by its data directory. */
+  pgCtl: string;
+}
+
 /** The PostgreSQL binaries shipped by the npm package (linux-x64 only). */
-async function binaries(): Promise<{ postgres: string; initdb: string; pgCtl: string }> {
+async function binaries(): Promise<EmbeddedBinaries> {
   if (Deno.build.os !== "linux" || Deno.build.arch !== "x86_64") {
     throw unavailable(
       `the embedded PostgreSQL ships for linux x86_64 only, not ${Deno.build.os} ${Deno.build.arch}; set DATABASE_URL`,
@@ -174,11 +183,14 @@ async function runnerUser(): Promise<Runner> {
 }
 
 /**
- * Throws when `runner` cannot reach `path`: every directory above it must be
- * searchable by that account (a root-owned 0700 home directory is not).
+ * The first directory above `path` that `runner` cannot search (a root-owned
+ * 0700 home directory, say), or undefined when every one is searchable.
  */
-async function checkReachable(path: string, runner: Runner, what: string): Promise<void> {
-  if (!runner.drop) return;
+async function unsearchableAncestor(
+  path: string,
+  runner: Runner,
+): Promise<{ dir: string; mode: number } | undefined> {
+  if (!runner.drop) return undefined;
   for (let dir = dirname(path);; dir = dirname(dir)) {
     const info = await Deno.stat(dir);
     const mode = info.mode ?? 0o755;
@@ -187,14 +199,60 @@ async function checkReachable(path: string, runner: Runner, what: string): Promi
       : info.gid === runner.gid
       ? (mode & 0o010) !== 0
       : (mode & 0o001) !== 0;
-    if (!searchable) {
-      throw unavailable(
-        `the embedded PostgreSQL runs as the user "${runner.name}", which cannot reach ${what} ${path}: directory ${dir} (mode ${
-          mode.toString(8).slice(-3)
-        }) is not searchable by it; allow it (e.g. chmod o+x ${dir}) or move server.data_dir`,
-      );
+    if (!searchable) return { dir, mode };
+    if (dir === dirname(dir)) return undefined;
+  }
+}
+
+/** Throws when `runner` cannot reach `path`, saying which directory stops it. */
+async function checkReachable(path: string, runner: Runner, what: string): Promise<void> {
+  const blocked = await unsearchableAncestor(path, runner);
+  if (blocked) {
+    throw unavailable(
+      `the embedded PostgreSQL runs as the user "${runner.name}", which cannot reach ${what} ${path}: directory ${blocked.dir} (mode ${
+        blocked.mode.toString(8).slice(-3)
+      }) is not searchable by it; allow it (e.g. chmod o+x ${blocked.dir}) or move server.data_dir`,
+    );
+  }
+}
+
+/**
+ * The binaries as `runner` can run them. When the package lies where that
+ * account cannot reach (a checkout under root's 0700 home), its `native/`
+ * tree is linked (or copied, across file systems) into `<cluster>/pgsql`
+ * once, static libraries left out; `.source` records where it came from.
+ */
+async function reachableBinaries(
+  bin: EmbeddedBinaries,
+  runner: Runner,
+  clusterDir: string,
+): Promise<EmbeddedBinaries> {
+  if (!await unsearchableAncestor(bin.postgres, runner)) return bin;
+  const native = dirname(dirname(bin.postgres));
+  const target = join(clusterDir, "pgsql");
+  const marker = join(target, ".source");
+  if ((await Deno.readTextFile(marker).catch(() => "")) !== native) {
+    await Deno.remove(target, { recursive: true }).catch(() => {});
+    await copyTree(native, target);
+    await Deno.writeTextFile(marker, native);
+    log("info", "db", "PostgreSQL binaries placed where their user can run them", { target });
+  }
+  const rel = (path: string) => join(target, path.slice(native.length + 1));
+  return { postgres: rel(bin.postgres), initdb: rel(bin.initdb), pgCtl: rel(bin.pgCtl) };
+}
+
+/** Mirrors `from` into `to`: hard links where possible, else copies; symlinks kept; `*.a` skipped. */
+async function copyTree(from: string, to: string): Promise<void> {
+  await Deno.mkdir(to, { mode: 0o755 });
+  await Deno.chmod(to, 0o755);
+  for await (const entry of Deno.readDir(from)) {
+    const source = join(from, entry.name);
+    const dest = join(to, entry.name);
+    if (entry.isSymlink) await Deno.symlink(await Deno.readLink(source), dest);
+    else if (entry.isDirectory) await copyTree(source, dest);
+    else if (!entry.name.endsWith(".a")) {
+      await Deno.link(source, dest).catch(() => Deno.copyFile(source, dest));
     }
-    if (dir === dirname(dir)) return;
   }
 }
 
@@ -239,6 +297,7 @@ export class EmbeddedPostgres {
   readonly #lockPath: string;
   readonly #waitMs: number;
   readonly #connectTimeoutMs: number;
+  readonly #binaries?: EmbeddedBinaries;
   #lockFile?: Deno.FsFile;
   #endpoint?: EmbeddedEndpoint;
   #resolving?: Promise<EmbeddedEndpoint>;
@@ -259,19 +318,7 @@ export class EmbeddedPostgres {
     this.#lockPath = `${this.dataDir}.lock`;
     this.#waitMs = options.waitMs ?? 30_000;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
-  }
-
-  /** What this process sees of the server right now (for `/healthz` and logs). */
-  get state(): EmbeddedState {
-    if (this.#closed) return "closed";
-    if (this.#endpoint && !this.#endpoint.owned) return "guest";
-    if (this.#child) return this.#starting ? "starting" : "running";
-    return this.#lockFile ? "restarting" : "idle";
-  }
-
-  /** Process id of the PostgreSQL server this process runs, if any (tests kill it). */
-  get serverPid(): number | undefined {
-    return this.#child?.pid;
+    this.#binaries = options.binaries;
   }
 
   /**
@@ -402,11 +449,15 @@ export class EmbeddedPostgres {
 
   async #startServer(): Promise<EmbeddedEndpoint> {
     const started = performance.now();
-    const bin = await binaries();
     const runner = await runnerUser();
-    await checkReachable(bin.postgres, runner, "its program");
     await checkReachable(this.dataDir, runner, "the cluster directory");
     await privateDir(this.dataDir, runner);
+    const bin = await reachableBinaries(
+      this.#binaries ?? await binaries(),
+      runner,
+      this.dataDir,
+    );
+    await checkReachable(bin.postgres, runner, "its program");
 
     const password = await this.#ensurePassword(runner);
     const data = join(this.dataDir, "data");

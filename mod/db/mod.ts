@@ -16,10 +16,10 @@ export {
   type SqlParam,
 } from "./database.ts";
 export {
+  type EmbeddedBinaries,
   type EmbeddedEndpoint,
   type EmbeddedOptions,
   EmbeddedPostgres,
-  type EmbeddedState,
 } from "./embedded.ts";
 export { type DatabaseHealth, probeDatabase } from "./health.ts";
 export { migrate, type Migration, MIGRATIONS } from "./migrations.ts";
