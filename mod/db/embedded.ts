@@ -707,6 +707,14 @@ export class EmbeddedPostgres {
     this.#lastError = unavailable(
       `embedded PostgreSQL exited (${describeStatus(status)})${this.#lastProblems(2)}`,
     );
+    if (status.success) {
+      // A clean stop (exit 0) was asked for: a Ctrl-C reaches the server
+      // too (same process group) while this program drains, or an operator
+      // stopped it. It is started again on the next connection, not at once.
+      log("info", "db", "embedded PostgreSQL was stopped; it starts again when next needed");
+      this.#retryAt = Date.now();
+      return;
+    }
     log("warn", "db", "embedded PostgreSQL exited; restarting it", {
       status: describeStatus(status),
     });

@@ -199,6 +199,28 @@ Deno.test({
         },
       );
 
+      await t.step("a cleanly stopped server starts again on the next connection", async () => {
+        const db = await openDatabase({ embeddedDir: dir });
+        try {
+          const before = await serverPid(dir);
+          // SIGINT: PostgreSQL's fast shutdown, as a Ctrl-C in the terminal would send.
+          Deno.kill(before, "SIGINT");
+          for (let i = 0; i < 200; i++) {
+            if (!await Deno.stat(`${dir}/data/postmaster.pid`).then(() => true, () => false)) break;
+            await sleep(25);
+          }
+          let rows: unknown[] = [];
+          for (let i = 0; i < 50 && rows.length === 0; i++) {
+            rows = await db.query("SELECT 1 AS one", [], { timeoutMs: 5_000 }).catch(() => []);
+            if (rows.length === 0) await sleep(100);
+          }
+          strictEqual(rows.length, 1);
+          notStrictEqual(await serverPid(dir), before);
+        } finally {
+          await db.close();
+        }
+      });
+
       await t.step({
         name: "as root, binaries the postgres user cannot reach are linked into the cluster",
         ignore: Deno.uid() !== 0,
