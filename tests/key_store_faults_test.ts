@@ -9,6 +9,8 @@
 
 import assert from "node:assert/strict";
 import { startApp } from "../mod/app/mod.ts";
+import { STATEMENT_TIMEOUT_MS } from "../mod/auth/cli.ts";
+import { type Database, openDatabase } from "../mod/db/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
@@ -26,6 +28,8 @@ interface Harness {
   killDatabase(): Promise<void>;
   /** Lets it come back (embedded: the server restarts it by itself). */
   reviveDatabase(): Promise<void>;
+  /** A pool of the test's own on the same key store (closed by close()). */
+  connect(): Promise<Database>;
   close(): Promise<void>;
 }
 
@@ -62,6 +66,7 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
   assert.equal(config.auth.databaseUrl, undefined, "the embedded default");
   const app = await startApp(config);
   const dataDir = config.server.dataDir;
+  const pools: Database[] = [];
   return {
     mode: "embedded",
     port: app.http!.port,
@@ -70,7 +75,13 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
       Deno.kill(await postmasterPid(dataDir), "SIGKILL");
     },
     async reviveDatabase() {},
+    async connect() {
+      // Joins the server's cluster as another process would.
+      pools.push(await openDatabase({ embeddedDir: `${dataDir}/postgres`, maxConnections: 1 }));
+      return pools.at(-1)!;
+    },
     async close() {
+      for (const pool of pools) await pool.close();
       await app.shutdown();
       await temp.remove();
     },
@@ -92,6 +103,7 @@ async function serverHarness(): Promise<Harness> {
     keys: (...args) => runKeys(args, { DATABASE_URL: tdb.url }),
     killDatabase: () => tdb.proxy.down(),
     reviveDatabase: () => tdb.proxy.up(),
+    connect: () => tdb.connect({ maxConnections: 1, migrate: false }),
     async close() {
       await app.shutdown();
       await temp.remove();
@@ -269,6 +281,26 @@ for (const mode of modes) {
           }
           assert.equal(await request(h.port, steady.key), 200);
         });
+
+        await t.step(
+          "a CLI never hangs on a locked table: it gives up after its bound",
+          async () => {
+            const db = await h.connect();
+            let run: Awaited<ReturnType<Harness["keys"]>> | undefined;
+            let waited = 0;
+            await db.transaction(async (tx) => {
+              await tx.query("LOCK TABLE mcp_api_keys IN ACCESS EXCLUSIVE MODE");
+              const started = performance.now();
+              run = await h.keys("revoke", steady.prefix);
+              waited = performance.now() - started;
+            });
+            assert.equal(run!.code, 1, run!.stdout);
+            assert.match(run!.stderr, /lock timeout|no answer within/);
+            assert.ok(waited >= STATEMENT_TIMEOUT_MS - 1_000, `gave up after ${waited} ms`);
+            assert.ok(waited < STATEMENT_TIMEOUT_MS + 30_000, `gave up after ${waited} ms`);
+            assert.equal(await request(h.port, steady.key), 200, "the revoke did not happen");
+          },
+        );
 
         await t.step(
           "the database killed mid-traffic: 503 (never a hang), then recovery",
