@@ -1,7 +1,7 @@
 /**
  * The SQL behind API keys: the per-request lookup, creation, listing,
  * revocation, soft deletion and the throttled `last_used_at` write. Every
- * statement is plain PostgreSQL so it runs on a server and on PGlite alike.
+ * statement is plain PostgreSQL, run on a server or the embedded default alike.
  *
  * @module
  */
