@@ -29,6 +29,18 @@ const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [
   -V, --version       print the version and exit
 `;
 
+/** The message of anything thrown: libraries may throw plain objects, which must not print as `[object Object]`. */
+function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message === "string" && message) return message;
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}
+
 async function main(): Promise<number> {
   let values;
   try {
@@ -91,7 +103,7 @@ async function main(): Promise<number> {
       return 2;
     }
     const what = values.check ? "check failed" : "start-up failed";
-    log("error", "main", `${what}: ${(error as Error)?.message ?? String(error)}`);
+    log("error", "main", `${what}: ${errorText(error)}`);
     return 1;
   }
 }

@@ -7,7 +7,7 @@
 
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import type { ResolvedConfig } from "../config/mod.ts";
-import { openDatabase } from "../db/mod.ts";
+import { openDatabase, probeDatabase } from "../db/mod.ts";
 import { ImageService } from "../generation/mod.ts";
 import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { log } from "../log/mod.ts";
@@ -108,7 +108,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
 
   const db = await openDatabase({
     url: config.auth.databaseUrl,
-    embeddedDir: `${config.server.dataDir}/pglite`,
+    embeddedDir: `${config.server.dataDir}/postgres`,
   });
   const authenticator = createAuthenticator({
     db,
@@ -127,7 +127,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       authenticator,
       authFailureResponse,
       createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
-      health: () => ({ queue: queue.stats(), tools: tools.length }),
+      // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
+      health: async () => ({
+        queue: queue.stats(),
+        tools: tools.length,
+        database: await probeDatabase(db),
+      }),
     });
   } catch (error) {
     await authenticator.close();

@@ -10,7 +10,7 @@
  * request with a fixed scope. The authenticator's pool connects to the
  * database directly (not through the test helper's proxy). Both list the six design-code tools (their
  * backend is never called by `tools/list`; no models are needed). The test
- * database is embedded PGlite, or the server named by `DATABASE_URL`.
+ * database is the embedded PostgreSQL, or the server named by `DATABASE_URL`.
  *
  * Requests are raw `fetch` POSTs of `{"jsonrpc":"2.0","id":1,"method":
  * "tools/list"}` with `Accept: application/json, text/event-stream`; the

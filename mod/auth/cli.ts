@@ -2,9 +2,12 @@
  * `deno task keys …`: create, list, revoke and soft-delete API keys.
  *
  * Uses `DATABASE_URL` when set, else the embedded database in `--data-dir`
- * (default `$SD_MCP_DATA_DIR`, else `.data/pglite`); while the HTTP server
- * runs on the same embedded directory, this connects to the server's
- * database instead of opening the directory a second time.
+ * (default `$SD_MCP_DATA_DIR`, else `.data/postgres`); while the HTTP server
+ * runs on the same embedded cluster, this connects to the server's
+ * PostgreSQL (a session of its own, with the cluster's password) instead of
+ * starting a second one. Every statement is bounded ({@link STATEMENT_TIMEOUT_MS}).
+ * `revoke` and `delete` report the prefix the database returned, and exit 1
+ * when no row changed.
  *
  * `create` prints the new key once; its LAST line is the key alone. Nothing
  * else ever prints a secret or a hash.
@@ -31,9 +34,16 @@ const USAGE = `usage:
   deno task keys delete PREFIX
 
 Database: DATABASE_URL when set, else the embedded database the server uses: --data-dir DIR,
-else $SD_MCP_DATA_DIR, else <server.data_dir>/pglite of --config PATH (default: $SD_MCP_CONFIG,
-else ./config.toml when present, else .data/pglite).
+else $SD_MCP_DATA_DIR, else <server.data_dir>/postgres of --config PATH (default: $SD_MCP_CONFIG,
+else ./config.toml when present, else .data/postgres).
+revoke and delete exit 1 when nothing changed (unknown prefix, or already revoked/deleted).
 --project none / --user none store NULL: a key not bound to a project may act on any project.`;
+
+/**
+ * Bound on every statement of the CLI, client and server side: a CLI never
+ * hangs on a stuck database or a lock (it reports "database unavailable").
+ */
+export const STATEMENT_TIMEOUT_MS = 15_000;
 
 /** A command-line mistake: printed with the usage text, exit status 2. */
 class UsageError extends Error {}
@@ -226,13 +236,16 @@ function plan(parsed: Parsed): (db: Database) => Promise<number> {
           err(`keys ${command}: no API key with prefix ${prefix}`);
           return 1;
         }
-        if (result === "changed") {
-          out(`API key ${prefix} ${command === "revoke" ? "revoked" : "deleted"}`);
-        } else {out(
-            `API key ${prefix} was already ${
+        if (result === "unchanged") {
+          err(
+            `keys ${command}: API key ${prefix} was already ${
               command === "revoke" ? "revoked or deleted" : "deleted"
-            }`,
-          );}
+            }; nothing changed`,
+          );
+          return 1;
+        }
+        // The prefix the database returned (RETURNING key_prefix), equal to the argument.
+        out(`API key ${prefix} ${command === "revoke" ? "revoked" : "deleted"}`);
         return 0;
       };
     }
@@ -267,6 +280,8 @@ export async function main(args: readonly string[]): Promise<number> {
       embeddedDir: parsed.flags.get("data-dir") || Deno.env.get("SD_MCP_DATA_DIR") ||
         await embeddedDatabaseDir(parsed.flags.get("config") ?? await defaultConfigPath()),
       maxConnections: 2,
+      connectTimeoutSeconds: 10,
+      queryTimeoutMs: STATEMENT_TIMEOUT_MS,
     });
     return await work(db);
   } catch (error) {

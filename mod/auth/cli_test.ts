@@ -5,7 +5,7 @@
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
 import { fileURLToPath } from "node:url";
 import { openDatabase } from "../db/mod.ts";
-import { openTestDatabase } from "../../tests/helpers/postgres.ts";
+import { makeReachableTempDir, openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { API_KEY_PATTERN } from "./api_key.ts";
 import { createAuthenticator } from "./authenticator.ts";
 
@@ -139,8 +139,8 @@ Deno.test({
         ok(!outcome.ok && outcome.status === 401 && outcome.message === "API key revoked");
         strictEqual(listRow((await keys(["list"], env)).stdout, prefix)[8], "revoked");
         const again = await keys(["revoke", prefix], env);
-        strictEqual(again.code, 0);
-        match(again.stdout, /already revoked/);
+        strictEqual(again.code, 1, "nothing matched: non-zero");
+        match(again.stderr, /already revoked/);
       });
 
       await t.step(
@@ -220,11 +220,11 @@ Deno.test({
       await t.step(
         "with the embedded default, the CLI joins the running server's database",
         async () => {
-          const dir = await Deno.makeTempDir({ prefix: "sdmcp-cli-" });
-          // This process owns the directory, as the HTTP server would.
-          const server = await openDatabase({ embeddedDir: `${dir}/pglite` });
+          const dir = await makeReachableTempDir("sdmcp-cli-");
+          // This process owns the cluster, as the HTTP server would.
+          const server = await openDatabase({ embeddedDir: `${dir}/postgres` });
           try {
-            const embeddedEnv = { DATABASE_URL: "", SD_MCP_DATA_DIR: `${dir}/pglite` };
+            const embeddedEnv = { DATABASE_URL: "", SD_MCP_DATA_DIR: `${dir}/postgres` };
             const created = await keys([
               "create",
               "--project",
@@ -246,7 +246,8 @@ Deno.test({
             deepStrictEqual(rows, [{ project_id: null, permission: "read" }]);
             strictEqual(
               listRow(
-                (await keys(["list", "--data-dir", `${dir}/pglite`], { DATABASE_URL: "" })).stdout,
+                (await keys(["list", "--data-dir", `${dir}/postgres`], { DATABASE_URL: "" }))
+                  .stdout,
                 shared[1],
               )[2],
               "any",

@@ -1,7 +1,7 @@
 /**
  * The SQL behind API keys: the per-request lookup, creation, listing,
  * revocation, soft deletion and the throttled `last_used_at` write. Every
- * statement is plain PostgreSQL so it runs on a server and on PGlite alike.
+ * statement is plain PostgreSQL, run on a server or the embedded default alike.
  *
  * @module
  */
@@ -176,16 +176,35 @@ export async function listKeys(db: Queryable): Promise<ApiKeyListing[]> {
 /** Result of a revoke or delete: done now, done before, or no such prefix. */
 export type ChangeResult = "changed" | "unchanged" | "unknown";
 
+/**
+ * `changed` only when the UPDATE returned the row of `prefix` itself: the
+ * database confirms which key it changed, not merely that something ran.
+ */
+async function changed(
+  db: Queryable,
+  prefix: string,
+  rows: readonly Record<string, unknown>[],
+): Promise<ChangeResult> {
+  if (rows.length === 1 && rows[0].key_prefix === prefix) return "changed";
+  if (rows.length > 0) {
+    throw new Error(
+      `the database changed ${rows.length} rows (${
+        rows.map((r) => String(r.key_prefix)).join(", ")
+      }) for prefix ${prefix}`,
+    );
+  }
+  return await exists(db, prefix) ? "unchanged" : "unknown";
+}
+
 /** Sets `revoked_at` on a live key. `unchanged` when it was already revoked or is deleted. */
 export async function revokeKey(db: Queryable, prefix: string): Promise<ChangeResult> {
   const rows = await db.query(
     `UPDATE mcp_api_keys SET revoked_at = now()
       WHERE key_prefix = $1 AND deleted_at IS NULL AND revoked_at IS NULL
-      RETURNING 1 AS changed`,
+      RETURNING key_prefix`,
     [prefix],
   );
-  if (rows.length > 0) return "changed";
-  return await exists(db, prefix) ? "unchanged" : "unknown";
+  return await changed(db, prefix, rows);
 }
 
 /** Soft-deletes a key (sets `deleted_at`). `unchanged` when it was already deleted. */
@@ -193,11 +212,10 @@ export async function deleteKey(db: Queryable, prefix: string): Promise<ChangeRe
   const rows = await db.query(
     `UPDATE mcp_api_keys SET deleted_at = now()
       WHERE key_prefix = $1 AND deleted_at IS NULL
-      RETURNING 1 AS changed`,
+      RETURNING key_prefix`,
     [prefix],
   );
-  if (rows.length > 0) return "changed";
-  return await exists(db, prefix) ? "unchanged" : "unknown";
+  return await changed(db, prefix, rows);
 }
 
 async function exists(db: Queryable, prefix: string): Promise<boolean> {

@@ -93,12 +93,12 @@ export async function defaultConfigPath(): Promise<string | undefined> {
 
 /**
  * The embedded PostgreSQL folder the server uses with this config
- * (`<server.data_dir>/pglite`, relative to the config file). Reads only what
+ * (`<server.data_dir>/postgres`, relative to the config file). Reads only what
  * it needs, so a command that manages keys does not need the HTTP secrets.
  */
 export async function embeddedDatabaseDir(path: string | undefined): Promise<string> {
   const config = await loadConfig({ path, overrides: { transport: "stdio" } });
-  return join(config.server.dataDir, "pglite");
+  return join(config.server.dataDir, "postgres");
 }
 
 /**

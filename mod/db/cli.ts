@@ -1,7 +1,7 @@
 /**
  * `deno task migrate`: applies pending schema migrations to `DATABASE_URL`,
  * or to the embedded database the server uses (`--data-dir DIR`, else
- * `$SD_MCP_DATA_DIR`, else `<server.data_dir>/pglite` of `--config PATH` /
+ * `$SD_MCP_DATA_DIR`, else `<server.data_dir>/postgres` of `--config PATH` /
  * `$SD_MCP_CONFIG` / `./config.toml`), and reports the schema version.
  * The server applies the same migrations at start-up; this is for deploying
  * the schema ahead of it.

@@ -2,7 +2,7 @@
  * The database interface the rest of the program sees. Only `postgres.ts`
  * knows it is postgres.js underneath; everything else writes plain SQL with
  * `$1`-style parameters, so the same statements run against a PostgreSQL
- * server and against the embedded PGlite.
+ * server and against the embedded default.
  *
  * @module
  */
@@ -43,7 +43,7 @@ export interface Queryable {
 export interface Database extends Queryable {
   /** Where it points, safe to log: the password is replaced by `***`. */
   readonly target: string;
-  /** `server` for a `DATABASE_URL`, `embedded` for the PGlite default. */
+  /** `server` for a `DATABASE_URL`, `embedded` for the embedded PostgreSQL default. */
   readonly kind: "server" | "embedded";
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;

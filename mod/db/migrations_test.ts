@@ -2,7 +2,7 @@ import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
 
-// One database per file (PGlite start-up costs seconds); steps share it.
+// One database per file (a cluster start costs a second); steps share it.
 Deno.test({
   name: "migrations",
   sanitizeOps: false,

@@ -1,6 +1,7 @@
 /**
  * The database: the {@link Database} interface, {@link openDatabase} (a
- * PostgreSQL server or the embedded PGlite default), migrations and URL
+ * PostgreSQL server or the embedded PostgreSQL default), migrations, a bounded
+ * health probe and URL
  * redaction. postgres.js is imported only by `postgres.ts`.
  *
  * @module
@@ -14,7 +15,13 @@ export {
   type Row,
   type SqlParam,
 } from "./database.ts";
-export { type EmbeddedEndpoint, type EmbeddedOptions, EmbeddedPostgres } from "./embedded.ts";
+export {
+  type EmbeddedBinaries,
+  type EmbeddedEndpoint,
+  type EmbeddedOptions,
+  EmbeddedPostgres,
+} from "./embedded.ts";
+export { type DatabaseHealth, probeDatabase } from "./health.ts";
 export { migrate, type Migration, MIGRATIONS } from "./migrations.ts";
 export { openDatabase, type OpenDatabaseOptions } from "./open.ts";
 export { databaseUrlPassword, redactDatabaseUrl, scrubSecrets } from "./redact.ts";

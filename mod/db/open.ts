@@ -1,6 +1,6 @@
 /**
- * Opening the database: `DATABASE_URL` when given, else the embedded PGlite
- * default; then the schema migrations. postgres.js is the only client either
+ * Opening the database: `DATABASE_URL` when given, else the embedded
+ * PostgreSQL default; then the schema migrations. postgres.js is the only client either
  * way.
  *
  * @module
@@ -25,6 +25,12 @@ export interface OpenDatabaseOptions {
   maxConnections?: number;
   /** Seconds to wait for a new connection (default 10). */
   connectTimeoutSeconds?: number;
+  /**
+   * Upper bound in ms on every statement that sets none of its own: the
+   * client stops waiting and the server cancels it (`statement_timeout`,
+   * `lock_timeout`). Unset: no bound beyond each query's own `timeoutMs`.
+   */
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -47,23 +53,33 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       kind: "server",
       maxConnections: options.maxConnections,
       connectTimeoutSeconds: options.connectTimeoutSeconds,
+      queryTimeoutMs: options.queryTimeoutMs,
       secrets: [databaseUrlPassword(options.url)],
     });
   } else {
     const embedded = new EmbeddedPostgres(options.embeddedDir);
+    let endpoint;
     try {
-      await embedded.endpoint();
+      endpoint = await embedded.endpoint();
     } catch (error) {
       await embedded.close();
       throw error;
     }
     db = connectPostgres({
-      // PGlite's single database and superuser.
-      target: { socket: () => embedded.connect(), user: "postgres", database: "postgres" },
-      description: `embedded PGlite ${embedded.dataDir}`,
+      // Every connection goes through connect(), which restarts or takes over
+      // the server when it is gone.
+      target: {
+        socket: () => embedded.connect(),
+        user: endpoint.user,
+        database: endpoint.database,
+        password: endpoint.password,
+      },
+      description: `embedded PostgreSQL ${embedded.dataDir}`,
       kind: "embedded",
       maxConnections: options.maxConnections,
       connectTimeoutSeconds: options.connectTimeoutSeconds,
+      queryTimeoutMs: options.queryTimeoutMs,
+      secrets: [endpoint.password],
       onClose: () => embedded.close(),
     });
   }

@@ -8,7 +8,7 @@
  */
 
 import postgres from "postgres";
-import type { Socket } from "node:net";
+import { Socket } from "node:net";
 import {
   type Database,
   DatabaseError,
@@ -22,7 +22,7 @@ import { scrubSecrets } from "./redact.ts";
 /** How to reach the server: a DSN, or a function that opens a connected socket. */
 export type PostgresTarget =
   | { url: string }
-  | { socket: () => Promise<Socket>; user: string; database: string };
+  | { socket: () => Promise<Socket>; user: string; database: string; password: string };
 
 /** Options for {@link connectPostgres}. */
 export interface PostgresOptions {
@@ -36,6 +36,8 @@ export interface PostgresOptions {
   maxConnections?: number;
   /** Seconds to wait for a new connection (default 10). */
   connectTimeoutSeconds?: number;
+  /** Default bound in ms on each statement (client wait, `statement_timeout`, `lock_timeout`). */
+  queryTimeoutMs?: number;
   /** Secrets that must never appear in error messages (the DSN password). */
   secrets?: readonly (string | undefined)[];
   /** Runs after the pool has ended (stops the embedded server). */
@@ -81,12 +83,24 @@ export function connectPostgres(options: PostgresOptions): Database {
     // Idle connections are dropped after a minute so a restarted server is
     // picked up by fresh connections rather than stale ones.
     idle_timeout: 60,
+    // Reconnect pause after failed attempts: postgres.js's default grows to
+    // 20 s (3^n / 100), which would keep answering 503 long after the
+    // database is back; this grows from 0.1 s to at most 2 s.
+    backoff: (attempts: number) => Math.min(0.1 * 2 ** attempts, 2),
     // postgres.js prints notices with console.log by default; stdout is the
     // MCP protocol in stdio mode, so notices are dropped.
     onnotice: () => {},
     // Array-type discovery costs a round trip per connection and nothing here needs it.
     fetch_types: false,
-    connection: { application_name: "generate-image-sd15-mcp" },
+    connection: {
+      application_name: "generate-image-sd15-mcp",
+      // The server cancels a statement (or a lock wait) the client has stopped waiting for.
+      ...(options.queryTimeoutMs === undefined ? {} : {
+        statement_timeout: options.queryTimeoutMs,
+        lock_timeout: options.queryTimeoutMs,
+        idle_in_transaction_session_timeout: options.queryTimeoutMs,
+      }),
+    },
   };
   const sql = "url" in options.target
     ? postgres(options.target.url, common)
@@ -114,7 +128,7 @@ export function connectPostgres(options: PostgresOptions): Database {
       params as unknown as Parameters<typeof sql.unsafe>[1],
       queryOptions.prepare ? { prepare: true } : undefined,
     ).then((rows) => Array.from(rows) as unknown as T[]);
-    const timeoutMs = queryOptions.timeoutMs;
+    const timeoutMs = queryOptions.timeoutMs ?? options.queryTimeoutMs;
     if (timeoutMs === undefined) {
       try {
         return await pending;
@@ -205,13 +219,36 @@ export function connectPostgres(options: PostgresOptions): Database {
  */
 function socketOptions<T extends object>(
   common: T,
-  target: { socket: () => Promise<Socket>; user: string; database: string },
-): T & { user: string; database: string } {
+  target: { socket: () => Promise<Socket>; user: string; database: string; password: string },
+): T & { user: string; database: string; password: string } {
   const options = {
     ...common,
     user: target.user,
     database: target.database,
-    socket: target.socket,
+    password: target.password,
+    socket: () => failingAsSocket(target.socket),
   };
   return options;
+}
+
+/**
+ * Turns a rejected socket factory into a socket that fails. postgres.js
+ * 3.4.9 (src/connection.js `createSocket`) catches a rejection but leaves the
+ * connection in its "connecting" queue for good, so queries pile up behind
+ * it and never settle; a socket destroyed with the error goes through its
+ * ordinary error-and-close path instead, which fails the query and frees the
+ * connection for the next attempt.
+ */
+async function failingAsSocket(open: () => Promise<Socket>): Promise<Socket> {
+  try {
+    return await open();
+  } catch (error) {
+    const socket = new Socket();
+    // Writes before the failure (the startup message) are dropped: writing to
+    // a never-connected socket would fail with a vaguer "Socket is closed".
+    socket.write = (() => true) as typeof socket.write;
+    // After postgres.js has attached its listeners (it does so once this resolves).
+    setTimeout(() => socket.destroy(error as Error), 0);
+    return socket;
+  }
 }

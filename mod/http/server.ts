@@ -31,8 +31,8 @@ export interface HttpServerOptions {
   createServer: (scope: Scope) => McpServer;
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
-  /** Extra fields for `/healthz`. */
-  health?: () => Record<string, unknown>;
+  /** Extra fields for `/healthz` (a promise must settle quickly: bound its own waits). */
+  health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
 }
@@ -171,7 +171,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       if (request.method !== "GET" && request.method !== "HEAD") {
         return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
       }
-      return Response.json({ status: "ok", ...options.health?.() });
+      return Response.json({ status: "ok", ...(await options.health?.()) });
     }
     if (url.pathname !== "/mcp") {
       return new Response("not found\n", { status: 404 });

@@ -1,9 +1,10 @@
 /**
  * A database for tests: a fresh database on the PostgreSQL server named by
  * `DATABASE_URL` when it is set (so test files never collide), else the
- * embedded PGlite default in a temporary directory. Either way postgres.js
- * reaches it through a {@link TcpProxy}, so a test can stop the database
- * mid-run, slow it down and bring it back.
+ * embedded PostgreSQL default in a temporary directory. Either way postgres.js
+ * reaches it through a {@link TcpProxy} (to the server's TCP port, or to the
+ * embedded server's Unix socket), so a test can stop the database mid-run,
+ * slow it down and bring it back.
  *
  * @module
  */
@@ -23,8 +24,10 @@ export interface TestDatabase {
   readonly directUrl: string;
   /** The DSN password (tests check it never reaches a log line). */
   readonly password: string;
-  /** Embedded mode: the PGlite data directory (another process may share it). */
+  /** Embedded mode: the cluster directory (another process may share it). */
   readonly embeddedDir?: string;
+  /** Embedded mode: the cluster, to kill its server or read its state. */
+  readonly embedded?: EmbeddedPostgres;
   /** Stops, slows and restores the database as the client sees it. */
   readonly proxy: TcpProxy;
   /** Opens another pool on the same database through the proxy. */
@@ -111,17 +114,32 @@ async function openOnServer(serverUrl: string, label: string): Promise<TestDatab
   };
 }
 
-async function openEmbedded(): Promise<TestDatabase> {
-  const dir = await Deno.makeTempDir({ prefix: "sdmcp-test-" });
-  const embeddedDir = `${dir}/pglite`;
+/**
+ * A temporary directory the embedded server can reach: when tests run as
+ * root, PostgreSQL runs as the `postgres` user, which must be able to search
+ * it (makeTempDir creates 0700).
+ */
+export async function makeReachableTempDir(prefix: string): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix });
+  await Deno.chmod(dir, 0o711);
+  return dir;
+}
+
+/**
+ * Opens the embedded default in a fresh temporary directory, whatever
+ * `DATABASE_URL` says (CI sets it; the embedded default is tested too).
+ */
+export async function openEmbedded(): Promise<TestDatabase> {
+  const dir = await makeReachableTempDir("sdmcp-test-");
+  const embeddedDir = `${dir}/postgres`;
   const embedded = new EmbeddedPostgres(embeddedDir);
   const endpoint = await embedded.endpoint();
-  const proxy = TcpProxy.start({ hostname: endpoint.host, port: endpoint.port });
-  // PGlite does not ask for a password; one is put in the DSN anyway so the
-  // "no DSN password in logs" checks have something to look for.
-  const password = `pw${crypto.randomUUID().replaceAll("-", "")}`;
+  // The embedded server has no TCP port; the proxy gives tests (and
+  // subprocesses) a DSN to it, with its real password.
+  const proxy = TcpProxy.start({ path: endpoint.socketPath });
+  const password = endpoint.password;
   const url = `postgres://postgres:${password}@127.0.0.1:${proxy.port}/postgres`;
-  const directUrl = `postgres://postgres:${password}@${endpoint.host}:${endpoint.port}/postgres`;
+  const directUrl = url;
   const pools: Database[] = [];
   const connect = async (options: { maxConnections?: number; migrate?: boolean } = {}) => {
     const db = await openDatabase({ url, embeddedDir, ...options });
@@ -136,6 +154,7 @@ async function openEmbedded(): Promise<TestDatabase> {
     directUrl,
     password,
     embeddedDir,
+    embedded,
     proxy,
     connect,
     async close() {

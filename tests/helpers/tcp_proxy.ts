@@ -3,7 +3,7 @@
  * server and can take the database "down" (drop every connection and stop
  * listening, so new connections are refused as by a stopped server), bring it
  * back on the same port, or slow every chunk down. It works the same in front
- * of a real PostgreSQL server and the embedded pglite-socket server.
+ * of a real PostgreSQL server's TCP port and the embedded server's Unix socket.
  *
  * @module
  */
@@ -13,27 +13,30 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** Where the proxy forwards to: a TCP address or a Unix socket. */
+export type ProxyTarget = { hostname: string; port: number } | { path: string };
+
 /** A running proxy on 127.0.0.1. */
 export class TcpProxy {
   /** The port the proxy listens on. */
   readonly port: number;
   #listener: Deno.Listener | undefined;
-  readonly #target: { hostname: string; port: number };
+  readonly #target: ProxyTarget;
   readonly #connections = new Set<Deno.Conn>();
   readonly #pumps = new Set<Promise<void>>();
   #down = false;
   #delayMs = 0;
   #accepting: Promise<void> = Promise.resolve();
 
-  private constructor(listener: Deno.Listener, target: { hostname: string; port: number }) {
+  private constructor(listener: Deno.Listener, target: ProxyTarget) {
     this.#listener = listener;
     this.#target = target;
     this.port = (listener.addr as Deno.NetAddr).port;
     this.#accepting = this.#acceptLoop(listener);
   }
 
-  /** Starts a proxy to `hostname:port` on a free loopback port. */
-  static start(target: { hostname: string; port: number }): TcpProxy {
+  /** Starts a proxy to `hostname:port` (or a Unix socket `path`) on a free loopback port. */
+  static start(target: ProxyTarget): TcpProxy {
     const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     return new TcpProxy(listener, target);
   }
@@ -105,7 +108,9 @@ export class TcpProxy {
   async #forward(client: Deno.Conn): Promise<void> {
     let server: Deno.Conn;
     try {
-      server = await Deno.connect({ hostname: this.#target.hostname, port: this.#target.port });
+      server = "path" in this.#target
+        ? await Deno.connect({ transport: "unix", path: this.#target.path })
+        : await Deno.connect({ hostname: this.#target.hostname, port: this.#target.port });
     } catch {
       this.#closeConn(client);
       this.#connections.delete(client);

@@ -25,6 +25,8 @@ export async function writeTinyConfig(
   server: Record<string, string | number> = {},
 ): Promise<TempConfig> {
   const dir = await Deno.makeTempDir({ prefix: "sd15-config-" });
+  // Searchable by the `postgres` user that runs the embedded database when tests run as root.
+  await Deno.chmod(dir, 0o711);
   const models = join(ROOT, "tests/fixtures/tiny/models");
   const serverLines = Object.entries({
     environment: "local",

@@ -1,0 +1,504 @@
+/**
+ * The key store under an operator's and an attacker's load (issue 9): the
+ * HTTP server with live authenticated traffic while concurrent `deno task
+ * keys` processes create, revoke and delete keys; the database killed
+ * mid-traffic; a full disk. Run on the embedded default always (whatever
+ * `DATABASE_URL` says) and on the real PostgreSQL server when `DATABASE_URL`
+ * is set.
+ */
+
+import assert from "node:assert/strict";
+import { startApp } from "../mod/app/mod.ts";
+import { STATEMENT_TIMEOUT_MS } from "../mod/auth/cli.ts";
+import { type Database, openDatabase } from "../mod/db/mod.ts";
+import { loadConfig } from "../mod/config/mod.ts";
+import { ROOT } from "./helpers/paths.ts";
+import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A running server plus how its CLI reaches the same key store. */
+interface Harness {
+  mode: "embedded" | "server";
+  port: number;
+  /** Runs `deno task keys ARGS` against the server's key store. */
+  keys(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** Stops the database under the server (embedded: SIGKILL the postmaster). */
+  killDatabase(): Promise<void>;
+  /** Lets it come back (embedded: the server restarts it by itself). */
+  reviveDatabase(): Promise<void>;
+  /** A pool of the test's own on the same key store (closed by close()). */
+  connect(): Promise<Database>;
+  close(): Promise<void>;
+}
+
+async function runKeys(args: string[], env: Record<string, string>) {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=keys", "--quiet", "mod/auth/cli.ts", ...args],
+    cwd: ROOT,
+    stdin: "null",
+    env: { NO_COLOR: "1", ...env },
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+  };
+}
+
+async function postmasterPid(dataDir: string): Promise<number> {
+  const text = await Deno.readTextFile(`${dataDir}/postgres/data/postmaster.pid`);
+  return Number(text.split("\n")[0]);
+}
+
+/** Starts the server on the embedded default in `dataDir` (or the tiny config's own). */
+async function embeddedHarness(configText?: (text: string) => string): Promise<Harness> {
+  const temp = await writeTinyConfig();
+  if (configText) {
+    await Deno.writeTextFile(temp.path, configText(await Deno.readTextFile(temp.path)));
+  }
+  const config = await loadConfig({ path: temp.path, overrides: { transport: "http" }, env: {} });
+  assert.equal(config.auth.databaseUrl, undefined, "the embedded default");
+  const app = await startApp(config);
+  const dataDir = config.server.dataDir;
+  const pools: Database[] = [];
+  return {
+    mode: "embedded",
+    port: app.http!.port,
+    keys: (...args) => runKeys([...args, "--config", temp.path], {}),
+    async killDatabase() {
+      Deno.kill(await postmasterPid(dataDir), "SIGKILL");
+    },
+    async reviveDatabase() {},
+    async connect() {
+      // Joins the server's cluster as another process would.
+      pools.push(await openDatabase({ embeddedDir: `${dataDir}/postgres`, maxConnections: 1 }));
+      return pools.at(-1)!;
+    },
+    async close() {
+      for (const pool of pools) await pool.close();
+      await app.shutdown();
+      await temp.remove();
+    },
+  };
+}
+
+async function serverHarness(): Promise<Harness> {
+  const tdb: TestDatabase = await openTestDatabase("key_store_faults");
+  const temp = await writeTinyConfig();
+  const config = await loadConfig({
+    path: temp.path,
+    overrides: { transport: "http" },
+    env: { DATABASE_URL: tdb.url },
+  });
+  const app = await startApp(config);
+  return {
+    mode: "server",
+    port: app.http!.port,
+    keys: (...args) => runKeys(args, { DATABASE_URL: tdb.url }),
+    killDatabase: () => tdb.proxy.down(),
+    reviveDatabase: () => tdb.proxy.up(),
+    connect: () => tdb.connect({ maxConnections: 1, migrate: false }),
+    async close() {
+      await app.shutdown();
+      await temp.remove();
+      await tdb.close();
+    },
+  };
+}
+
+/** One authenticated tools/list; the status, bounded so that a hang fails the test. */
+async function request(port: number, key: string): Promise<number> {
+  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      authorization: `Bearer ${key}`,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  await response.body?.cancel();
+  return response.status;
+}
+
+async function health(port: number): Promise<{ status: string; database: string }> {
+  const response = await fetch(`http://127.0.0.1:${port}/healthz`, {
+    signal: AbortSignal.timeout(5_000),
+  });
+  assert.equal(response.status, 200);
+  return await response.json();
+}
+
+/** Creates a key with the CLI; returns the key and its prefix. */
+async function createKey(h: Harness, name: string): Promise<{ key: string; prefix: string }> {
+  const run = await h.keys(
+    "create",
+    "--project",
+    "none",
+    "--user",
+    "1",
+    "--permission",
+    "read",
+    "--name",
+    name,
+  );
+  assert.equal(run.code, 0, run.stderr);
+  const key = run.stdout.trim().split("\n").at(-1)!;
+  return { key, prefix: key.split("_")[1] };
+}
+
+/** Runs `fn` on every item, `width` at a time. */
+async function inBatches<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>) {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += width) {
+    out.push(...await Promise.all(items.slice(i, i + width).map(fn)));
+  }
+  return out;
+}
+
+/** Background traffic with `key` until stopped; records every status. */
+function traffic(port: number, key: string, loops = 2) {
+  const statuses: number[] = [];
+  let running = true;
+  const done = Promise.all(
+    Array.from({ length: loops }, async () => {
+      while (running) {
+        statuses.push(await request(port, key).catch(() => -1));
+        await sleep(20);
+      }
+    }),
+  );
+  return {
+    statuses,
+    async stop() {
+      running = false;
+      await done;
+    },
+  };
+}
+
+const modes: Array<"embedded" | "server"> = ["embedded"];
+if (Deno.env.get("DATABASE_URL")) modes.push("server");
+
+for (const mode of modes) {
+  Deno.test({
+    name: `key store (${mode}): concurrent keys CLIs during live traffic; a killed database`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn(t) {
+      const h = mode === "embedded" ? await embeddedHarness() : await serverHarness();
+      try {
+        const steady = await createKey(h, "steady");
+        assert.equal(await request(h.port, steady.key), 200);
+
+        await t.step(
+          "12 keys created and revoked 4 at a time: each revoke holds at once, no valid key is refused",
+          async () => {
+            const created = await inBatches(
+              Array.from({ length: 12 }, (_, i) => `k${i}`),
+              4,
+              (name) => createKey(h, name),
+            );
+            const live = traffic(h.port, steady.key);
+            // Keys not yet sent to revoke keep working throughout.
+            const pending = new Set(created.map((k) => k.key));
+            const others: number[] = [];
+            let checking = true;
+            const otherTraffic = (async () => {
+              while (checking) {
+                for (const key of [...pending]) {
+                  const status = await request(h.port, key);
+                  if (pending.has(key)) others.push(status);
+                }
+                await sleep(20);
+              }
+            })();
+            try {
+              for (let i = 0; i < created.length; i += 4) {
+                const batch = created.slice(i, i + 4);
+                for (const k of batch) pending.delete(k.key);
+                const runs = await Promise.all(batch.map((k) => h.keys("revoke", k.prefix)));
+                for (const [j, run] of runs.entries()) {
+                  assert.equal(run.code, 0, run.stderr);
+                  assert.match(run.stdout, new RegExp(`^API key ${batch[j].prefix} revoked$`, "m"));
+                }
+                for (const k of batch) {
+                  assert.equal(await request(h.port, k.key), 401, `${k.prefix} still works`);
+                }
+              }
+            } finally {
+              checking = false;
+              await otherTraffic;
+              await live.stop();
+            }
+            assert.ok(live.statuses.length > 0);
+            assert.deepEqual(
+              live.statuses.filter((s) => s !== 200),
+              [],
+              "the steady key was refused",
+            );
+            assert.deepEqual(
+              others.filter((s) => s !== 200),
+              [],
+              "a key not yet revoked was refused",
+            );
+            const listing = await h.keys("list");
+            for (const k of created) {
+              assert.match(listing.stdout, new RegExp(`^${k.prefix} .* revoked$`, "m"));
+            }
+            // Nothing matched: non-zero.
+            const again = await h.keys("revoke", created[0].prefix);
+            assert.equal(again.code, 1);
+          },
+        );
+
+        await t.step("revoke A beside delete B: each applies to its own key", async () => {
+          for (let round = 0; round < 3; round++) {
+            const [a, b] = await Promise.all([
+              createKey(h, `a${round}`),
+              createKey(h, `b${round}`),
+            ]);
+            const [revoked, deleted] = await Promise.all([
+              h.keys("revoke", a.prefix),
+              h.keys("delete", b.prefix),
+            ]);
+            assert.equal(revoked.code, 0, revoked.stderr);
+            assert.equal(deleted.code, 0, deleted.stderr);
+            assert.match(revoked.stdout, new RegExp(`API key ${a.prefix} revoked`));
+            assert.match(deleted.stdout, new RegExp(`API key ${b.prefix} deleted`));
+            const listing = (await h.keys("list")).stdout;
+            assert.match(listing, new RegExp(`^${a.prefix} .* revoked$`, "m"));
+            assert.match(listing, new RegExp(`^${b.prefix} .* deleted$`, "m"));
+            assert.equal(await request(h.port, a.key), 401);
+            assert.equal(await request(h.port, b.key), 401);
+          }
+          assert.equal(await request(h.port, steady.key), 200);
+        });
+
+        await t.step(
+          "a CLI never hangs on a locked table: it gives up after its bound",
+          async () => {
+            const db = await h.connect();
+            let run: Awaited<ReturnType<Harness["keys"]>> | undefined;
+            let waited = 0;
+            await db.transaction(async (tx) => {
+              await tx.query("LOCK TABLE mcp_api_keys IN ACCESS EXCLUSIVE MODE");
+              const started = performance.now();
+              run = await h.keys("revoke", steady.prefix);
+              waited = performance.now() - started;
+            });
+            assert.equal(run!.code, 1, run!.stdout);
+            assert.match(run!.stderr, /lock timeout|no answer within/);
+            assert.ok(waited >= STATEMENT_TIMEOUT_MS - 1_000, `gave up after ${waited} ms`);
+            assert.ok(waited < STATEMENT_TIMEOUT_MS + 30_000, `gave up after ${waited} ms`);
+            assert.equal(await request(h.port, steady.key), 200, "the revoke did not happen");
+          },
+        );
+
+        await t.step(
+          "the database killed mid-traffic: 503 (never a hang), then recovery",
+          async () => {
+            assert.equal((await health(h.port)).database, "ok");
+            const live = traffic(h.port, steady.key);
+            const healthSeen = new Set<string>();
+            try {
+              await sleep(300);
+              await h.killDatabase();
+              const downSince = Date.now();
+              while (Date.now() - downSince < 1_500) {
+                healthSeen.add((await health(h.port)).database);
+                await sleep(100);
+              }
+              await h.reviveDatabase();
+              const deadline = Date.now() + 60_000;
+              while (Date.now() < deadline && await request(h.port, steady.key) !== 200) {
+                await sleep(100);
+              }
+              await sleep(300);
+            } finally {
+              await live.stop();
+            }
+            const statuses = new Set(live.statuses);
+            assert.ok(statuses.has(503), `no 503 while the database was down: ${[...statuses]}`);
+            assert.ok(
+              [...statuses].every((s) => s === 200 || s === 503),
+              `only 200 or 503: ${[...statuses]}`,
+            );
+            // Recovered: sequential requests all pass again.
+            for (let i = 0; i < 3; i++) {
+              assert.equal(await request(h.port, steady.key), 200, "recovered");
+            }
+            if (mode === "embedded") {
+              assert.ok(healthSeen.has("unavailable"), [...healthSeen].join());
+            }
+            let recovered = "";
+            for (let i = 0; i < 50 && recovered !== "ok"; i++) {
+              recovered = (await health(h.port)).database;
+              if (recovered !== "ok") {
+                await sleep(200);
+              }
+            }
+            assert.equal(recovered, "ok");
+            // And the CLI works again too.
+            await createKey(h, "after");
+          },
+        );
+      } finally {
+        await h.close();
+      }
+    },
+  });
+}
+
+/** Why a tmpfs cannot be mounted here, or undefined when it can. */
+async function tmpfsUnavailable(): Promise<string | undefined> {
+  if (Deno.build.os !== "linux") return `not Linux (${Deno.build.os})`;
+  const dir = await Deno.makeTempDir({ prefix: "sdmcp-tmpfs-probe-" });
+  try {
+    const mounted = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", dir],
+      stdout: "null",
+      stderr: "piped",
+    }).output().catch((error) => ({
+      success: false,
+      stderr: new TextEncoder().encode(String(error)),
+    }));
+    if (!mounted.success) {
+      return `mount -t tmpfs failed: ${new TextDecoder().decode(mounted.stderr).trim()}`;
+    }
+    await new Deno.Command("umount", { args: [dir] }).output();
+    return undefined;
+  } finally {
+    await Deno.remove(dir).catch(() => {});
+  }
+}
+
+const noTmpfs = await tmpfsUnavailable();
+if (noTmpfs) console.error(`full-disk test ignored: ${noTmpfs}`);
+
+/** Fills the filesystem at `dir` with `path` until ENOSPC. */
+async function fill(path: string): Promise<void> {
+  const file = await Deno.open(path, { write: true, create: true, append: true });
+  try {
+    for (const size of [1 << 20, 4096, 512]) {
+      const chunk = new Uint8Array(size);
+      try {
+        for (;;) await file.write(chunk);
+      } catch (error) {
+        if (!/No space left|ENOSPC|os error 28/i.test(String(error))) throw error;
+      }
+    }
+  } finally {
+    file.close();
+  }
+}
+
+Deno.test({
+  name: "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
+  ignore: noTmpfs !== undefined,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const mountPoint = await makeReachableTempDir("sdmcp-fulldisk-");
+    const mount = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=96m,mode=0711", "tmpfs", mountPoint],
+    }).output();
+    assert.ok(mount.success, new TextDecoder().decode(mount.stderr));
+    const filler = `${mountPoint}/filler`;
+    try {
+      const h = await embeddedHarness((text) =>
+        text.replace(/^data_dir = .*$/m, `data_dir = ${JSON.stringify(`${mountPoint}/data`)}`)
+      );
+      try {
+        const steady = await createKey(h, "steady");
+        assert.equal(await request(h.port, steady.key), 200);
+
+        await fill(filler);
+        // Writes on the full disk end, either way, within the CLI's statement bound.
+        const write = await h.keys(
+          "create",
+          "--project",
+          "none",
+          "--user",
+          "1",
+          "--permission",
+          "read",
+        );
+        console.error(`keys create on a full disk: exit ${write.code} ${write.stderr.trim()}`);
+        assert.ok(
+          write.code === 0 || /No space left on device|database unavailable/.test(write.stderr),
+          `${write.code}: ${write.stderr}`,
+        );
+        // A full disk can make PostgreSQL abort (a PANIC on a failed WAL
+        // write); the kill stands in for that, and the restart happens on the
+        // full disk.
+        await h.killDatabase();
+        const statuses: number[] = [];
+        const healthSeen = new Set<string>();
+        const since = Date.now();
+        while (Date.now() - since < 3_000) {
+          statuses.push(await request(h.port, steady.key));
+          healthSeen.add((await health(h.port)).database);
+          await sleep(100);
+        }
+        assert.ok(statuses.every((s) => s === 200 || s === 503), statuses.join());
+        assert.ok(statuses.includes(503), `no 503 on a full disk: ${statuses.join()}`);
+        assert.ok(healthSeen.has("unavailable"));
+
+        await Deno.remove(filler);
+        let status = 0;
+        const deadline = Date.now() + 60_000;
+        while (Date.now() < deadline && status !== 200) {
+          status = await request(h.port, steady.key);
+          if (status !== 200) await sleep(200);
+        }
+        assert.equal(status, 200, "recovered once space is back");
+        assert.equal((await health(h.port)).database, "ok");
+        await createKey(h, "after");
+      } finally {
+        await h.close();
+      }
+
+      // Start-up on a full disk: a message, not "[object Object]".
+      await fill(filler);
+      const temp = await writeTinyConfig();
+      try {
+        const text = (await Deno.readTextFile(temp.path)).replace(
+          /^data_dir = .*$/m,
+          `data_dir = ${JSON.stringify(`${mountPoint}/fresh`)}`,
+        );
+        await Deno.writeTextFile(temp.path, text);
+        const run = await new Deno.Command(Deno.execPath(), {
+          args: ["run", "-P=serve", "main.ts", "--config", temp.path, "--transport", "http"],
+          cwd: ROOT,
+          stdin: "null",
+          stdout: "null",
+          stderr: "piped",
+          env: { NO_COLOR: "1" },
+          clearEnv: true,
+          signal: AbortSignal.timeout(120_000),
+        }).output();
+        const stderr = new TextDecoder().decode(run.stderr);
+        console.error(
+          `start-up on a full disk: exit ${run.code} ${stderr.trim().split("\n").at(-1)}`,
+        );
+        assert.equal(run.code, 1, stderr);
+        assert.match(stderr, /start-up failed: .*(No space left on device|could not)/);
+        assert.doesNotMatch(stderr, /\[object Object\]/);
+      } finally {
+        await temp.remove();
+      }
+    } finally {
+      await Deno.remove(filler).catch(() => {});
+      await new Deno.Command("umount", { args: ["-l", mountPoint] }).output();
+      await Deno.remove(mountPoint, { recursive: true }).catch(() => {});
+    }
+  },
+});
