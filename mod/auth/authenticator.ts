@@ -100,8 +100,6 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
   }
   const scrypt = options.scrypt ?? nodeScrypt;
   const cache = new VerificationCache({ ttlMs: options.cacheTtlMs });
-  // Prefixes with a recently verified key: their lookups go first (sliding, like the cache).
-  const recent = new VerificationCache({ ttlMs: Math.max(options.cacheTtlMs, 60_000) });
   const gate = new VerificationGate({
     concurrency: options.maxConcurrentScrypt ?? 4,
     queueLimit: options.verifyQueueLimit ?? 32,
@@ -133,6 +131,30 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
       status: failure.status,
       // Only the generated prefix shape is printed; anything else could hold a secret.
       ...(keyPrefix !== undefined ? prefixForLog(keyPrefix) : {}),
+    });
+    return failure;
+  };
+
+  // Refusals of a flood (spent budget, crowded lane) would otherwise write a log line per
+  // guess: per prefix and reason, one line a minute says how many were left out.
+  const floodLines = new Map<string, { until: number; suppressed: number }>();
+  const refuseFlood = (failure: AuthFailure, reason: string, prefix: string): AuthFailure => {
+    const id = `${reason}\n${prefix}`;
+    const now = Date.now();
+    const seen = floodLines.get(id);
+    if (seen && now < seen.until) {
+      seen.suppressed++;
+      return failure;
+    }
+    floodLines.delete(id);
+    floodLines.set(id, { until: now + 60_000, suppressed: 0 });
+    if (floodLines.size > 10_000) floodLines.delete(floodLines.keys().next().value!);
+    log("info", "auth", `request refused: ${reason}`, {
+      status: failure.status,
+      ...prefixForLog(prefix),
+      // Lines left out for this prefix and reason in the minute before this one.
+      ...(seen ? { alsoRefusedSincePreviousLine: seen.suppressed } : {}),
+      nextLineInSeconds: 60,
     });
     return failure;
   };
@@ -170,7 +192,19 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     }
     const prefix = parsed.prefix;
 
-    const found = await lookups.lookup(prefix, recent.hit(prefix));
+    const id = VerificationCache.keyId(parsed.key);
+    const known = cache.holds(id);
+    if (!known && gate.exhausted(prefix)) {
+      // Nothing to learn from the row: unknown, wrong and throttled all answer 401, so a
+      // flood of guesses at a spent prefix costs neither a query nor scrypt.
+      return refuseFlood(
+        unauthorized("invalid API key", true),
+        "failure budget spent: too many wrong secrets for this prefix in the last minute",
+        prefix,
+      );
+    }
+    // A key with a fresh success is served ahead of unknown ones (a flood of guesses queues behind).
+    const found = await lookups.lookup(prefix, known);
     switch (found.kind) {
       case "error": {
         // DatabaseError messages are already free of the DSN password.
@@ -196,13 +230,12 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     }
     const row = found.row;
 
-    const id = VerificationCache.keyId(parsed.key, row);
-    if (!cache.hit(id)) {
+    if (!cache.hit(id, row)) {
       let verdict: GateResult;
       try {
         verdict = await gate.verify(prefix, id, async () => {
           const matches = await verifyApiKey(parsed.key, row, scrypt);
-          if (matches) cache.remember(id);
+          if (matches) cache.remember(id, row);
           return matches;
         });
       } catch (error) {
@@ -220,9 +253,17 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
           prefix,
         );
       }
+      if (verdict === "crowded") {
+        // A flood of guesses at one prefix, not an overloaded server: logged at info level.
+        return refuseFlood(
+          { ...unavailable(BUSY), retryAfterSeconds: 1 },
+          "too many different keys for this prefix are waiting for verification",
+          prefix,
+        );
+      }
       if (verdict === "throttled") {
         // Same answer as a wrong secret: a guesser learns nothing from hitting the budget.
-        return refuse(
+        return refuseFlood(
           unauthorized("invalid API key", true),
           "failure budget spent: too many wrong secrets for this prefix in the last minute",
           prefix,
@@ -232,7 +273,6 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
         return refuse(unauthorized("invalid API key", true), "wrong secret", prefix);
       }
     }
-    recent.remember(prefix);
     if (row.revoked) return refuse(unauthorized("API key revoked", true), "revoked key", prefix);
     if (row.expired) return refuse(unauthorized("API key expired", true), "expired key", prefix);
 

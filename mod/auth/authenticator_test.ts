@@ -536,7 +536,16 @@ Deno.test({
           strictEqual(f.status, 401);
           strictEqual(f.message, "invalid API key");
           strictEqual(scryptRuns, before);
-          ok(captured.some((line) => line.includes("failure budget spent")));
+          // Hundreds of refusals, but one log line per prefix and reason a minute.
+          for (let i = 0; i < 200; i++) {
+            await authenticate({ ...token, "MCP-API-Key": wrong(100 + i) }, flooded);
+          }
+          strictEqual(
+            captured.filter((line) =>
+              line.includes("failure budget spent") && line.includes(victim.prefix)
+            ).length,
+            1,
+          );
           ok((await authenticate({ ...token, "MCP-API-Key": victim.key }, flooded)).ok);
           await flooded.close();
         },

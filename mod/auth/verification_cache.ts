@@ -32,8 +32,11 @@ export class VerificationCache {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #now: () => number;
-  /** SHA-256(key, key_hash, salt) → expiry time. Neither the key nor the hash is kept. */
-  readonly #entries = new Map<string, number>();
+  /**
+   * SHA-256(key) → expiry time and SHA-256 of the stored hash and salt it
+   * was verified against. Neither the key nor the hash is kept.
+   */
+  readonly #entries = new Map<string, { expires: number; stored: string }>();
 
   /** Creates an empty cache. */
   constructor(options: VerificationCacheOptions) {
@@ -43,13 +46,9 @@ export class VerificationCache {
     this.#now = options.now ?? Date.now;
   }
 
-  /**
-   * The cache id of `key` against `stored`: a re-keyed row (new hash or
-   * salt) gets a different id, so an old success never applies to it.
-   */
-  static keyId(key: string, stored: StoredHash): string {
-    // The separator cannot occur in a key or in hex, so the triple is unambiguous.
-    return sha256Hex(`${key}\n${stored.keyHash}\n${stored.salt}`);
+  /** The cache id of a presented key: its SHA-256, so the key itself is never kept. */
+  static keyId(key: string): string {
+    return sha256Hex(key);
   }
 
   /** Number of remembered successes (expired ones included until touched or evicted). */
@@ -57,28 +56,42 @@ export class VerificationCache {
     return this.#entries.size;
   }
 
-  /** True when a success for `id` is fresh; the hit slides its expiry forward. */
-  hit(id: string): boolean {
-    const expires = this.#entries.get(id);
-    if (expires === undefined) return false;
-    if (expires <= this.#now()) {
-      this.#entries.delete(id);
-      return false;
-    }
-    this.remember(id);
+  /**
+   * True when key `id` has a fresh success against `stored` (a re-keyed row,
+   * with another hash or salt, misses); the hit slides the expiry forward.
+   */
+  hit(id: string, stored: StoredHash): boolean {
+    if (!this.holds(id)) return false;
+    if (this.#entries.get(id)!.stored !== storedDigest(stored)) return false;
+    this.remember(id, stored);
     return true;
   }
 
-  /** Records a verified success for `id` (no-op when the TTL is 0). */
-  remember(id: string): void {
+  /**
+   * True when key `id` has a fresh success against some stored hash. Lets
+   * the caller refuse a throttled prefix's unknown keys before reading the
+   * row; a true answer still needs {@link hit} against the current row.
+   */
+  holds(id: string): boolean {
+    const entry = this.#entries.get(id);
+    if (entry === undefined) return false;
+    if (entry.expires <= this.#now()) {
+      this.#entries.delete(id);
+      return false;
+    }
+    return true;
+  }
+
+  /** Records a verified success of key `id` against `stored` (no-op when the TTL is 0). */
+  remember(id: string, stored: StoredHash): void {
     if (this.#ttlMs <= 0) return;
     // Delete first so the entry moves to the end: Map order is then least recently used first.
     this.#entries.delete(id);
-    this.#entries.set(id, this.#now() + this.#ttlMs);
+    this.#entries.set(id, { expires: this.#now() + this.#ttlMs, stored: storedDigest(stored) });
     if (this.#entries.size <= this.#maxEntries) return;
     const now = this.#now();
-    for (const [entry, expiry] of this.#entries) {
-      if (this.#entries.size <= this.#maxEntries && expiry > now) break;
+    for (const [entry, { expires }] of this.#entries) {
+      if (this.#entries.size <= this.#maxEntries && expires > now) break;
       this.#entries.delete(entry);
     }
   }
@@ -87,4 +100,10 @@ export class VerificationCache {
   clear(): void {
     this.#entries.clear();
   }
+}
+
+/** A fixed-size stand-in for a stored hash and salt. */
+function storedDigest(stored: StoredHash): string {
+  // The separator cannot occur in hex, so the pair is unambiguous.
+  return sha256Hex(`${stored.keyHash}\n${stored.salt}`);
 }

@@ -9,7 +9,7 @@
  *   `throttled` without scrypt (checked when a request arrives and again
  *   when its turn comes).
  * - At most `failureLimit` distinct candidates wait per prefix: more could
- *   not all be tried before the budget stops them, so they are `busy` at once.
+ *   not all be tried before the budget stops them, so they are `crowded` at once.
  * - Globally, `concurrency` scrypt runs at once and at most `queueLimit`
  *   prefixes waiting for a run; beyond that the answer is `busy` at once
  *   (the caller answers 503 with `Retry-After`), never a long wait. Since a
@@ -36,11 +36,12 @@ export interface VerificationGateOptions {
 }
 
 /**
- * What became of one verification: the key matched, did not match, was not
- * tried because the prefix spent its failure budget, or was not tried
- * because the verification queue is full.
+ * What became of one verification: the key matched, did not match, or was
+ * not tried because the prefix spent its failure budget (`throttled`), the
+ * global verification queue is full (`busy`), or too many distinct keys for
+ * this prefix are already waiting (`crowded`).
  */
-export type GateResult = "match" | "mismatch" | "throttled" | "busy";
+export type GateResult = "match" | "mismatch" | "throttled" | "busy" | "crowded";
 
 /** One prefix's serial lane. */
 interface Lane {
@@ -75,6 +76,11 @@ export class VerificationGate {
     });
   }
 
+  /** True when `prefix` has spent its failure budget (no scrypt for it until failures age out). */
+  exhausted(prefix: string): boolean {
+    return this.#budget.exhausted(prefix);
+  }
+
   /** scrypt runs in flight now. */
   get running(): number {
     return this.#slots.active;
@@ -96,7 +102,7 @@ export class VerificationGate {
     if (shared) return shared;
     if (this.#budget.exhausted(prefix)) return Promise.resolve("throttled");
     if (this.#slots.waiting >= this.#queueLimit) return Promise.resolve("busy");
-    if (lane && lane.pending.size >= this.#failureLimit) return Promise.resolve("busy");
+    if (lane && lane.pending.size >= this.#failureLimit) return Promise.resolve("crowded");
     if (!lane) {
       lane = { tail: Promise.resolve(), pending: new Map() };
       this.#lanes.set(prefix, lane);

@@ -82,8 +82,8 @@ Deno.test("a candidate waiting in a lane is throttled when the budget runs out m
   // One failure left: b runs and fails, c waited behind it and is then refused without scrypt.
   const b = gate.verify("p", "b", c.make(false));
   const cc = gate.verify("p", "c", c.make(false));
-  // The lane now holds two distinct candidates = the failure limit: a third is busy at once.
-  strictEqual(await gate.verify("p", "d", c.make(false)), "busy");
+  // The lane now holds two distinct candidates = the failure limit: a third is crowded out at once.
+  strictEqual(await gate.verify("p", "d", c.make(false)), "crowded");
   await c.releaseAll();
   strictEqual(await b, "mismatch");
   strictEqual(await cc, "throttled");
