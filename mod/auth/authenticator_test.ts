@@ -8,7 +8,11 @@ import { setLogLevel } from "../log/mod.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import type { AuthOutcome } from "./auth_outcome.ts";
 import { type AuthenticatorOptions, createAuthenticator } from "./authenticator.ts";
-import { createKey } from "./create_key.ts";
+import {
+  createTestKey as createKey,
+  registerSecret,
+  teeInProcess,
+} from "../../tests/helpers/log_secrets.ts";
 import { nodeScrypt, type ScryptFunction } from "./key_hash.ts";
 import { deleteKey, revokeKey, touchLastUsed } from "./key_store.ts";
 import { checkToolScope } from "./tool_scope.ts";
@@ -47,7 +51,10 @@ Deno.test({
     const stderr = Deno.stderr as { writeSync(p: Uint8Array): number };
     const originalWrite = stderr.writeSync;
     stderr.writeSync = (p: Uint8Array) => {
-      captured.push(decoder.decode(p));
+      const text = decoder.decode(p);
+      captured.push(text);
+      // Kept off the terminal (debug level), but searched with the whole run's logs.
+      teeInProcess(text);
       return p.length;
     };
     setLogLevel("debug");
@@ -56,6 +63,7 @@ Deno.test({
     const test = await openTestDatabase("authenticator");
     const { db, proxy } = test;
     const cfSecret = `cf-${crypto.randomUUID()}`;
+    registerSecret(cfSecret);
     let scryptRuns = 0;
     const countingScrypt: ScryptFunction = (password, salt) => {
       scryptRuns++;

@@ -9,6 +9,7 @@
  */
 
 import { type Database, EmbeddedPostgres, openDatabase } from "../../mod/db/mod.ts";
+import { registerSecret } from "./log_secrets.ts";
 import { TcpProxy } from "./tcp_proxy.ts";
 
 /** A migrated database behind a controllable proxy. */
@@ -75,6 +76,7 @@ async function openOnServer(serverUrl: string, label: string): Promise<TestDatab
   await admin.query(`CREATE DATABASE "${name}"`);
   const parsed = new URL(serverUrl);
   const password = decodeURIComponent(parsed.password);
+  registerSecret(password);
   const proxy = TcpProxy.start({ hostname: parsed.hostname, port: Number(parsed.port || 5432) });
   const url = withDatabase(serverUrl, "127.0.0.1", proxy.port, name, password);
   const directUrl = withDatabase(
@@ -120,6 +122,7 @@ async function openEmbedded(): Promise<TestDatabase> {
   // PGlite does not ask for a password; one is put in the DSN anyway so the
   // "no DSN password in logs" checks have something to look for.
   const password = `pw${crypto.randomUUID().replaceAll("-", "")}`;
+  registerSecret(password);
   const url = `postgres://postgres:${password}@127.0.0.1:${proxy.port}/postgres`;
   const directUrl = `postgres://postgres:${password}@${endpoint.host}:${endpoint.port}/postgres`;
   const pools: Database[] = [];
