@@ -517,6 +517,29 @@ Deno.test({
       );
 
       await t.step(
+        "a flood of random unknown prefixes queues behind a valid key instead of refusing it",
+        async () => {
+          const flooded = make();
+          ok((await authenticate({ ...token, "MCP-API-Key": readKey.key }, flooded)).ok);
+          const flood = Array.from(
+            { length: 300 },
+            (_, i) =>
+              flooded.authenticate(
+                request({
+                  ...token,
+                  "MCP-API-Key": `guinness_Rnd${String(i).padStart(9, "0")}_${"r".repeat(43)}`,
+                }),
+              ),
+          );
+          const valid = await authenticate({ ...token, "MCP-API-Key": readKey.key }, flooded);
+          ok(valid.ok, `the valid key got ${JSON.stringify(valid)}`);
+          const outcomes = await Promise.all(flood);
+          ok(outcomes.every((o) => !o.ok && o.status === 401), "every unknown prefix is a 401");
+          await flooded.close();
+        },
+      );
+
+      await t.step(
         "a wrong-secret flood on one prefix: scrypt bounded, owner and a fresh key still pass",
         async () => {
           const victim = await newKey();
