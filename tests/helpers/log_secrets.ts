@@ -1,8 +1,7 @@
 /**
  * "Nothing secret in any log line of the whole test run" (issue 10), the
- * test side: every test run has a log directory under the OS temp folder
- * (`SD15_TEST_LOG_DIR`, exported by `deno task test`; else one per test
- * process). Into it go:
+ * test side: `deno task test` gives the run a log directory under the OS
+ * temp folder (`SD15_TEST_LOG_DIR`, from `mktemp -d`). Into it go:
  *
  * - every line the test process itself writes to stderr — the log lines of
  *   servers started in-process — through the `--preload` module
@@ -15,13 +14,14 @@
  * secret and for anything shaped like a generated API key; `deno task test`
  * runs it after all tests (`tests/log_secrets_check.ts`). A spawned
  * process's output is also checked at once, against the secrets known so
- * far, so the test that spawned it fails where the leak happened.
+ * far, so the test that spawned it fails where the leak happened. Without
+ * the variable (a plain `deno test`) nothing is written, and that immediate
+ * check uses the secrets the current test module registered.
  *
  * @module
  */
 
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type CreatedKey, createKey, type CreateKeyOptions } from "../../mod/auth/create_key.ts";
 import type { Queryable } from "../../mod/db/mod.ts";
@@ -40,14 +40,13 @@ const MIN_SECRET_LENGTH = 8;
 
 let spawned = 0;
 let inProcessFile: string | undefined;
+/** Secrets registered by this test module (for the immediate checks). */
+const registered = new Set<string>();
 
-/** The run's log directory, created on first use. */
-export function runLogDir(): string {
-  let dir = Deno.env.get(LOG_DIR_ENV);
-  if (!dir) {
-    dir = join(tmpdir(), `sd15-test-logs-${Deno.pid}`);
-    Deno.env.set(LOG_DIR_ENV, dir);
-  }
+/** The run's log directory (created if missing), or undefined outside `deno task test`. */
+export function runLogDir(): string | undefined {
+  const dir = Deno.env.get(LOG_DIR_ENV);
+  if (!dir) return undefined;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   return dir;
 }
@@ -59,9 +58,13 @@ export function runLogDir(): string {
  */
 export function teeInProcess(text: string): void {
   // Fixed at the first write, so a test that points LOG_DIR_ENV elsewhere does not divert it.
-  inProcessFile ??= join(runLogDir(), `in-process-${Deno.pid}.log`);
+  if (inProcessFile === undefined) {
+    const dir = runLogDir();
+    if (dir === undefined) return;
+    inProcessFile = join(dir, `in-process-${Deno.pid}.log`);
+  }
   try {
-    appendFileSync(inProcessFile, text);
+    appendFileSync(inProcessFile, text, { mode: 0o600 });
   } catch {
     // The directory was removed (the run is over): nothing to record into.
   }
@@ -69,24 +72,27 @@ export function teeInProcess(text: string): void {
 
 /** Registers values that must never appear in a log line. */
 export function registerSecret(...values: string[]): void {
-  const lines = values.filter((value) => value.length >= MIN_SECRET_LENGTH)
-    .map((value) => JSON.stringify(value) + "\n").join("");
-  if (lines !== "") {
-    writeFileSync(join(runLogDir(), SECRETS_FILE), lines, { flag: "a", mode: 0o600 });
+  const kept = values.filter((value) => value.length >= MIN_SECRET_LENGTH);
+  for (const value of kept) registered.add(value);
+  const dir = runLogDir();
+  const lines = kept.map((value) => JSON.stringify(value) + "\n").join("");
+  if (dir !== undefined && lines !== "") {
+    writeFileSync(join(dir, SECRETS_FILE), lines, { flag: "a", mode: 0o600 });
   }
 }
 
-/** The secrets registered so far in this run. */
-export function registeredSecrets(dir: string = runLogDir()): string[] {
-  let text: string;
-  try {
-    text = readFileSync(join(dir, SECRETS_FILE), "utf8");
-  } catch {
-    return [];
+/** The secrets registered so far: those in the run directory `dir`, plus this module's. */
+export function registeredSecrets(dir: string | undefined = runLogDir()): string[] {
+  const all = new Set(registered);
+  if (dir !== undefined) {
+    try {
+      const text = readFileSync(join(dir, SECRETS_FILE), "utf8");
+      for (const line of text.split("\n")) if (line !== "") all.add(JSON.parse(line));
+    } catch {
+      // Nothing registered in the directory yet.
+    }
   }
-  return [
-    ...new Set(text.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line))),
-  ];
+  return [...all];
 }
 
 /** `createKey`, with the key and its secret registered. */
@@ -134,7 +140,8 @@ export function teeChildLog(label: string, stderr: string | Uint8Array): void {
   const name = `child-${++spawned}-${crypto.randomUUID().slice(0, 8)}-${
     label.replace(/[^a-z0-9_-]/gi, "_")
   }.log`;
-  writeFileSync(join(runLogDir(), name), text, { mode: 0o600 });
+  const dir = runLogDir();
+  if (dir !== undefined) writeFileSync(join(dir, name), text, { mode: 0o600 });
   const findings = secretFindings(text, registeredSecrets(), name);
   if (findings.length > 0) {
     throw new Error(`a secret reached the stderr of ${label}:\n${findings.join("\n")}`);
