@@ -53,6 +53,8 @@ interface Job {
   /** When it must have started by, else it gives up (ms, clock of the options). */
   deadline: number;
   started: boolean;
+  /** Queued in the priority lane (from the start, or promoted once). */
+  priority: boolean;
   resolve(row: ApiKeyRecord | null): void;
   reject(error: unknown): void;
   promise: Promise<ApiKeyRecord | null>;
@@ -117,8 +119,9 @@ export class KeyLookup {
       this.#unknown.delete(prefix);
     }
     let job = this.#inflight.get(prefix);
-    if (job && priority && !job.started) {
-      // Promote: the job may now also sit in the priority lane; whichever copy comes first runs it.
+    if (job && priority && !job.started && !job.priority) {
+      // Promote: the job now also sits in the priority lane; whichever copy comes first runs it.
+      job.priority = true;
       this.#priority.push(job);
     }
     if (!job) {
@@ -163,6 +166,7 @@ export class KeyLookup {
       prefix,
       deadline: this.#now() + this.#timeoutMs,
       started: false,
+      priority,
       resolve,
       reject,
       promise,
@@ -194,7 +198,7 @@ export class KeyLookup {
       const job = this.#next();
       if (!job) return;
       job.started = true;
-      if (this.#now() > job.deadline) {
+      if (this.#now() >= job.deadline) {
         // Every waiter has already given up (or is about to): do not spend a query on it.
         this.#finish(job);
         job.reject(QUEUE_TIMEOUT);

@@ -96,17 +96,25 @@ Deno.test("lookups beyond the concurrency queue instead of being refused; priori
 });
 
 Deno.test("a queued lookup gives up after timeoutMs in all, without running its query", async () => {
-  const db = controlledFind(new Set(["p"]));
+  const db = controlledFind(new Set(["p1", "p2"]));
   const lookup = new KeyLookup({ find: db.find, timeoutMs: 100, unknownTtlMs: 0, concurrency: 1 });
+  const started = performance.now();
   const blocking = lookup.lookup("slow", false);
-  const waiting = lookup.lookup("p", false);
-  deepStrictEqual(await waiting, { kind: "timeout" });
+  const first = lookup.lookup("p1", false);
+  const second = lookup.lookup("p2", false);
+  deepStrictEqual(await second, { kind: "timeout" });
+  ok(performance.now() - started < 1_000);
+  deepStrictEqual(await first, { kind: "timeout" });
   deepStrictEqual(await blocking, { kind: "timeout" });
-  // The stuck query passed its wait: its slot is given up, and "p" (past its deadline) is skipped.
-  strictEqual(lookup.stats.abandoned, 1);
+  // "slow" gave its slot up after 100 ms; p1 may have got it just in time, but p2's turn
+  // could only come after another 100 ms, past its deadline: it is skipped, not queried.
+  await new Promise((r) => setTimeout(r, 250));
+  strictEqual(lookup.stats.queued, 0);
+  ok(lookup.stats.abandoned >= 1);
   await db.release();
   strictEqual(lookup.stats.abandoned, 0);
-  deepStrictEqual(db.started, ["slow"], "the expired job never reached the database");
+  strictEqual(db.started[0], "slow");
+  ok(!db.started.includes("p2"), `queried: ${db.started.join(", ")}`);
 });
 
 Deno.test("while 4 × concurrency queries are stuck, new lookups are refused at once", async () => {
@@ -138,4 +146,29 @@ Deno.test("a failing query is an error for its waiters, and the next lookup trie
   const failed = await lookup.lookup("p", false);
   strictEqual(failed.kind, "error");
   strictEqual((await lookup.lookup("p", false)).kind, "row");
+});
+
+Deno.test("an ordinary queued lookup joined by a known key is promoted once", async () => {
+  const db = controlledFind(new Set(["p", "q"]));
+  const lookup = new KeyLookup({
+    find: db.find,
+    timeoutMs: 5_000,
+    unknownTtlMs: 0,
+    concurrency: 1,
+  });
+  const blocking = lookup.lookup("blocker", false);
+  const flood = Array.from({ length: 20 }, (_, i) => lookup.lookup(`rnd${i}`, false));
+  const ordinary = lookup.lookup("p", false);
+  const joined = Array.from({ length: 50 }, () => lookup.lookup("p", true));
+  strictEqual(
+    lookup.stats.queued,
+    22,
+    "20 + p in the ordinary lane, p once more in the priority lane",
+  );
+  await db.release(1);
+  strictEqual(db.started[1], "p", "p ran right after the blocker, ahead of the flood");
+  await db.release();
+  ok([await ordinary, ...(await Promise.all(joined))].every((r) => r.kind === "row"));
+  await Promise.all([blocking, ...flood]);
+  strictEqual(db.started.filter((prefix) => prefix === "p").length, 1);
 });
