@@ -328,6 +328,27 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "an active key is never re-verified: the success TTL slides with use",
+        async () => {
+          const key = await newKey();
+          const sliding = make({ cacheTtlMs: 1_000 });
+          ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          const runs = scryptRuns;
+          // 2.5 s of use every 100 ms (the gaps are far below the TTL even on a loaded machine):
+          // a fixed TTL would have expired twice.
+          for (let i = 0; i < 25; i++) {
+            await sleep(100);
+            ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          }
+          strictEqual(scryptRuns, runs, "no scrypt while the key stays in use");
+          await sleep(1_100); // idle for longer than the TTL
+          ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          strictEqual(scryptRuns, runs + 1, "verified again after an idle TTL");
+          await sliding.close();
+        },
+      );
+
       await t.step("last_used_at is written once per window, in the background", async () => {
         const key = await newKey();
         const writes: Array<boolean | Error> = [];
