@@ -7,7 +7,12 @@
  */
 
 import assert from "node:assert/strict";
-import { createKey } from "../mod/auth/create_key.ts";
+import {
+  createTestKey as createKey,
+  registerPrintedKey,
+  registerSecret,
+  teeChildLog,
+} from "./helpers/log_secrets.ts";
 import { deleteKey, revokeKey } from "../mod/auth/key_store.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
@@ -83,8 +88,10 @@ async function keysCli(args: string[], databaseUrl: string) {
     stderr: "piped",
   }).output();
   const stdout = new TextDecoder().decode(output.stdout);
+  const key = registerPrintedKey(stdout);
+  teeChildLog(`keys ${args[0]}`, output.stderr);
   assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
-  return stdout.trimEnd().split("\n").at(-1)!;
+  return key;
 }
 
 Deno.test({
@@ -95,6 +102,7 @@ Deno.test({
     const tdb = await openTestDatabase("auth_http");
     const backend = startFakeBackend();
     const secret = `cf-${crypto.randomUUID()}`;
+    registerSecret(secret);
     const write = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "write" });
     const read = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "read" });
     const server = await startServer(tdb, "production", {

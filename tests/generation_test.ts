@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { createKey } from "../mod/auth/create_key.ts";
+import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/image/mod.ts";

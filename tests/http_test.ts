@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createKey } from "../mod/auth/create_key.ts";
+import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";

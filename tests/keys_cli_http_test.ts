@@ -10,6 +10,7 @@ import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { registerPrintedKey, teeChildLog } from "./helpers/log_secrets.ts";
 
 async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
   const output = await new Deno.Command(Deno.execPath(), {
@@ -19,6 +20,8 @@ async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
     env: { NO_COLOR: "1", DATABASE_URL: databaseUrl },
   }).output();
   const stdout = new TextDecoder().decode(output.stdout);
+  registerPrintedKey(stdout);
+  teeChildLog(`keys ${args[0]}`, output.stderr);
   assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
   return stdout;
 }
@@ -92,8 +95,9 @@ Deno.test("with no DATABASE_URL, keys --config writes where the server reads (em
       env: { NO_COLOR: "1" },
       clearEnv: true,
     }).output();
+    const key = registerPrintedKey(new TextDecoder().decode(output.stdout));
+    teeChildLog("keys create --config", output.stderr);
     assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
-    const key = new TextDecoder().decode(output.stdout).trim().split("\n").at(-1)!;
     const config = await loadConfig({ path: temp.path, overrides: { transport: "http" }, env: {} });
     assert.equal(config.auth.databaseUrl, undefined);
     const app = await startApp(config);

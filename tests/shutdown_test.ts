@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createKey } from "../mod/auth/create_key.ts";
+import { createTestKey as createKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
@@ -57,6 +57,7 @@ Deno.test("SIGTERM lets the running generation finish, then exits 0", async () =
     assert.equal(pngs(result).length, 1);
     const status = await child.status;
     await drained;
+    teeChildLog("http server (SIGTERM)", stderr);
     assert.equal(status.code, 0, stderr);
     // The signal was handled while the generation ran, and it still finished.
     const stop = stderr.indexOf("shutting down");

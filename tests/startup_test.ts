@@ -10,6 +10,7 @@ import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { teeChildLog } from "./helpers/log_secrets.ts";
 
 async function copyDir(from: string, to: string) {
   await Deno.mkdir(to, { recursive: true });
@@ -22,12 +23,14 @@ async function copyDir(from: string, to: string) {
 }
 
 async function serveOnce(configPath: string) {
-  return await new Deno.Command(Deno.execPath(), {
+  const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-P=serve", "--quiet", "main.ts", "--config", configPath],
     cwd: ROOT,
     stdin: "null",
     env: { NO_COLOR: "1" },
   }).output();
+  teeChildLog("server start-up", output.stderr);
+  return output;
 }
 
 Deno.test("start-up refuses a model file whose hash is not the lock's", async () => {

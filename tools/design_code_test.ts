@@ -19,6 +19,7 @@ import {
   DESIGN_CODE_TOOL_NAMES,
   designCodeToolsEnabled,
 } from "./design_code.ts";
+import { registerSecret } from "../tests/helpers/log_secrets.ts";
 
 const DESIGN_ID = "42_hDDA9BNori9OTXSClduXqR_40002029:37033";
 /** encodeURIComponent(":") is "%3A" (RFC 3986 reserved character). */
@@ -27,6 +28,7 @@ const CODE_ID = "0192a3b4-c5d6-4e8f-9a0b-1c2d3e4f5a6b";
 const OTHER_DESIGN_ID = "7_hDDA9BNori9OTXSClduXqR_40002029:37033";
 const NOW = "2026-06-28T00:00:00.000Z";
 const API_KEY = "backend-internal-key";
+registerSecret(API_KEY);
 
 /** The contract's `get-des2code` success payload ("MCP 出力"). */
 const DES2CODE_RESULT = {

@@ -22,6 +22,7 @@ import {
   designIdSchema,
   designScopeRefusal,
   readOnlyBackendAnnotations,
+  snippet,
 } from "../mod/backend/mod.ts";
 
 const schema = argumentsSchema({ design_id: designIdSchema });
@@ -85,7 +86,7 @@ export function createGetDes2CodeTool(
         );
       }
       const fields = result as Record<string, unknown>;
-      const status = typeof fields.status === "string" ? fields.status : "unknown";
+      const status = typeof fields.status === "string" ? snippet(fields.status, 100) : "unknown";
       const count = typeof fields.matched_code_count === "number"
         ? fields.matched_code_count
         : Array.isArray(fields.matched_codes)

@@ -26,6 +26,7 @@ export function createTools(config: ResolvedConfig, images: ImageService): ToolD
       baseUrl: config.backend.url,
       apiKey: config.backend.apiKey,
       timeoutMs: config.backend.timeoutMs,
+      maxResponseBytes: config.backend.maxResponseBytes,
     });
     tools.push(...(createDesignCodeTools(backend) as ToolDefinition[]));
   }

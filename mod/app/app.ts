@@ -117,6 +117,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     cacheTtlMs: config.auth.cacheTtlMs,
     lastUsedIntervalMs: config.auth.lastUsedIntervalMs,
     dbTimeoutMs: config.auth.dbTimeoutMs,
+    maxConcurrentScrypt: config.auth.scryptConcurrency,
+    verifyQueueLimit: config.auth.verifyQueueLimit,
+    failuresPerMinute: config.auth.failuresPerMinute,
+    unknownPrefixCacheMs: config.auth.unknownPrefixCacheMs,
   });
   let http: HttpServerHandle;
   try {

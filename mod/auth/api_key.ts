@@ -6,6 +6,8 @@
  * @module
  */
 
+import { sha256Hex } from "./constant_time.ts";
+
 /** The contract's key format. The prefix group is greedy and may hold `_` and
  * `-`; the secret group cannot hold `_`, so the LAST `_` splits the two. */
 export const API_KEY_PATTERN = /^guinness_([a-zA-Z0-9_-]+)_([a-zA-Z0-9]+)$/;
@@ -18,6 +20,9 @@ export const PREFIX_LENGTH = 12;
 
 /** Length of generated secrets: 43 base62 characters carry 43·log2(62) ≈ 256 bits. */
 export const SECRET_LENGTH = 43;
+
+/** The shape of generated prefixes: {@link PREFIX_LENGTH} base62 characters. */
+export const GENERATED_PREFIX_PATTERN = /^[0-9A-Za-z]{12}$/;
 
 /** Longest key accepted for parsing; anything longer is malformed without running the regex. */
 export const MAX_API_KEY_LENGTH = 512;
@@ -38,6 +43,20 @@ export function parseApiKey(key: string): ParsedApiKey | null {
   const match = API_KEY_PATTERN.exec(key);
   if (!match) return null;
   return { key, prefix: match[1], secret: match[2] };
+}
+
+/**
+ * How a parsed prefix may appear in a log line. A prefix of the generated
+ * shape is shown as is. Anything else is shown only as the first 16 hex
+ * digits of its SHA-256 and its length: the contract's pattern lets the
+ * prefix hold `_`, so a key with an extra `_…` suffix (or a secret pasted
+ * twice) parses with its secret inside the "prefix", and must not be logged.
+ * Such keys are still looked up (the contract allows any prefix matching its
+ * pattern), only never printed.
+ */
+export function prefixForLog(prefix: string): Record<string, string | number> {
+  if (GENERATED_PREFIX_PATTERN.test(prefix)) return { keyPrefix: prefix };
+  return { keyPrefixSha256: sha256Hex(prefix).slice(0, 16), keyPrefixLength: prefix.length };
 }
 
 /**

@@ -17,6 +17,8 @@ export interface AuthFailure {
   message: string;
   /** A key was presented and refused (adds `error="invalid_token"` to the challenge). */
   invalidToken?: boolean;
+  /** For a 503: seconds the client should wait before retrying (default 5). */
+  retryAfterSeconds?: number;
 }
 
 /** The result of {@link Authenticator.authenticate}. */

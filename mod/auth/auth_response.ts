@@ -37,7 +37,7 @@ export function authFailureResponse(
       outcome.invalidToken ? 'Bearer realm="mcp", error="invalid_token"' : 'Bearer realm="mcp"',
     );
   } else {
-    headers.set("retry-after", String(RETRY_AFTER_SECONDS));
+    headers.set("retry-after", String(outcome.retryAfterSeconds ?? RETRY_AFTER_SECONDS));
   }
   const body = {
     jsonrpc: "2.0",

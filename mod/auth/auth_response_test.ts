@@ -42,3 +42,14 @@ Deno.test("503 has Retry-After and no challenge", async () => {
     id: "r1",
   });
 });
+
+Deno.test("a 503 may ask for a shorter Retry-After (a full verification queue)", () => {
+  const response = authFailureResponse({
+    ok: false,
+    status: 503,
+    message: "too many API key verifications in progress; retry in a second",
+    retryAfterSeconds: 1,
+  });
+  strictEqual(response.status, 503);
+  strictEqual(response.headers.get("retry-after"), "1");
+});

@@ -1,9 +1,13 @@
 /**
  * Per-request authentication of `POST /mcp` (contract §5, issue 5 items
  * 3–5, 7): the `X-MCP-Token` shared secret, then the API key — format, row
- * lookup on every request (bounded wait, fail closed), scrypt verification
- * through the {@link VerificationCache}, revocation and expiry — and a
- * throttled background `last_used_at` write.
+ * lookup on every request ({@link KeyLookup}: single flight per prefix,
+ * queued up to `dbTimeoutMs`, fail closed), the {@link VerificationCache}
+ * (sliding TTL) and else scrypt through the {@link VerificationGate} (one run
+ * per prefix in flight, a per-prefix failure budget, a bounded queue),
+ * revocation and expiry — and a throttled background `last_used_at` write.
+ * Issue 10: one tenant flooding a prefix with wrong secrets cannot starve
+ * other keys' verifications or the active owner of that prefix.
  *
  * Messages: "invalid API key" covers unknown, deleted and wrong-secret keys
  * alike; "API key revoked" / "API key expired" are said only after the secret
@@ -15,14 +19,15 @@
 import { DatabaseError, type Queryable } from "../db/mod.ts";
 import { log } from "../log/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
-import { parseApiKey, presentedKey } from "./api_key.ts";
+import { parseApiKey, prefixForLog, presentedKey } from "./api_key.ts";
 import type { Authenticator, AuthFailure, AuthOutcome } from "./auth_outcome.ts";
-import { ConcurrencyLimit } from "../queue/mod.ts";
 import { constantTimeEqual } from "./constant_time.ts";
 import { nodeScrypt, type ScryptFunction, verifyApiKey } from "./key_hash.ts";
-import { type ApiKeyRecord, findActiveKey } from "./key_store.ts";
+import { findActiveKey } from "./key_store.ts";
+import { KeyLookup } from "./key_lookup.ts";
 import { LastUsedRecorder } from "./last_used.ts";
 import { VerificationCache } from "./verification_cache.ts";
+import { type GateResult, VerificationGate } from "./verification_gate.ts";
 
 /** Options for {@link createAuthenticator}. */
 export interface AuthenticatorOptions {
@@ -32,20 +37,22 @@ export interface AuthenticatorOptions {
   environment: string;
   /** `CLOUDFRONT_SECRET_HEADER`; required unless `environment` is `local`. */
   cloudfrontSecret?: string;
-  /** How long a successful scrypt verification is remembered, in ms. */
+  /** How long a successful scrypt verification is remembered after its last use, in ms. */
   cacheTtlMs: number;
   /** Minimum time between `last_used_at` writes per key, in ms (60,000 per the issue). */
   lastUsedIntervalMs: number;
-  /** Longest wait for the key lookup before answering 503, in ms. */
+  /** Longest wait for the key lookup, queueing included, before answering 503, in ms. */
   dbTimeoutMs: number;
   /** Most scrypt runs at once (default 4; each takes 16 MiB and a core for ~50–80 ms). */
   maxConcurrentScrypt?: number;
-  /**
-   * Most key lookups outstanding at once, including ones abandoned after
-   * `dbTimeoutMs` that the pool has not finished yet (default 128). Beyond it
-   * requests get 503 at once, so a stalled database cannot pile up work.
-   */
-  maxOutstandingLookups?: number;
+  /** Prefixes that may wait for a scrypt run; beyond it 503 with `Retry-After` at once (default 32). */
+  verifyQueueLimit?: number;
+  /** Wrong secrets per prefix per minute before 401 without scrypt (default 10). */
+  failuresPerMinute?: number;
+  /** How long an unknown prefix is answered from memory, in ms (default 2,000; 0 = never). */
+  unknownPrefixCacheMs?: number;
+  /** Key lookups at once (default 4, the pool size of mod/db); the rest queue. */
+  maxConcurrentLookups?: number;
   /** scrypt implementation (tests count runs with it). */
   scrypt?: ScryptFunction;
   /** Observes background `last_used_at` writes (tests). */
@@ -61,6 +68,7 @@ export interface KeyAuthenticator extends Authenticator {
 const MISSING_KEY =
   "missing API key: send MCP-API-Key: guinness_<prefix>_<secret> or Authorization: Bearer guinness_<prefix>_<secret>";
 const UNAVAILABLE = "authentication database unavailable; try again later";
+const BUSY = "too many API key verifications in progress; retry in a second";
 
 function unauthorized(message: string, invalidToken: boolean): AuthFailure {
   return { ok: false, status: 401, message, invalidToken };
@@ -72,9 +80,6 @@ function unavailable(message: string): AuthFailure {
 
 /** postgres.js codes for a pooled connection that died while idle. */
 const STALE_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "ECONNRESET", "EPIPE"]);
-
-/** Marker for a lookup that outlived the bounded wait. */
-const TIMED_OUT = Symbol("timed out");
 
 /**
  * Creates the authenticator the HTTP server calls for every `POST /mcp`.
@@ -94,47 +99,62 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     throw new Error(`database timeout must be > 0 ms, got ${options.dbTimeoutMs}`);
   }
   const scrypt = options.scrypt ?? nodeScrypt;
-  const limit = new ConcurrencyLimit(options.maxConcurrentScrypt ?? 4);
   const cache = new VerificationCache({ ttlMs: options.cacheTtlMs });
+  const gate = new VerificationGate({
+    concurrency: options.maxConcurrentScrypt ?? 4,
+    queueLimit: options.verifyQueueLimit ?? 32,
+    failureLimit: options.failuresPerMinute ?? 10,
+  });
   const lastUsed = new LastUsedRecorder(options.db, {
     intervalMs: options.lastUsedIntervalMs,
     timeoutMs: Math.max(options.dbTimeoutMs, 1_000),
     onWrite: options.onLastUsedWrite,
   });
-  const maxOutstanding = options.maxOutstandingLookups ?? 128;
-  let outstanding = 0;
-
-  /** The key row, waiting at most dbTimeoutMs; TIMED_OUT when the database is too slow. */
-  const lookup = async (prefix: string): Promise<ApiKeyRecord | null | typeof TIMED_OUT> => {
-    outstanding++;
+  const lookups = new KeyLookup({
+    timeoutMs: options.dbTimeoutMs,
+    unknownTtlMs: options.unknownPrefixCacheMs ?? 2_000,
+    concurrency: options.maxConcurrentLookups ?? 4,
     // A pooled connection the server closed (restart, failover) fails its next
     // query with CONNECTION_CLOSED; the SELECT is idempotent, so it is retried
     // once on a fresh connection instead of answering 503.
-    const query = findActiveKey(options.db, prefix)
-      .catch((error: unknown) => {
+    find: (prefix) =>
+      findActiveKey(options.db, prefix).catch((error: unknown) => {
         if (error instanceof DatabaseError && STALE_CONNECTION_CODES.has(error.code)) {
           return findActiveKey(options.db, prefix);
         }
         throw error;
-      })
-      .finally(() => outstanding--);
-    // Once abandoned, a late failure is expected and must not become an unhandled rejection.
-    query.catch(() => {});
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
-      timer = setTimeout(() => resolve(TIMED_OUT), options.dbTimeoutMs);
-    });
-    try {
-      return await Promise.race([query, deadline]);
-    } finally {
-      clearTimeout(timer);
-    }
-  };
+      }),
+  });
 
   const refuse = (failure: AuthFailure, reason: string, keyPrefix?: string): AuthFailure => {
     log(failure.status === 503 ? "warn" : "info", "auth", `request refused: ${reason}`, {
       status: failure.status,
-      ...(keyPrefix ? { keyPrefix } : {}),
+      // Only the generated prefix shape is printed; anything else could hold a secret.
+      ...(keyPrefix !== undefined ? prefixForLog(keyPrefix) : {}),
+    });
+    return failure;
+  };
+
+  // Refusals of a flood (spent budget, crowded lane) would otherwise write a log line per
+  // guess: per prefix and reason, one line a minute says how many were left out.
+  const floodLines = new Map<string, { until: number; suppressed: number }>();
+  const refuseFlood = (failure: AuthFailure, reason: string, prefix: string): AuthFailure => {
+    const id = `${reason}\n${prefix}`;
+    const now = Date.now();
+    const seen = floodLines.get(id);
+    if (seen && now < seen.until) {
+      seen.suppressed++;
+      return failure;
+    }
+    floodLines.delete(id);
+    floodLines.set(id, { until: now + 60_000, suppressed: 0 });
+    if (floodLines.size > 10_000) floodLines.delete(floodLines.keys().next().value!);
+    log("info", "auth", `request refused: ${reason}`, {
+      status: failure.status,
+      ...prefixForLog(prefix),
+      // Lines left out for this prefix and reason in the minute before this one.
+      ...(seen ? { alsoRefusedSincePreviousLine: seen.suppressed } : {}),
+      nextLineInSeconds: 60,
     });
     return failure;
   };
@@ -172,46 +192,86 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     }
     const prefix = parsed.prefix;
 
-    if (outstanding >= maxOutstanding) {
-      return refuse(unavailable(UNAVAILABLE), `${outstanding} key lookups outstanding`, prefix);
-    }
-    let row: ApiKeyRecord | null | typeof TIMED_OUT;
-    try {
-      row = await lookup(prefix);
-    } catch (error) {
-      // DatabaseError messages are already free of the DSN password.
-      const text = error instanceof Error ? error.message : String(error);
-      return refuse(unavailable(UNAVAILABLE), `key lookup failed: ${text}`, prefix);
-    }
-    if (row === TIMED_OUT) {
-      return refuse(
-        unavailable(UNAVAILABLE),
-        `key lookup took longer than ${options.dbTimeoutMs} ms`,
+    const id = VerificationCache.keyId(parsed.key);
+    const known = cache.holds(id);
+    if (!known && gate.exhausted(prefix)) {
+      // Nothing to learn from the row: unknown, wrong and throttled all answer 401, so a
+      // flood of guesses at a spent prefix costs neither a query nor scrypt.
+      return refuseFlood(
+        unauthorized("invalid API key", true),
+        "failure budget spent: too many wrong secrets for this prefix in the last minute",
         prefix,
       );
     }
-    if (row === null) {
-      return refuse(unauthorized("invalid API key", true), "unknown or deleted key", prefix);
+    // A key with a fresh success is served ahead of unknown ones (a flood of guesses queues behind).
+    const found = await lookups.lookup(prefix, known);
+    switch (found.kind) {
+      case "error": {
+        // DatabaseError messages are already free of the DSN password.
+        const text = found.error instanceof Error ? found.error.message : String(found.error);
+        return refuse(unavailable(UNAVAILABLE), `key lookup failed: ${text}`, prefix);
+      }
+      case "timeout":
+        return refuse(
+          unavailable(UNAVAILABLE),
+          `key lookup took longer than ${options.dbTimeoutMs} ms`,
+          prefix,
+        );
+      case "overloaded":
+        return refuse(unavailable(UNAVAILABLE), found.reason, prefix);
+      case "unknown":
+        return refuse(
+          unauthorized("invalid API key", true),
+          found.cached ? "unknown or deleted key (remembered)" : "unknown or deleted key",
+          prefix,
+        );
+      case "row":
+        break;
     }
+    const row = found.row;
 
-    let matches: boolean;
-    try {
-      const record = row;
-      matches = await cache.verify(
-        parsed.key,
-        record,
-        () => limit.run(() => verifyApiKey(parsed.key, record, scrypt)),
-      );
-    } catch (error) {
-      const text = error instanceof Error ? error.message : String(error);
-      return refuse(
-        unavailable("authentication temporarily unavailable; try again later"),
-        `scrypt failed: ${text}`,
-        prefix,
-      );
-    }
-    if (!matches) {
-      return refuse(unauthorized("invalid API key", true), "wrong secret", prefix);
+    if (!cache.hit(id, row)) {
+      let verdict: GateResult;
+      try {
+        verdict = await gate.verify(prefix, id, async () => {
+          const matches = await verifyApiKey(parsed.key, row, scrypt);
+          if (matches) cache.remember(id, row);
+          return matches;
+        });
+      } catch (error) {
+        const text = error instanceof Error ? error.message : String(error);
+        return refuse(
+          unavailable("authentication temporarily unavailable; try again later"),
+          `scrypt failed: ${text}`,
+          prefix,
+        );
+      }
+      if (verdict === "busy") {
+        return refuse(
+          { ...unavailable(BUSY), retryAfterSeconds: 1 },
+          `verification queue full (${gate.running} running, ${gate.queued} waiting)`,
+          prefix,
+        );
+      }
+      if (verdict === "crowded") {
+        // A flood of guesses at one prefix, not an overloaded server: logged at info level.
+        return refuseFlood(
+          { ...unavailable(BUSY), retryAfterSeconds: 1 },
+          "too many different keys for this prefix are waiting for verification",
+          prefix,
+        );
+      }
+      if (verdict === "throttled") {
+        // Same answer as a wrong secret: a guesser learns nothing from hitting the budget.
+        return refuseFlood(
+          unauthorized("invalid API key", true),
+          "failure budget spent: too many wrong secrets for this prefix in the last minute",
+          prefix,
+        );
+      }
+      if (verdict === "mismatch") {
+        return refuse(unauthorized("invalid API key", true), "wrong secret", prefix);
+      }
     }
     if (row.revoked) return refuse(unauthorized("API key revoked", true), "revoked key", prefix);
     if (row.expired) return refuse(unauthorized("API key expired", true), "expired key", prefix);

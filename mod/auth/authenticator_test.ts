@@ -8,7 +8,11 @@ import { setLogLevel } from "../log/mod.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import type { AuthOutcome } from "./auth_outcome.ts";
 import { type AuthenticatorOptions, createAuthenticator } from "./authenticator.ts";
-import { createKey } from "./create_key.ts";
+import {
+  createTestKey as createKey,
+  registerSecret,
+  teeInProcess,
+} from "../../tests/helpers/log_secrets.ts";
 import { nodeScrypt, type ScryptFunction } from "./key_hash.ts";
 import { deleteKey, revokeKey, touchLastUsed } from "./key_store.ts";
 import { checkToolScope } from "./tool_scope.ts";
@@ -47,7 +51,10 @@ Deno.test({
     const stderr = Deno.stderr as { writeSync(p: Uint8Array): number };
     const originalWrite = stderr.writeSync;
     stderr.writeSync = (p: Uint8Array) => {
-      captured.push(decoder.decode(p));
+      const text = decoder.decode(p);
+      captured.push(text);
+      // Kept off the terminal (debug level), but searched with the whole run's logs.
+      teeInProcess(text);
       return p.length;
     };
     setLogLevel("debug");
@@ -56,6 +63,7 @@ Deno.test({
     const test = await openTestDatabase("authenticator");
     const { db, proxy } = test;
     const cfSecret = `cf-${crypto.randomUUID()}`;
+    registerSecret(cfSecret);
     let scryptRuns = 0;
     const countingScrypt: ScryptFunction = (password, salt) => {
       scryptRuns++;
@@ -320,6 +328,27 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "an active key is never re-verified: the success TTL slides with use",
+        async () => {
+          const key = await newKey();
+          const sliding = make({ cacheTtlMs: 1_000 });
+          ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          const runs = scryptRuns;
+          // 2.5 s of use every 100 ms (the gaps are far below the TTL even on a loaded machine):
+          // a fixed TTL would have expired twice.
+          for (let i = 0; i < 25; i++) {
+            await sleep(100);
+            ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          }
+          strictEqual(scryptRuns, runs, "no scrypt while the key stays in use");
+          await sleep(1_100); // idle for longer than the TTL
+          ok((await authenticate({ ...token, "MCP-API-Key": key.key }, sliding)).ok);
+          strictEqual(scryptRuns, runs + 1, "verified again after an idle TTL");
+          await sliding.close();
+        },
+      );
+
       await t.step("last_used_at is written once per window, in the background", async () => {
         const key = await newKey();
         const writes: Array<boolean | Error> = [];
@@ -463,26 +492,167 @@ Deno.test({
         await bounded.close();
       });
 
-      await t.step("outstanding lookups are capped while the database stalls", async () => {
-        const capped = make({ dbTimeoutMs: 300, maxOutstandingLookups: 2 });
-        proxy.setDelay(2_000);
-        const first = await Promise.all([
-          authenticate({ ...token, "MCP-API-Key": writeKey.key }, capped),
-          authenticate({ ...token, "MCP-API-Key": writeKey.key }, capped),
-        ]);
-        ok(first.every((o) => !o.ok && o.status === 503));
-        // Both abandoned lookups are still outstanding: the next request is refused at once.
-        const started = performance.now();
-        const f = failure(await authenticate({ ...token, "MCP-API-Key": writeKey.key }, capped));
+      await t.step(
+        "stalled database: stuck lookups are abandoned after the wait, then new ones refused at once",
+        async () => {
+          const stalled = make({ dbTimeoutMs: 300, maxConcurrentLookups: 1 });
+          proxy.setDelay(3_000);
+          // Four distinct prefixes, one after the other: each query outlives the wait.
+          for (let i = 0; i < 4; i++) {
+            const f = failure(
+              await authenticate(
+                { ...token, "MCP-API-Key": `guinness_Stalled${i}abcd_${"x".repeat(43)}` },
+                stalled,
+              ),
+            );
+            strictEqual(f.status, 503);
+          }
+          const started = performance.now();
+          const f = failure(await authenticate({ ...token, "MCP-API-Key": writeKey.key }, stalled));
+          strictEqual(f.status, 503);
+          ok(performance.now() - started < 250, "refused without waiting");
+          ok(captured.some((line) => line.includes("key lookups outlived the 300 ms wait")));
+          proxy.setDelay(0);
+          await eventually(
+            "recovery",
+            async () => (await authenticate({ ...token, "MCP-API-Key": writeKey.key }, stalled)).ok,
+          );
+          await stalled.close();
+        },
+      );
+
+      await t.step(
+        "300 simultaneous valid requests are all served (no fixed lookup budget)",
+        async () => {
+          const many = make();
+          const results = await Promise.all(
+            Array.from(
+              { length: 300 },
+              (_, i) =>
+                authenticate({ ...token, "MCP-API-Key": (i % 2 ? readKey : writeKey).key }, many),
+            ),
+          );
+          strictEqual(results.filter((r) => r.ok).length, 300);
+          await many.close();
+        },
+      );
+
+      await t.step(
+        "a flood of random unknown prefixes queues behind a valid key instead of refusing it",
+        async () => {
+          const flooded = make();
+          ok((await authenticate({ ...token, "MCP-API-Key": readKey.key }, flooded)).ok);
+          const flood = Array.from(
+            { length: 300 },
+            (_, i) =>
+              flooded.authenticate(
+                request({
+                  ...token,
+                  "MCP-API-Key": `guinness_Rnd${String(i).padStart(9, "0")}_${"r".repeat(43)}`,
+                }),
+              ),
+          );
+          const valid = await authenticate({ ...token, "MCP-API-Key": readKey.key }, flooded);
+          ok(valid.ok, `the valid key got ${JSON.stringify(valid)}`);
+          const outcomes = await Promise.all(flood);
+          ok(outcomes.every((o) => !o.ok && o.status === 401), "every unknown prefix is a 401");
+          await flooded.close();
+        },
+      );
+
+      await t.step(
+        "a wrong-secret flood on one prefix: scrypt bounded, owner and a fresh key still pass",
+        async () => {
+          const victim = await newKey();
+          const fresh = await newKey();
+          const flooded = make({ failuresPerMinute: 5 });
+          ok((await authenticate({ ...token, "MCP-API-Key": victim.key }, flooded)).ok);
+          const runs = scryptRuns;
+          const wrong = (i: number) =>
+            `guinness_${victim.prefix}_${String(i).padStart(4, "0")}${"Q".repeat(39)}`;
+          const flood = Array.from(
+            { length: 64 },
+            (_, i) => authenticate({ ...token, "MCP-API-Key": wrong(i) }, flooded),
+          );
+          const owner = authenticate({ ...token, "MCP-API-Key": victim.key }, flooded);
+          const other = authenticate({ ...token, "MCP-API-Key": fresh.key }, flooded);
+          ok((await owner).ok, "the cached owner is not locked out");
+          ok((await other).ok, "another key is verified during the flood");
+          const outcomes = await Promise.all(flood);
+          ok(outcomes.every((o) => !o.ok && (o.status === 401 || o.status === 503)));
+          const floodRuns = scryptRuns - runs - 1; // minus the fresh key's run
+          ok(floodRuns <= 5, `the flood ran scrypt ${floodRuns} times (budget 5)`);
+          // The budget is spent: another guess is refused without scrypt, like a wrong secret.
+          const before = scryptRuns;
+          const f = failure(await authenticate({ ...token, "MCP-API-Key": wrong(99) }, flooded));
+          strictEqual(f.status, 401);
+          strictEqual(f.message, "invalid API key");
+          strictEqual(scryptRuns, before);
+          // Hundreds of refusals, but one log line per prefix and reason a minute.
+          for (let i = 0; i < 200; i++) {
+            await authenticate({ ...token, "MCP-API-Key": wrong(100 + i) }, flooded);
+          }
+          strictEqual(
+            captured.filter((line) =>
+              line.includes("failure budget spent") && line.includes(victim.prefix)
+            ).length,
+            1,
+          );
+          ok((await authenticate({ ...token, "MCP-API-Key": victim.key }, flooded)).ok);
+          await flooded.close();
+        },
+      );
+
+      await t.step("a full verification queue is 503 with Retry-After: 1 at once", async () => {
+        let open!: () => void;
+        const gateOpen = new Promise<void>((resolve) => open = resolve);
+        const slowScrypt: ScryptFunction = async (password, salt) => {
+          await gateOpen;
+          return await nodeScrypt(password, salt);
+        };
+        const busy = make({ maxConcurrentScrypt: 1, verifyQueueLimit: 1, scrypt: slowScrypt });
+        const keys3 = [await newKey(), await newKey(), await newKey()];
+        const first = authenticate({ ...token, "MCP-API-Key": keys3[0].key }, busy);
+        const second = authenticate({ ...token, "MCP-API-Key": keys3[1].key }, busy);
+        await sleep(20);
+        const f = failure(await authenticate({ ...token, "MCP-API-Key": keys3[2].key }, busy));
         strictEqual(f.status, 503);
-        ok(performance.now() - started < 250, "refused without waiting");
-        proxy.setDelay(0);
-        await eventually(
-          "recovery",
-          async () => (await authenticate({ ...token, "MCP-API-Key": writeKey.key }, capped)).ok,
-        );
-        await capped.close();
+        strictEqual((f as { retryAfterSeconds?: number }).retryAfterSeconds, 1);
+        match(f.message, /too many API key verifications/);
+        open();
+        ok((await first).ok && (await second).ok);
+        ok((await authenticate({ ...token, "MCP-API-Key": keys3[2].key }, busy)).ok);
+        await busy.close();
       });
+
+      await t.step(
+        "an unknown prefix is remembered briefly; a key with an extra _suffix is logged as a hash",
+        async () => {
+          const negative = make({ unknownPrefixCacheMs: 60_000 });
+          const unknown = "guinness_Unknown12345_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ";
+          strictEqual(
+            failure(await authenticate({ ...token, "MCP-API-Key": unknown }, negative)).status,
+            401,
+          );
+          await proxy.down();
+          try {
+            const f = failure(await authenticate({ ...token, "MCP-API-Key": unknown }, negative));
+            strictEqual(f.status, 401, "answered from memory, not 503 from the stopped database");
+          } finally {
+            await proxy.up();
+          }
+          // The contract's pattern puts everything before the last "_" in the prefix.
+          const suffixed = `${writeKey.key}_extra`;
+          const secretPart = writeKey.key.slice(writeKey.key.lastIndexOf("_") + 1);
+          const lines = captured.length;
+          const f = failure(await authenticate({ ...token, "MCP-API-Key": suffixed }, negative));
+          strictEqual(f.message, "invalid API key");
+          const logged = captured.slice(lines).join("");
+          match(logged, /"keyPrefixSha256":"[0-9a-f]{16}","keyPrefixLength":\d+/);
+          ok(!logged.includes(secretPart), "the secret inside the parsed prefix is not logged");
+          await negative.close();
+        },
+      );
 
       await t.step("no secret in any log line or outcome message", async () => {
         await auth.settle();

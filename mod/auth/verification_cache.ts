@@ -1,8 +1,11 @@
 /**
  * The fast path of key verification: a successful scrypt check is remembered
- * for a short time, so scrypt runs once per key per window instead of on
- * every MCP request (reference mcp-and-auth.md §5.3). Concurrent first
- * requests for one key share one check. Failures are never remembered.
+ * while the key keeps being used, so scrypt runs once per key instead of on
+ * every MCP request (reference mcp-and-auth.md §5.3). The TTL slides: every
+ * hit pushes the expiry out again, so an active key never falls back to
+ * scrypt at a fixed moment (issue 10: an active key waited 10.7 s behind a
+ * scrypt flood when its fixed 30 s entry expired). Failures are never
+ * remembered here; {@link FailureBudget} counts them.
  *
  * The cache answers only "does this key match this stored hash"; the key's
  * row (revocation, expiry, deletion) is still read on every request, so a
@@ -16,22 +19,24 @@ import type { StoredHash } from "./key_hash.ts";
 
 /** Options for {@link VerificationCache}. */
 export interface VerificationCacheOptions {
-  /** How long a success is remembered, in ms (0 disables remembering; sharing stays). */
+  /** How long a success is remembered after its last use, in ms (0 disables remembering). */
   ttlMs: number;
-  /** Most entries kept; the oldest go first (default 10,000). */
+  /** Most entries kept; the least recently used go first (default 10,000). */
   maxEntries?: number;
   /** Clock in ms (tests). */
   now?: () => number;
 }
 
-/** Remembers successful key verifications for a TTL; see the module documentation. */
+/** Remembers successful key verifications with a sliding TTL; see the module documentation. */
 export class VerificationCache {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #now: () => number;
-  /** SHA-256(key, key_hash, salt) → expiry time. Neither the key nor the hash is kept. */
-  readonly #entries = new Map<string, number>();
-  readonly #inflight = new Map<string, Promise<boolean>>();
+  /**
+   * SHA-256(key) → expiry time and SHA-256 of the stored hash and salt it
+   * was verified against. Neither the key nor the hash is kept.
+   */
+  readonly #entries = new Map<string, { expires: number; stored: string }>();
 
   /** Creates an empty cache. */
   constructor(options: VerificationCacheOptions) {
@@ -41,49 +46,64 @@ export class VerificationCache {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Number of remembered successes (expired ones included until swept). */
+  /** The cache id of a presented key: its SHA-256, so the key itself is never kept. */
+  static keyId(key: string): string {
+    return sha256Hex(key);
+  }
+
+  /** Number of remembered successes (expired ones included until touched or evicted). */
   get size(): number {
     return this.#entries.size;
   }
 
   /**
-   * True when `key` matches `stored`: from memory when a success for this key
-   * AND this stored hash is fresh (a re-keyed row misses), else by `check`,
-   * shared with any concurrent call for the same pair.
+   * True when key `id` has a fresh success against `stored` (a re-keyed row,
+   * with another hash or salt, misses); the hit slides the expiry forward.
    */
-  async verify(key: string, stored: StoredHash, check: () => Promise<boolean>): Promise<boolean> {
-    // The separator cannot occur in a key or in hex, so the triple is unambiguous.
-    const id = sha256Hex(`${key}\n${stored.keyHash}\n${stored.salt}`);
-    const expires = this.#entries.get(id);
-    if (expires !== undefined) {
-      if (expires > this.#now()) return true;
+  hit(id: string, stored: StoredHash): boolean {
+    if (!this.holds(id)) return false;
+    if (this.#entries.get(id)!.stored !== storedDigest(stored)) return false;
+    this.remember(id, stored);
+    return true;
+  }
+
+  /**
+   * True when key `id` has a fresh success against some stored hash. Lets
+   * the caller refuse a throttled prefix's unknown keys before reading the
+   * row; a true answer still needs {@link hit} against the current row.
+   */
+  holds(id: string): boolean {
+    const entry = this.#entries.get(id);
+    if (entry === undefined) return false;
+    if (entry.expires <= this.#now()) {
       this.#entries.delete(id);
+      return false;
     }
-    let pending = this.#inflight.get(id);
-    if (!pending) {
-      pending = check().then((ok) => {
-        if (ok && this.#ttlMs > 0) this.#remember(id);
-        return ok;
-      }).finally(() => this.#inflight.delete(id));
-      this.#inflight.set(id, pending);
+    return true;
+  }
+
+  /** Records a verified success of key `id` against `stored` (no-op when the TTL is 0). */
+  remember(id: string, stored: StoredHash): void {
+    if (this.#ttlMs <= 0) return;
+    // Delete first so the entry moves to the end: Map order is then least recently used first.
+    this.#entries.delete(id);
+    this.#entries.set(id, { expires: this.#now() + this.#ttlMs, stored: storedDigest(stored) });
+    if (this.#entries.size <= this.#maxEntries) return;
+    const now = this.#now();
+    for (const [entry, { expires }] of this.#entries) {
+      if (this.#entries.size <= this.#maxEntries && expires > now) break;
+      this.#entries.delete(entry);
     }
-    return await pending;
   }
 
   /** Forgets everything. */
   clear(): void {
     this.#entries.clear();
   }
+}
 
-  #remember(id: string): void {
-    this.#entries.delete(id);
-    this.#entries.set(id, this.#now() + this.#ttlMs);
-    if (this.#entries.size <= this.#maxEntries) return;
-    // Map iteration is insertion order, so the first entries are the oldest.
-    const now = this.#now();
-    for (const [entry, expiry] of this.#entries) {
-      if (this.#entries.size <= this.#maxEntries && expiry > now) break;
-      this.#entries.delete(entry);
-    }
-  }
+/** A fixed-size stand-in for a stored hash and salt. */
+function storedDigest(stored: StoredHash): string {
+  // The separator cannot occur in hex, so the pair is unambiguous.
+  return sha256Hex(`${stored.keyHash}\n${stored.salt}`);
 }

@@ -12,6 +12,7 @@
 import { log } from "../log/mod.ts";
 import { buildBackendUrl } from "./backend_url.ts";
 import { interpretBackendResponse } from "./interpret_response.ts";
+import { type CappedBody, DEFAULT_MAX_RESPONSE_BYTES, readCappedText } from "./read_body.ts";
 import type { BackendCallOptions, BackendClient, BackendOutcome, BackendRequest } from "./types.ts";
 
 /** Options of {@link createBackendClient}. */
@@ -22,6 +23,8 @@ export interface BackendClientOptions {
   apiKey?: string;
   /** How long one request may take, body included, in milliseconds. */
   timeoutMs: number;
+  /** Largest answer read, in bytes; a longer one is an invalid response. @default 8 MiB */
+  maxResponseBytes?: number;
   /** The fetch to use. @default globalThis.fetch */
   fetch?: typeof fetch;
 }
@@ -71,6 +74,12 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       `Cannot create backend client: timeoutMs must be a positive integer, got ${options.timeoutMs}`,
     );
   }
+  const maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  if (!Number.isSafeInteger(maxResponseBytes) || maxResponseBytes <= 0) {
+    throw new RangeError(
+      `Cannot create backend client: maxResponseBytes must be a positive integer, got ${maxResponseBytes}`,
+    );
+  }
   const baseUrl = options.baseUrl;
   const apiKey = options.apiKey ? options.apiKey : undefined;
   const timeoutMs = options.timeoutMs;
@@ -94,7 +103,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
       const started = performance.now();
 
       let status: number;
-      let text: string;
+      let body: CappedBody;
       try {
         const response = await fetchImpl(url, {
           method: request.method,
@@ -106,7 +115,7 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
         status = response.status;
         // The signal also covers reading the body, so a backend that stalls
         // mid-body still times out.
-        text = await response.text();
+        body = await readCappedText(response, maxResponseBytes);
       } catch (error) {
         const detail = error instanceof Error
           ? [error.message, error.cause instanceof Error ? error.cause.message : undefined]
@@ -133,7 +142,21 @@ export function createBackendClient(options: BackendClientOptions): BackendClien
           message: "the backend internal API could not be reached",
         };
       }
-      const outcome = interpretBackendResponse(status, text);
+      if (!body.ok) {
+        const size = body.declared !== undefined
+          ? `declares ${body.declared} bytes`
+          : `passed ${body.read} bytes`;
+        log("warn", "backend", `${where} answer too large`, { status, maxResponseBytes });
+        return {
+          ok: false,
+          kind: "invalid_response",
+          status,
+          message:
+            `the backend answer (HTTP ${status}) ${size}, more than the ${maxResponseBytes}-byte ` +
+            "limit ([backend] max_response_bytes)",
+        };
+      }
+      const outcome = interpretBackendResponse(status, body.text);
       log(outcome.ok ? "debug" : "warn", "backend", `${where} answered HTTP ${status}`, {
         ms: Math.round(performance.now() - started),
         ...(outcome.ok ? {} : { kind: outcome.kind }),

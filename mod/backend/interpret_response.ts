@@ -10,10 +10,22 @@
  * @module
  */
 
+import { jsonNestingExceeds } from "./json_depth.ts";
+import { joinSnippets, snippet } from "./snippet.ts";
 import type { BackendOutcome } from "./types.ts";
 
 /** Longest piece of a non-JSON error body quoted back to the model. */
 const MAX_TEXT_SNIPPET = 200;
+
+/** Longest error code kept, in characters. */
+const MAX_CODE_CHARS = 100;
+
+/**
+ * Deepest JSON nesting accepted from the backend. Real payloads are a few
+ * levels deep; a bound keeps any later recursive walk (ours, the SDK's,
+ * `JSON.stringify` with indentation) far from the stack limit.
+ */
+export const MAX_BACKEND_JSON_DEPTH = 256;
 
 /**
  * Interprets a status and body text.
@@ -35,6 +47,15 @@ export function interpretBackendResponse(status: number, text: string): BackendO
   const trimmed = text.trim();
   let body: unknown = undefined;
   let isJson = false;
+  if (trimmed !== "" && jsonNestingExceeds(trimmed, MAX_BACKEND_JSON_DEPTH)) {
+    return {
+      ok: false,
+      kind: "invalid_response",
+      status,
+      message: `the backend answer (HTTP ${status}) nests JSON deeper than ` +
+        `${MAX_BACKEND_JSON_DEPTH} levels`,
+    };
+  }
   if (trimmed !== "") {
     try {
       body = JSON.parse(trimmed);
@@ -52,7 +73,7 @@ export function interpretBackendResponse(status: number, text: string): BackendO
         kind: "invalid_response",
         status,
         message: `the backend returned a body that is not valid JSON (HTTP ${status}): ` +
-          JSON.stringify(snippet(trimmed)),
+          JSON.stringify(shortSnippet(trimmed)),
       };
     }
     if (isEnvelope(body)) {
@@ -110,6 +131,7 @@ function errorDetail(body: unknown): { code: string | null; message: string | nu
     code = nonEmptyString(error.code) ?? code;
     message = nonEmptyString(error.message) ?? nonEmptyString(error.detail);
   }
+  if (code !== null) code = snippet(code, MAX_CODE_CHARS);
   // NestJS: { statusCode, message: string | string[], error: "Bad Request" };
   // its `message` says more than the status phrase in `error`.
   message ??= stringOrList(body.message) ?? nonEmptyString(error);
@@ -118,29 +140,46 @@ function errorDetail(body: unknown): { code: string | null; message: string | nu
     if (typeof detail === "string") {
       message = nonEmptyString(detail);
     } else if (Array.isArray(detail)) {
-      const parts = detail
-        .map((item) => (isRecord(item) ? nonEmptyString(item.msg) : nonEmptyString(item)))
-        .filter((part): part is string => part !== null);
-      message = parts.length > 0 ? parts.join("; ") : null;
+      const parts = listParts(
+        detail,
+        (item) => (isRecord(item) ? nonEmptyString(item.msg) : nonEmptyString(item)),
+      );
+      message = parts.length > 0 ? joinSnippets(parts) : null;
     }
   }
-  return { code, message };
+  // Whatever the source, what reaches a tool text is a bounded snippet.
+  return { code, message: message === null ? null : snippet(message) };
 }
 
 /** A non-empty string, or a list of strings joined with "; ". */
 function stringOrList(value: unknown): string | null {
   if (!Array.isArray(value)) return nonEmptyString(value);
-  const parts = value.map(nonEmptyString).filter((part): part is string => part !== null);
-  return parts.length > 0 ? parts.join("; ") : null;
+  const parts = listParts(value, nonEmptyString);
+  return parts.length > 0 ? joinSnippets(parts) : null;
+}
+
+/**
+ * The usable parts of a message list, in one flat loop (no recursion into
+ * nested lists; a nested list is not a message), stopping once enough
+ * parts for a snippet are found so a million-item list costs little.
+ */
+function listParts(items: readonly unknown[], pick: (item: unknown) => string | null): string[] {
+  const parts: string[] = [];
+  for (const item of items) {
+    const part = pick(item);
+    if (part !== null) parts.push(part);
+    // One more than shown, so the joined text can say that some were left out.
+    if (parts.length > 10) break;
+  }
+  return parts;
 }
 
 /** A short plain-text error body, or null for HTML pages (proxies' error pages). */
 function textMessage(text: string): string | null {
   if (text === "" || text.startsWith("<")) return null;
-  return snippet(text);
+  return shortSnippet(text);
 }
 
-function snippet(text: string): string {
-  const flat = text.replace(/\s+/g, " ");
-  return flat.length > MAX_TEXT_SNIPPET ? `${flat.slice(0, MAX_TEXT_SNIPPET)}…` : flat;
+function shortSnippet(text: string): string {
+  return snippet(text, MAX_TEXT_SNIPPET);
 }

@@ -101,3 +101,43 @@ Deno.test("interpretBackendResponse() reports redirects as invalid responses", (
   strictEqual(outcome.ok, false);
   if (!outcome.ok) strictEqual(outcome.kind, "invalid_response");
 });
+
+Deno.test("interpretBackendResponse() cuts a 5,000,000-character error message to a snippet", () => {
+  const huge = "e".repeat(5_000_000);
+  for (
+    const body of [
+      { error: { code: "VALIDATION", message: huge } },
+      { message: huge },
+      { message: Array.from({ length: 1_000_000 }, () => "bad field") },
+      { detail: Array.from({ length: 1_000 }, () => ({ msg: huge.slice(0, 10_000) })) },
+      { code: huge, error: huge },
+    ]
+  ) {
+    const outcome = interpretBackendResponse(400, JSON.stringify(body));
+    ok(!outcome.ok && outcome.kind === "rejected");
+    if (outcome.ok || outcome.kind !== "rejected") continue;
+    ok((outcome.message ?? "").length <= 600, `message of ${outcome.message?.length} characters`);
+    ok((outcome.code ?? "").length <= 150, `code of ${outcome.code?.length} characters`);
+  }
+  const many = interpretBackendResponse(
+    422,
+    JSON.stringify({ message: Array.from({ length: 50 }, (_, i) => `m${i}`) }),
+  );
+  ok(!many.ok && many.kind === "rejected");
+  if (!many.ok && many.kind === "rejected") {
+    strictEqual(many.message, "m0; m1; m2; m3; m4; m5; m6; m7; m8; m9 (further messages left out)");
+  }
+});
+
+Deno.test("interpretBackendResponse() refuses JSON nested deeper than 256 levels before parsing", () => {
+  const deep = "[".repeat(1_000_000) + "]".repeat(1_000_000);
+  const outcome = interpretBackendResponse(200, deep);
+  deepStrictEqual(outcome, {
+    ok: false,
+    kind: "invalid_response",
+    status: 200,
+    message: "the backend answer (HTTP 200) nests JSON deeper than 256 levels",
+  });
+  const fine = "[".repeat(256) + "]".repeat(256);
+  strictEqual(interpretBackendResponse(200, fine).ok, true);
+});

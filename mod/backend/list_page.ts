@@ -11,6 +11,8 @@
  * @module
  */
 
+import { snippet } from "./snippet.ts";
+
 /** The list arguments after validation (defaults applied). */
 export interface ListArguments {
   /** Project to list (integer > 0); must match a project-bound key's project. */
@@ -110,5 +112,8 @@ function describe(value: unknown): string {
   if (value === null) return "null";
   if (typeof value !== "object") return typeof value;
   const keys = Object.keys(value);
-  return keys.length === 0 ? "an empty object" : `an object with keys ${keys.join(", ")}`;
+  if (keys.length === 0) return "an empty object";
+  // Backend key names are quoted as bounded snippets, at most ten of them.
+  const shown = keys.slice(0, 10).map((key) => snippet(key, 40)).join(", ");
+  return `an object with keys ${shown}${keys.length > 10 ? ` and ${keys.length - 10} more` : ""}`;
 }

@@ -66,3 +66,14 @@ Deno.test("toListPage() refuses payloads without an item array", () => {
     if (!listed.ok) ok(listed.message.endsWith(`got ${got}`), listed.message);
   }
 });
+
+Deno.test("toListPage() names at most ten keys of an unusable payload, each cut short", () => {
+  const data = Object.fromEntries(
+    Array.from({ length: 5_000 }, (_, i) => [`${"k".repeat(100)}${i}`, i]),
+  );
+  const listed = toListPage(data, { project_id: 1, limit: 20, offset: 0 }, ["designs"]);
+  ok(!listed.ok);
+  if (listed.ok) return;
+  ok(listed.message.length < 1_000, `message of ${listed.message.length} characters`);
+  ok(listed.message.endsWith("and 4990 more"), listed.message);
+});

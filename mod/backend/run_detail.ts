@@ -13,6 +13,7 @@ import type { ToolContext, ToolResult } from "../mcp/tool.ts";
 import { callBackend } from "./call_backend.ts";
 import { toDetailRecord } from "./detail_record.ts";
 import { recordScopeRefusal } from "./project_scope.ts";
+import { snippet } from "./snippet.ts";
 import { backendErrorResult, backendSuccessResult } from "./tool_results.ts";
 import type { BackendClient } from "./types.ts";
 
@@ -63,7 +64,9 @@ export async function runDetailRequest(
   const leak = recordScopeRefusal(context.scope, detail.record, key);
   if (leak !== undefined) return backendErrorResult(action, leak, now());
 
-  const name = typeof detail.record.name === "string" ? ` (${detail.record.name})` : "";
+  const name = typeof detail.record.name === "string"
+    ? ` (${snippet(detail.record.name, 200)})`
+    : "";
   return backendSuccessResult(
     `${noun} detail for ${key} ID ${id}${name}`,
     { [key]: detail.record },

@@ -42,6 +42,19 @@ export function backendSuccessResult(
   withJson: boolean,
 ): ToolResult {
   const content: ToolResult["content"] = [{ type: "text", text: summary }];
-  if (withJson) content.push({ type: "text", text: JSON.stringify(structuredContent, null, 2) });
+  if (withJson) {
+    // Indentation grows with depth × values, so a large answer is sent compact:
+    // its size then stays that of the (capped) backend body.
+    const compact = JSON.stringify(structuredContent);
+    content.push({
+      type: "text",
+      text: compact.length <= MAX_INDENTED_CHARS
+        ? JSON.stringify(structuredContent, null, 2)
+        : compact,
+    });
+  }
   return { content, structuredContent };
 }
+
+/** Largest compact JSON text that is re-serialized with indentation, in characters. */
+export const MAX_INDENTED_CHARS = 64 * 1024;

@@ -170,6 +170,7 @@ Deno.test("secrets come from the environment; the backend is enabled by BACKEND_
     url: "http://backend.internal:3000",
     apiKey: "k",
     timeoutMs: 15000,
+    maxResponseBytes: 8 * 1024 * 1024,
   });
   assert.equal(some.auth.databaseUrl, "postgres://u:p@h/db");
   assert.match(

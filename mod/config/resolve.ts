@@ -44,13 +44,21 @@ export interface ResolvedConfig {
     cacheTtlMs: number;
     dbTimeoutMs: number;
     lastUsedIntervalMs: number;
+    /** Most scrypt runs at once. */
+    scryptConcurrency: number;
+    /** Prefixes that may wait for a scrypt run before 503 with Retry-After. */
+    verifyQueueLimit: number;
+    /** Wrong secrets per prefix per minute before 401 without scrypt. */
+    failuresPerMinute: number;
+    /** How long an unknown key prefix is answered from memory, in ms. */
+    unknownPrefixCacheMs: number;
     /** `DATABASE_URL`; undefined = embedded PostgreSQL in `dataDir`. */
     databaseUrl?: string;
     /** `CLOUDFRONT_SECRET_HEADER`; required in HTTP mode unless the environment is `local`. */
     cloudfrontSecret?: string;
   };
   /** Present only when `BACKEND_INTERNAL_URL` is set: enables the design-code tools. */
-  backend?: { url: string; apiKey?: string; timeoutMs: number };
+  backend?: { url: string; apiKey?: string; timeoutMs: number; maxResponseBytes: number };
   /** Where the model files are (all absolute). */
   models: {
     /** Folder holding every model file; `models.lock` paths are relative to it. */
@@ -158,6 +166,7 @@ export function resolveConfig(
       url: backendUrl.replace(/\/+$/, ""),
       apiKey: nonEmpty(env.BACKEND_INTERNAL_API_KEY),
       timeoutMs: raw.backend.timeout_ms,
+      maxResponseBytes: raw.backend.max_response_bytes,
     };
   }
 
@@ -177,6 +186,10 @@ export function resolveConfig(
       cacheTtlMs: raw.auth.cache_seconds * 1000,
       dbTimeoutMs: raw.auth.db_timeout_ms,
       lastUsedIntervalMs: raw.auth.last_used_interval_seconds * 1000,
+      scryptConcurrency: raw.auth.scrypt_concurrency,
+      verifyQueueLimit: raw.auth.verify_queue_limit,
+      failuresPerMinute: raw.auth.failures_per_minute,
+      unknownPrefixCacheMs: raw.auth.unknown_prefix_cache_ms,
       databaseUrl: nonEmpty(env.DATABASE_URL),
       cloudfrontSecret,
     },

@@ -37,10 +37,15 @@ const auth = z.strictObject({
   cache_seconds: z.number().min(0).max(3600).default(30),
   db_timeout_ms: z.int().min(50).max(60_000).default(2000),
   last_used_interval_seconds: z.number().min(1).max(86_400).default(60),
+  scrypt_concurrency: z.int().min(1).max(64).default(4),
+  verify_queue_limit: z.int().min(1).max(10_000).default(32),
+  failures_per_minute: z.int().min(1).max(10_000).default(10),
+  unknown_prefix_cache_ms: z.int().min(0).max(600_000).default(2000),
 });
 
 const backend = z.strictObject({
   timeout_ms: z.int().min(100).max(600_000).default(15_000),
+  max_response_bytes: z.int().min(1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
 });
 
 const models = z.strictObject({

@@ -10,6 +10,7 @@
  */
 
 import { type Database, EmbeddedPostgres, openDatabase } from "../../mod/db/mod.ts";
+import { registerSecret } from "./log_secrets.ts";
 import { TcpProxy } from "./tcp_proxy.ts";
 
 /** A migrated database behind a controllable proxy. */
@@ -78,6 +79,7 @@ async function openOnServer(serverUrl: string, label: string): Promise<TestDatab
   await admin.query(`CREATE DATABASE "${name}"`);
   const parsed = new URL(serverUrl);
   const password = decodeURIComponent(parsed.password);
+  registerSecret(password);
   const proxy = TcpProxy.start({ hostname: parsed.hostname, port: Number(parsed.port || 5432) });
   const url = withDatabase(serverUrl, "127.0.0.1", proxy.port, name, password);
   const directUrl = withDatabase(
@@ -138,6 +140,7 @@ export async function openEmbedded(): Promise<TestDatabase> {
   // subprocesses) a DSN to it, with its real password.
   const proxy = TcpProxy.start({ path: endpoint.socketPath });
   const password = endpoint.password;
+  registerSecret(password);
   const url = `postgres://postgres:${password}@127.0.0.1:${proxy.port}/postgres`;
   const directUrl = url;
   const pools: Database[] = [];

@@ -6,6 +6,7 @@
  */
 
 import { Client, StdioClientTransport } from "../../mod/mcp/sdk.ts";
+import { teeChildLog } from "./log_secrets.ts";
 import { ROOT } from "./paths.ts";
 
 /** A connected client and what the server wrote to stderr. */
@@ -34,6 +35,10 @@ export async function connectStdio(
   return {
     client,
     stderr: () => stderr,
-    close: () => client.close(),
+    async close() {
+      await client.close();
+      // The server's whole stderr joins the run's logs, and fails the test now if it holds a secret.
+      teeChildLog(`stdio server ${args.join(" ")}`.slice(0, 60), stderr);
+    },
   };
 }
