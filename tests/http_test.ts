@@ -327,3 +327,68 @@ Deno.test("http: the design-code tools are listed only with BACKEND_INTERNAL_URL
     await s.close();
   }
 });
+
+Deno.test("http: batches, JSON floods and big non-image bodies are refused; bad arguments are isError", async (t) => {
+  const s = await setup();
+  const post = (body: string) =>
+    fetch(`${s.url}/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-api-key": s.writeKey,
+      },
+      body,
+    });
+  try {
+    await t.step("a JSON-RPC batch gets -32600", async () => {
+      const response = await post(JSON.stringify([
+        { jsonrpc: "2.0", id: 1, method: "ping" },
+        { jsonrpc: "2.0", id: 2, method: "ping" },
+      ]));
+      assert.equal(response.status, 400);
+      const body = await response.json();
+      assert.equal(body.error.code, -32600);
+      assert.match(body.error.message, /batches are not supported/);
+    });
+    await t.step("a body of 300,000 empty objects is refused before JSON.parse", async () => {
+      const response = await post(
+        `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":[` +
+          "{},".repeat(300_000) + "{}]}}}",
+      );
+      assert.equal(response.status, 400);
+      assert.match((await response.json()).error.message, /more than 100,000 values/);
+    });
+    await t.step("a 2 MiB ping gets 413; only image tool calls may be that big", async () => {
+      const response = await post(JSON.stringify({
+        jsonrpc: "2.0",
+        id: 3,
+        method: "ping",
+        params: { _meta: { pad: "A".repeat(2 * 1024 * 1024) } },
+      }));
+      assert.equal(response.status, 413);
+      const body = await response.json();
+      assert.equal(body.id, 3);
+      assert.match(
+        body.error.message,
+        /only tools\/call of generate_guided_image and inpaint_image/,
+      );
+    });
+    await t.step("non-object arguments are a tool error, not -32603", async () => {
+      const response = await post(JSON.stringify({
+        jsonrpc: "2.0",
+        id: 4,
+        method: "tools/call",
+        params: { name: "generate_image", arguments: "a cat" },
+      }));
+      assert.equal(response.status, 200);
+      const text = await response.text();
+      const data = JSON.parse(text.split("\n").find((l) => l.startsWith("data: "))!.slice(6));
+      assert.equal(data.id, 4);
+      assert.equal(data.result.isError, true);
+      assert.match(data.result.content[0].text, /arguments: must be an object .*got a string/);
+    });
+  } finally {
+    await s.close();
+  }
+});

@@ -137,7 +137,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   }
   const shutdown = () =>
     stopping ??= (async () => {
-      await http.shutdown(grace);
+      // The queue closes first, so a request that slips in while the listener
+      // stops is refused instead of queued; one deadline bounds every wait.
+      beginShutdown();
+      await http.shutdown(remaining());
       await drain();
       await authenticator.close();
       await db.close();

@@ -11,6 +11,7 @@
 import { log } from "../log/mod.ts";
 import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
+import { checkMessage } from "../mcp/message_checks.ts";
 import type { McpServer } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
@@ -46,9 +47,15 @@ export interface HttpServerHandle {
   finished: Promise<void>;
 }
 
-function jsonRpcError(status: number, code: number, message: string, headers?: HeadersInit) {
+function jsonRpcError(
+  status: number,
+  code: number,
+  message: string,
+  headers?: HeadersInit,
+  id: string | number | null = null,
+) {
   return new Response(
-    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }),
+    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id }),
     { status, headers: { "content-type": "application/json", ...headers } },
   );
 }
@@ -85,7 +92,6 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
 export function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const allowed = new Set(options.allowedOrigins);
-  const decoder = new TextDecoder();
   const inFlight = new InFlightRequests();
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
@@ -106,16 +112,25 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     const auth = await options.authenticator.authenticate(request);
     if (!auth.ok) return options.authFailureResponse(auth);
 
-    let parsedBody: unknown;
+    let bytes: Uint8Array;
     try {
-      const bytes = await readBodyCapped(request, maxBody);
-      parsedBody = JSON.parse(decoder.decode(bytes));
+      bytes = await readBodyCapped(request, maxBody);
     } catch (error) {
       if (error instanceof BodyTooLarge) {
         return jsonRpcError(413, -32600, `request body exceeds ${maxBody} bytes`);
       }
-      return jsonRpcError(400, -32700, `parse error: ${(error as Error).message}`);
+      return jsonRpcError(
+        400,
+        -32700,
+        `the request body could not be read: ${(error as Error).message}`,
+      );
     }
+    // The JSON budget, no batches, 1 MiB unless an image tool call (mod/mcp/message_checks.ts).
+    const checked = checkMessage(bytes);
+    if (!checked.ok) {
+      return jsonRpcError(checked.status, checked.code, checked.error, undefined, checked.id);
+    }
+    const parsedBody = checked.message;
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: false,

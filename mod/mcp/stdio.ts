@@ -14,6 +14,7 @@
 
 import { log } from "../log/mod.ts";
 import { MAX_REQUEST_BYTES } from "./limits.ts";
+import { checkMessage } from "./message_checks.ts";
 import { JSONRPCMessageSchema, type McpMessage, type McpTransport } from "./sdk.ts";
 
 const NEWLINE = 0x0a;
@@ -50,7 +51,6 @@ export class DenoStdioTransport implements McpTransport {
   #reader?: ReadableStreamDefaultReader<Uint8Array>;
   #closed = false;
   #encoder = new TextEncoder();
-  #decoder = new TextDecoder();
   #writeChain: Promise<void> = Promise.resolve();
   /** Ids of requests received and not yet answered (nor cancelled). */
   #open = new Set<string | number>();
@@ -124,16 +124,20 @@ export class DenoStdioTransport implements McpTransport {
         offset += p.length;
       }
     }
-    let text = this.#decoder.decode(bytes);
-    if (text.endsWith("\r")) text = text.slice(0, -1);
-    if (text.trim() === "") return;
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (error) {
-      this.#reject(-32700, `parse error: ${(error as Error).message}`);
+    // A line of only whitespace (or a lone "\r") is skipped.
+    let end = bytes.length;
+    while (
+      end > 0 && (bytes[end - 1] === 0x0d || bytes[end - 1] === 0x20 || bytes[end - 1] === 0x09)
+    ) {
+      end--;
+    }
+    if (end === 0) return;
+    const checked = checkMessage(end === bytes.length ? bytes : bytes.subarray(0, end));
+    if (!checked.ok) {
+      this.#reject(checked.code, checked.error, checked.id);
       return;
     }
+    const json = checked.message;
     const parsed = JSONRPCMessageSchema.safeParse(json);
     if (!parsed.success) {
       const id = (json as { id?: unknown })?.id;
