@@ -224,9 +224,14 @@ Deno.test("stdio: a piped client that closes stdin after its call still gets the
   await writer.close();
   const output = await child.output();
   assert.equal(output.code, 0);
-  const replies = new TextDecoder().decode(output.stdout).trim().split("\n").map((l) =>
-    JSON.parse(l)
-  );
+  const written: Array<
+    { id?: unknown; method?: string; result: { content: Array<{ type: string }> } }
+  > = new TextDecoder()
+    .decode(output.stdout).trim().split("\n").map((l) => JSON.parse(l));
+  // After stdin ends the server pings once (MCP ping) to learn whether stdout is still read.
+  const probes = written.filter((l) => l.method === "ping");
+  assert.equal(probes.length, 1);
+  const replies = written.filter((l) => l.method === undefined);
   assert.deepEqual(replies.map((r) => r.id), [1, 2]);
   assert.equal(replies[1].result.content[0].type, "image");
 });

@@ -44,6 +44,12 @@ export class DenoStdioTransport implements McpTransport {
    * input closes the transport, which aborts running requests.
    */
   oninputend?: () => void;
+  /**
+   * Called once when writing to stdout fails (the client closed its end or
+   * died): nobody will read the answers, so the owner should cancel the
+   * work and exit.
+   */
+  onclientgone?: (reason: string) => void;
 
   #input: ReadableStream<Uint8Array>;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -55,6 +61,8 @@ export class DenoStdioTransport implements McpTransport {
   /** Ids of requests received and not yet answered (nor cancelled). */
   #open = new Set<string | number>();
   #settled: Array<() => void> = [];
+  #gone = false;
+  #probes = 0;
 
   /** Creates the transport; nothing is read until {@link start}. */
   constructor(options: DenoStdioOptions = {}) {
@@ -149,6 +157,12 @@ export class DenoStdioTransport implements McpTransport {
       return;
     }
     const message = parsed.data as { id?: string | number; method?: string; params?: unknown };
+    if (
+      message.method === undefined && typeof message.id === "string" &&
+      message.id.startsWith("server-probe-")
+    ) {
+      return; // the answer to a probe(): the SDK never sent that request
+    }
     if (message.method !== undefined && message.id !== undefined) this.#open.add(message.id);
     if (message.method === "notifications/cancelled") {
       // A cancelled request gets no reply (MCP cancellation), so stop waiting for one.
@@ -178,8 +192,31 @@ export class DenoStdioTransport implements McpTransport {
 
   #write(text: string): Promise<void> {
     const bytes = this.#encoder.encode(text);
-    this.#writeChain = this.#writeChain.then(() => this.#writer.write(bytes));
+    this.#writeChain = this.#writeChain.then(() => this.#writer.write(bytes)).catch((error) => {
+      if (!this.#gone) {
+        this.#gone = true;
+        this.onclientgone?.(`writing to stdout failed: ${(error as Error)?.message ?? error}`);
+      }
+      throw error;
+    });
     return this.#writeChain;
+  }
+
+  /** How many requests were received and not yet answered (nor cancelled). */
+  get openRequests(): number {
+    return this.#open.size;
+  }
+
+  /**
+   * Sends a `ping` request (MCP ping: either side may send one to check the
+   * connection) to find out whether anyone still reads stdout: writing to a
+   * pipe whose reader is gone fails, and {@link onclientgone} is called.
+   * The reply, if any, is ignored.
+   */
+  probe(): void {
+    if (this.#closed || this.#gone) return;
+    const message = { jsonrpc: "2.0", id: `server-probe-${++this.#probes}`, method: "ping" };
+    this.#write(JSON.stringify(message) + "\n").catch(() => {});
   }
 
   /** Writes one message as a line on stdout. */
@@ -193,6 +230,9 @@ export class DenoStdioTransport implements McpTransport {
   #finish(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // A closed transport answers nothing more: stop waiting for replies.
+    this.#open.clear();
+    for (const resolve of this.#settled.splice(0)) resolve();
     this.onclose?.();
   }
 
