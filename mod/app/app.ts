@@ -166,6 +166,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       authFailureResponse,
       createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
       health: () => ({ queue: queue.stats(), tools: tools.length }),
+      limits: {
+        headerTimeoutMs: config.server.headerTimeoutMs,
+        bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
+        idleTimeoutMs: config.server.idleTimeoutMs,
+        maxConnections: config.server.maxConnections,
+      },
+      maxRequestsPerKey: config.server.maxRequestsPerKey,
     });
   } catch (error) {
     await authenticator.close();

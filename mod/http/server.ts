@@ -2,13 +2,16 @@
  * Streamable HTTP on `Deno.serve`: `POST /mcp` (stateless: a new MCP server
  * and transport per request, SSE responses so progress notifications reach
  * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
- * cap sized for two maximal images, authentication before any MCP work, and
- * a graceful shutdown.
+ * cap sized for two maximal images, authentication before any MCP work, a
+ * cap on requests in flight per API key, and a graceful shutdown. The public
+ * port belongs to a {@link ConnectionGuard} (header, body-rate and idle
+ * deadlines, a connection cap), which relays to `Deno.serve` on loopback.
  *
  * @module
  */
 
 import { log } from "../log/mod.ts";
+import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
 import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import { checkMessage } from "../mcp/message_checks.ts";
@@ -35,7 +38,19 @@ export interface HttpServerOptions {
   health?: () => Record<string, unknown>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
+  /** Slow-client limits of the public port (defaults: {@link DEFAULT_CONNECTION_LIMITS}). */
+  limits?: Partial<ConnectionLimits>;
+  /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
+  maxRequestsPerKey?: number;
 }
+
+/** The defaults of config `[server]` for the slow-client limits. */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headerTimeoutMs: 10_000,
+  bodyMinBytesPerSecond: 32_768,
+  idleTimeoutMs: 60_000,
+  maxConnections: 512,
+};
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
@@ -93,6 +108,8 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const allowed = new Set(options.allowedOrigins);
   const inFlight = new InFlightRequests();
+  const maxPerKey = options.maxRequestsPerKey ?? 32;
+  const perKey = new Map<string, number>();
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
@@ -111,6 +128,29 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
     const auth = await options.authenticator.authenticate(request);
     if (!auth.ok) return options.authFailureResponse(auth);
+    // One key may not hold every connection and queue slot: its requests in
+    // flight (a streaming tool call counts until its response ends) are capped.
+    const keyPrefix = auth.scope.keyPrefix;
+    const active = perKey.get(keyPrefix) ?? 0;
+    if (active >= maxPerKey) {
+      return jsonRpcError(
+        429,
+        -32000,
+        `this API key has ${active} requests in flight, the most allowed (server.max_requests_per_key); ` +
+          `wait for one to finish`,
+        { "retry-after": "1" },
+      );
+    }
+    perKey.set(keyPrefix, active + 1);
+    let counted = true;
+    const uncount = () => {
+      if (!counted) return;
+      counted = false;
+      const left = (perKey.get(keyPrefix) ?? 1) - 1;
+      if (left > 0) perKey.set(keyPrefix, left);
+      else perKey.delete(keyPrefix);
+    };
+    info.completed.then(uncount, uncount);
 
     let bytes: Uint8Array;
     try {
@@ -204,30 +244,44 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   }
 
   return new Promise((resolve, reject) => {
+    let guard: ConnectionGuard | undefined;
     try {
+      // Loopback only: the guard relays to it, nothing else should reach it.
       const server = Deno.serve({
-        hostname: options.hostname,
-        port: options.port,
+        hostname: "127.0.0.1",
+        port: 0,
         onListen: () => {},
         onError: (error) => {
           log("error", "http", "unhandled error", { error: String(error) });
           return new Response("internal server error\n", { status: 500 });
         },
       }, handler);
-      const addr = server.addr as Deno.NetAddr;
+      const inner = server.addr as Deno.NetAddr;
+      guard = ConnectionGuard.start({
+        ...DEFAULT_CONNECTION_LIMITS,
+        ...options.limits,
+        hostname: options.hostname,
+        port: options.port,
+        target: { hostname: inner.hostname, port: inner.port },
+      });
+      const addr = guard.addr;
+      const front = guard;
       log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
       resolve({
         addr,
         finished: server.finished,
         async shutdown(graceMs: number) {
+          await front.stopAccepting();
           let timer: ReturnType<typeof setTimeout> | undefined;
           const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));
           const timedOut = await Promise.race([server.shutdown().then(() => false), expired]);
           clearTimeout(timer);
           if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
+          await front.close();
         },
       });
     } catch (error) {
+      guard?.close().catch(() => {});
       reject(error);
     }
   });
