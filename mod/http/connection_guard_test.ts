@@ -9,7 +9,7 @@ import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-async function setup(limits: Partial<ConnectionLimits>, handler?: Deno.ServeHandler) {
+function setup(limits: Partial<ConnectionLimits>, handler?: Deno.ServeHandler) {
   const inner = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     handler ?? (async (request) => {
@@ -54,7 +54,7 @@ async function until(condition: () => boolean) {
 }
 
 Deno.test("a request passes through the guard, one per connection", async () => {
-  const s = await setup({});
+  const s = setup({});
   try {
     const response = await fetch(`http://127.0.0.1:${s.port}/x`, { method: "POST", body: "hello" });
     assert.equal(response.status, 200);
@@ -76,7 +76,7 @@ Deno.test("a request passes through the guard, one per connection", async () => 
 });
 
 Deno.test("50 connections dribbling their headers are answered 408 and closed at the header deadline", async () => {
-  const s = await setup({ headerTimeoutMs: 300 });
+  const s = setup({ headerTimeoutMs: 300 });
   try {
     const conns = await Promise.all(
       Array.from({ length: 50 }, () => Deno.connect({ hostname: "127.0.0.1", port: s.port })),
@@ -99,7 +99,7 @@ Deno.test("50 connections dribbling their headers are answered 408 and closed at
 });
 
 Deno.test("a body slower than the minimum rate is answered 408 after the grace", async () => {
-  const s = await setup({ headerTimeoutMs: 200, bodyMinBytesPerSecond: 10_000 });
+  const s = setup({ headerTimeoutMs: 200, bodyMinBytesPerSecond: 10_000 });
   try {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
     await conn.write(
@@ -117,7 +117,7 @@ Deno.test("a body slower than the minimum rate is answered 408 after the grace",
 });
 
 Deno.test("past max_connections a new connection gets 503 with retry-after; freed slots are reused", async () => {
-  const s = await setup({ maxConnections: 3 });
+  const s = setup({ maxConnections: 3 });
   try {
     const held = await Promise.all(
       Array.from({ length: 3 }, () => Deno.connect({ hostname: "127.0.0.1", port: s.port })),
@@ -142,7 +142,7 @@ Deno.test("past max_connections a new connection gets 503 with retry-after; free
 
 Deno.test("a client that stops reading its response is disconnected after the idle deadline", async () => {
   const big = new Uint8Array(64 * 1024 * 1024);
-  const s = await setup({ idleTimeoutMs: 300 }, () => new Response(big));
+  const s = setup({ idleTimeoutMs: 300 }, () => new Response(big));
   try {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
     await conn.write(enc.encode("GET / HTTP/1.1\r\nhost: a\r\n\r\n"));
@@ -155,7 +155,7 @@ Deno.test("a client that stops reading its response is disconnected after the id
 });
 
 Deno.test("a request line that is not HTTP/1.x (h2c prior knowledge) gets 400", async () => {
-  const s = await setup({});
+  const s = setup({});
   try {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
     await conn.write(enc.encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
