@@ -12,7 +12,13 @@
 
 import { log } from "../log/mod.ts";
 import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
-import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
+import {
+  clientIdOf,
+  type InFlightEntry,
+  InFlightRequests,
+  newClientId,
+  SESSION_HEADER,
+} from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import { checkMessage } from "../mcp/message_checks.ts";
 import type { McpServer } from "../mcp/sdk.ts";
@@ -182,7 +188,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     // §Cancellation): `completed` rejects when the response cannot be
     // delivered, and closing the transport aborts the running tool handler.
     // It resolves after a full delivery, when closing just releases the pair.
-    const owner = auth.scope.keyPrefix;
+    // Cancellation belongs to the client that sent the request: the key and
+    // the server-issued client id (`mcp-session-id`, see in_flight.ts), so
+    // another client of the same key cannot stop it by guessing its id.
+    const clientId = clientIdOf(request);
+    const owner = clientId === null ? null : `${auth.scope.keyPrefix}\u0000${clientId}`;
     const entries: InFlightEntry[] = [];
     const closeAll = () => {
       for (const entry of entries.splice(0)) entry.release();
@@ -190,19 +200,18 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       server.close().catch(() => {});
     };
     info.completed.then(closeAll, closeAll);
-    for (const message of jsonRpcMessages(parsedBody)) {
-      const id = message.id;
-      if (typeof id !== "string" && typeof id !== "number") {
-        if (message.method === "notifications/cancelled") {
-          const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
-          if (typeof target === "string" || typeof target === "number") {
-            if (inFlight.cancel(owner, target)) {
-              log("info", "http", "request cancelled by the client", { requestId: target });
-            }
+    const message = (parsedBody ?? {}) as Record<string, unknown>;
+    const id = message.id;
+    if (typeof id !== "string" && typeof id !== "number") {
+      if (message.method === "notifications/cancelled" && owner !== null) {
+        const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
+        if (typeof target === "string" || typeof target === "number") {
+          if (inFlight.cancel(owner, target)) {
+            log("info", "http", "request cancelled by the client", { requestId: target });
           }
         }
-        continue;
       }
+    } else if (owner !== null) {
       // Closing the transport aborts the request's handler, and with it the generation.
       entries.push(inFlight.register(owner, id, closeAll));
     }
@@ -215,6 +224,12 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
+    if (message.method === "initialize" && response.ok) {
+      // Issue the client its id; clients send it back on every later request.
+      const headers = new Headers(response.headers);
+      headers.set(SESSION_HEADER, newClientId());
+      return new Response(response.body, { status: response.status, headers });
+    }
     return response;
   }
 
