@@ -109,7 +109,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         await bounded(transport.settled());
         await drain();
         await server.close().catch(() => {});
-        parentWatch?.stop();
+        parentWatch.stop();
         await generator.close();
         resolveFinished();
       })();
@@ -117,20 +117,21 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     // reads no answers: cancel its work now and exit within seconds instead
     // of holding the model for the whole grace. Closing the server aborts
     // every running handler, and with it the generation (mod/mcp/stdio.ts).
-    let parentWatch: { stop(): void } | undefined;
     const clientGone = (reason: string) => {
       if (abandoned) return;
       abandoned = true;
       log("warn", "app", `the stdio client is gone (${reason}); cancelling its work and exiting`);
       deadline = Math.min(deadline, Date.now() + CLIENT_GONE_GRACE_MS);
       for (const arm of rearms) arm();
-      parentWatch?.stop();
+      parentWatch.stop();
       void server.close().catch(() => {});
       void shutdown();
     };
     let abandoned = false;
     transport.onclientgone = clientGone;
-    parentWatch = watchParent((was, now) => clientGone(`parent process ${was} exited; now ${now}`));
+    const parentWatch = watchParent((was, now) =>
+      clientGone(`parent process ${was} exited; now ${now}`)
+    );
     // End of stdin: answer what is running, then stop (a piped client closes
     // stdin right after sending its calls). A crashed client closes stdin
     // too; a ping then finds out at once whether anyone still reads stdout.
