@@ -334,7 +334,7 @@ Deno.test("http: the design-code tools are listed only with BACKEND_INTERNAL_URL
 });
 
 Deno.test("http: batches, JSON floods and big non-image bodies are refused; bad arguments are isError", async (t) => {
-  const s = await setup();
+  const s = await setup("", {}, undefined, { header_timeout_seconds: 0.5 });
   const post = (body: string) =>
     fetch(`${s.url}/mcp`, {
       method: "POST",
@@ -379,6 +379,17 @@ Deno.test("http: batches, JSON floods and big non-image bodies are refused; bad 
         /only tools\/call of generate_guided_image and inpaint_image/,
       );
     });
+    await t.step(
+      "a request head dribbled past server.header_timeout_seconds gets 408",
+      async () => {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
+        await conn.write(new TextEncoder().encode(`POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n`));
+        const buffer = new Uint8Array(4096);
+        const n = await conn.read(buffer);
+        conn.close();
+        assert.match(new TextDecoder().decode(buffer.subarray(0, n ?? 0)), /^HTTP\/1\.1 408 /);
+      },
+    );
     await t.step("non-object arguments are a tool error, not -32603", async () => {
       const response = await post(JSON.stringify({
         jsonrpc: "2.0",
