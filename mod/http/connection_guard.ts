@@ -121,6 +121,7 @@ export class ConnectionGuard {
   readonly #listener: Deno.Listener;
   readonly #options: ConnectionGuardOptions;
   readonly #open = new Set<Connection>();
+  readonly #relays = new Set<Promise<void>>();
   readonly #sweeper: ReturnType<typeof setInterval>;
   #accepting = true;
   readonly #acceptLoop: Promise<void>;
@@ -162,9 +163,18 @@ export class ConnectionGuard {
     for (const c of this.#open) if (c.phase === "head") this.#close(c);
   }
 
-  /** Stops accepting and closes every connection. */
-  async close(): Promise<void> {
+  /**
+   * Stops accepting, lets relays finish passing on what the server already
+   * sent (at most `lingerMs`), then closes every connection.
+   */
+  async close(lingerMs = 3000): Promise<void> {
     await this.stopAccepting();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.#relays]),
+      new Promise<void>((r) => timer = setTimeout(r, lingerMs)),
+    ]);
+    clearTimeout(timer);
     clearInterval(this.#sweeper);
     for (const c of this.#open) this.#close(c);
   }
@@ -207,7 +217,11 @@ export class ConnectionGuard {
         closed: false,
       };
       this.#open.add(c);
-      this.#relay(c).catch(() => {}).finally(() => this.#close(c));
+      const relay: Promise<void> = this.#relay(c).catch(() => {}).finally(() => {
+        this.#close(c);
+        this.#relays.delete(relay);
+      });
+      this.#relays.add(relay);
     }
   }
 

@@ -166,3 +166,25 @@ Deno.test("a request line that is not HTTP/1.x (h2c prior knowledge) gets 400", 
     await s.close();
   }
 });
+
+Deno.test("closing the guard mid-response still delivers the whole response", async () => {
+  let sent = 0;
+  const s = setup({}, () => {
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        await new Promise((r) => setTimeout(r, 50));
+        controller.enqueue(enc.encode(`event ${sent}\n`));
+        if (++sent === 10) controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream" } });
+  });
+  const response = await fetch(`http://127.0.0.1:${s.port}/`, { method: "POST", body: "{}" });
+  const reading = response.text();
+  await until(() => sent >= 2);
+  // Closing waits (bounded) for running relays to pass on what the server still sends.
+  await s.guard.stopAccepting();
+  await s.close();
+  const text = await reading;
+  assert.equal(text.split("\n").filter((l) => l.startsWith("event")).length, 10);
+});
