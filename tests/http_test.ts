@@ -16,11 +16,16 @@ import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
-async function setup(sections = "", env: Record<string, string> = {}, generator?: Generator) {
+async function setup(
+  sections = "",
+  env: Record<string, string> = {},
+  generator?: Generator,
+  server: Record<string, string | number> = {},
+) {
   const tdb = await openTestDatabase("http_e2e");
   const write = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "write" });
   const read = await createKey(tdb.db, { projectId: 42, userId: 7, permission: "read" });
-  const temp = await writeTinyConfig(sections);
+  const temp = await writeTinyConfig(sections, server);
   const config = await loadConfig({
     path: temp.path,
     overrides: { transport: "http" },
@@ -323,6 +328,187 @@ Deno.test("http: the design-code tools are listed only with BACKEND_INTERNAL_URL
     } finally {
       await client.close();
     }
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("http: batches, JSON floods and big non-image bodies are refused; bad arguments are isError", async (t) => {
+  const s = await setup("", {}, undefined, { header_timeout_seconds: 0.5 });
+  const post = (body: string) =>
+    fetch(`${s.url}/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-api-key": s.writeKey,
+      },
+      body,
+    });
+  try {
+    await t.step("a JSON-RPC batch gets -32600", async () => {
+      const response = await post(JSON.stringify([
+        { jsonrpc: "2.0", id: 1, method: "ping" },
+        { jsonrpc: "2.0", id: 2, method: "ping" },
+      ]));
+      assert.equal(response.status, 400);
+      const body = await response.json();
+      assert.equal(body.error.code, -32600);
+      assert.match(body.error.message, /batches are not supported/);
+    });
+    await t.step("a body of 300,000 empty objects is refused before JSON.parse", async () => {
+      const response = await post(
+        `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":[` +
+          "{},".repeat(300_000) + "{}]}}}",
+      );
+      assert.equal(response.status, 400);
+      assert.match((await response.json()).error.message, /more than 100,000 values/);
+    });
+    await t.step("a 2 MiB ping gets 413; only image tool calls may be that big", async () => {
+      const response = await post(JSON.stringify({
+        jsonrpc: "2.0",
+        id: 3,
+        method: "ping",
+        params: { _meta: { pad: "A".repeat(2 * 1024 * 1024) } },
+      }));
+      assert.equal(response.status, 413);
+      const body = await response.json();
+      assert.equal(body.id, 3);
+      assert.match(
+        body.error.message,
+        /only tools\/call of generate_guided_image and inpaint_image/,
+      );
+    });
+    await t.step(
+      "a request head dribbled past server.header_timeout_seconds gets 408",
+      async () => {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
+        await conn.write(new TextEncoder().encode(`POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n`));
+        const buffer = new Uint8Array(4096);
+        const n = await conn.read(buffer);
+        conn.close();
+        assert.match(new TextDecoder().decode(buffer.subarray(0, n ?? 0)), /^HTTP\/1\.1 408 /);
+      },
+    );
+    await t.step("non-object arguments are a tool error, not -32603", async () => {
+      const response = await post(JSON.stringify({
+        jsonrpc: "2.0",
+        id: 4,
+        method: "tools/call",
+        params: { name: "generate_image", arguments: "a cat" },
+      }));
+      assert.equal(response.status, 200);
+      const text = await response.text();
+      const data = JSON.parse(text.split("\n").find((l) => l.startsWith("data: "))!.slice(6));
+      assert.equal(data.id, 4);
+      assert.equal(data.result.isError, true);
+      assert.match(data.result.content[0].text, /arguments: must be an object .*got a string/);
+    });
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("http: only the client that sent a request can cancel it; requests in flight per key are capped", async (t) => {
+  const { generator, state } = endlessGenerator();
+  const s = await setup("", {}, generator, { max_requests_per_key: 2 });
+  const post = (body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+    fetch(`${s.url}/mcp`, {
+      method: "POST",
+      signal,
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-api-key": s.writeKey,
+        ...headers,
+      },
+      body: JSON.stringify(body),
+    });
+  const cancel = (requestId: number) => ({
+    jsonrpc: "2.0",
+    method: "notifications/cancelled",
+    params: { requestId, reason: "not yours" },
+  });
+  const stepsAfter = async (n: number) => {
+    const target = state.steps + n;
+    await until(() => state.steps >= target || state.aborted);
+  };
+  try {
+    const a = await connectHttp(s.port, { "MCP-API-Key": s.writeKey });
+    const aSession = (a.transport as unknown as { sessionId?: string }).sessionId;
+    assert.match(aSession ?? "", /^[0-9a-f]{32}$/, "initialize issued no client id");
+    let started!: () => void;
+    const running = new Promise<void>((r) => started = r);
+    // The SDK numbers requests from 0: initialize was 0, this call is 1.
+    const call = a.callTool(
+      { name: "generate_image", arguments: { positive_prompt: "a long one" } },
+      undefined,
+      { onprogress: () => started(), timeout: 120_000 },
+    ).catch((error) => error);
+    await running;
+
+    await t.step("another client of the same key cannot cancel request 1", async () => {
+      const init = await post({
+        jsonrpc: "2.0",
+        id: 0,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-06-18",
+          capabilities: {},
+          clientInfo: { name: "b", version: "1" },
+        },
+      });
+      const bSession = init.headers.get("mcp-session-id")!;
+      await init.body?.cancel();
+      assert.match(bSession, /^[0-9a-f]{32}$/);
+      assert.notEqual(bSession, aSession);
+      const other = await post(cancel(1), { "mcp-session-id": bSession });
+      assert.equal(other.status, 202);
+      const anonymous = await post(cancel(1));
+      assert.equal(anonymous.status, 202);
+      await stepsAfter(5);
+      assert.equal(state.aborted, false, "a foreign cancellation stopped the generation");
+    });
+
+    await t.step("a third request of the key in flight gets 429 with retry-after", async () => {
+      const streaming = new AbortController();
+      const second = await post(
+        {
+          jsonrpc: "2.0",
+          id: 9,
+          method: "tools/call",
+          params: { name: "generate_image", arguments: { positive_prompt: "queued" } },
+        },
+        {},
+        streaming.signal,
+      );
+      assert.equal(second.status, 200);
+      const third = await post({ jsonrpc: "2.0", id: 10, method: "tools/list" });
+      assert.equal(third.status, 429);
+      assert.equal(third.headers.get("retry-after"), "1");
+      assert.match((await third.json()).error.message, /server\.max_requests_per_key/);
+      streaming.abort();
+      await second.body?.cancel().catch(() => {});
+      let again: Response | undefined;
+      for (let i = 0; i < 100; i++) {
+        again = await post({ jsonrpc: "2.0", id: 11, method: "tools/list" });
+        if (again.status !== 429) break;
+        await again.body?.cancel();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(again!.status, 200);
+      await again!.body?.cancel();
+    });
+
+    await t.step("the same cancellation with the requesting client's id stops it", async () => {
+      const own = await post(cancel(1), { "mcp-session-id": aSession! });
+      assert.equal(own.status, 202);
+      await until(() => state.aborted);
+      assert.ok(state.aborted, "the owner's cancellation did not reach the engine");
+    });
+    // A cancelled request gets no reply; closing the client settles the call.
+    await a.close();
+    await call;
   } finally {
     await s.close();
   }

@@ -59,6 +59,8 @@ Deno.test("SIGTERM lets the running generation finish, then exits 0", async () =
     await drained;
     teeChildLog("http server (SIGTERM)", stderr);
     assert.equal(status.code, 0, stderr);
+    // Every shutdown wait is bounded by one finite deadline (no setTimeout(Infinity)).
+    assert.doesNotMatch(stderr, /TimeoutOverflowWarning/);
     // The signal was handled while the generation ran, and it still finished.
     const stop = stderr.indexOf("shutting down");
     const done = stderr.indexOf("[generation] done");

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readPngText } from "../mod/image/mod.ts";
+import { CallToolResultSchema } from "../mod/mcp/sdk.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";
@@ -60,6 +61,15 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
         assert.match(texts(result), /count: /);
         assert.equal(result.content instanceof Array && result.content.length, 1);
       }
+    });
+
+    await t.step("non-object arguments are a tool error, not a JSON-RPC error", async () => {
+      const result = await session.client.request(
+        { method: "tools/call", params: { name: "generate_image", arguments: [1, 2] as never } },
+        CallToolResultSchema,
+      );
+      assert.equal(result.isError, true);
+      assert.match(texts(result), /arguments: must be an object of named arguments, got an array/);
     });
 
     await t.step("an unknown tool is a JSON-RPC error, not a tool result", async () => {
@@ -224,9 +234,14 @@ Deno.test("stdio: a piped client that closes stdin after its call still gets the
   await writer.close();
   const output = await child.output();
   assert.equal(output.code, 0);
-  const replies = new TextDecoder().decode(output.stdout).trim().split("\n").map((l) =>
-    JSON.parse(l)
-  );
+  const written: Array<
+    { id?: unknown; method?: string; result: { content: Array<{ type: string }> } }
+  > = new TextDecoder()
+    .decode(output.stdout).trim().split("\n").map((l) => JSON.parse(l));
+  // After stdin ends the server pings once (MCP ping) to learn whether stdout is still read.
+  const probes = written.filter((l) => l.method === "ping");
+  assert.equal(probes.length, 1);
+  const replies = written.filter((l) => l.method === undefined);
   assert.deepEqual(replies.map((r) => r.id), [1, 2]);
   assert.equal(replies[1].result.content[0].type, "image");
 });

@@ -12,7 +12,7 @@ import { ImageService } from "../generation/mod.ts";
 import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
+import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { GenerationQueue } from "../queue/mod.ts";
@@ -38,6 +38,9 @@ const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_imag
   "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
   "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
   "Generations run one at a time; each takes seconds to minutes.";
+
+/** How long a stdio server whose client is gone waits for cancelled work to stop. */
+const CLIENT_GONE_GRACE_MS = 5000;
 
 /** Checks the model files against models.lock, then starts the engine. */
 async function loadEngine(config: ResolvedConfig): Promise<Generator> {
@@ -70,12 +73,23 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     deadline = Date.now() + grace;
     queue.close("the server is shutting down; no new generations are accepted");
   };
+  /** Re-arm the running {@link bounded} waits after the deadline moved closer. */
+  const rearms = new Set<() => void>();
   /** Waits for `done` until the shutdown deadline; false when the deadline came first. */
   const bounded = async (done: Promise<void>): Promise<boolean> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(false), remaining()));
+    let arm!: () => void;
+    const expired = new Promise<boolean>((r) => {
+      arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => r(false), remaining());
+      };
+      arm();
+    });
+    rearms.add(arm);
     const finished = await Promise.race([done.then(() => true), expired]);
     clearTimeout(timer);
+    rearms.delete(arm);
     return finished;
   };
   const drain = async () => {
@@ -89,17 +103,42 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     const transport = new DenoStdioTransport();
     const shutdown = () =>
       stopping ??= (async () => {
-        beginShutdown();
+        if (deadline === Infinity) beginShutdown();
+        else queue.close("the server is shutting down; no new generations are accepted");
         // Calls already received may not have reached the queue yet: wait for their replies.
         await bounded(transport.settled());
         await drain();
         await server.close().catch(() => {});
+        parentWatch.stop();
         await generator.close();
         resolveFinished();
       })();
+    // A client that is gone (stdout unwritable, or the parent process dead)
+    // reads no answers: cancel its work now and exit within seconds instead
+    // of holding the model for the whole grace. Closing the server aborts
+    // every running handler, and with it the generation (mod/mcp/stdio.ts).
+    const clientGone = (reason: string) => {
+      if (abandoned) return;
+      abandoned = true;
+      log("warn", "app", `the stdio client is gone (${reason}); cancelling its work and exiting`);
+      deadline = Math.min(deadline, Date.now() + CLIENT_GONE_GRACE_MS);
+      for (const arm of rearms) arm();
+      parentWatch.stop();
+      void server.close().catch(() => {});
+      void shutdown();
+    };
+    let abandoned = false;
+    transport.onclientgone = clientGone;
+    const parentWatch = watchParent((was, now) =>
+      clientGone(`parent process ${was} exited; now ${now}`)
+    );
     // End of stdin: answer what is running, then stop (a piped client closes
-    // stdin right after sending its calls).
-    transport.oninputend = () => void shutdown();
+    // stdin right after sending its calls). A crashed client closes stdin
+    // too; a ping then finds out at once whether anyone still reads stdout.
+    transport.oninputend = () => {
+      if (transport.openRequests > 0) transport.probe();
+      void shutdown();
+    };
     transport.onclose = () => void shutdown();
     await server.connect(transport);
     log("info", "app", `serving ${tools.length} tools over stdio`);
@@ -137,6 +176,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         tools: tools.length,
         database: await probeDatabase(db),
       }),
+      limits: {
+        headerTimeoutMs: config.server.headerTimeoutMs,
+        bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
+        idleTimeoutMs: config.server.idleTimeoutMs,
+        maxConnections: config.server.maxConnections,
+      },
+      maxRequestsPerKey: config.server.maxRequestsPerKey,
     });
   } catch (error) {
     await authenticator.close();
@@ -146,7 +192,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   }
   const shutdown = () =>
     stopping ??= (async () => {
-      await http.shutdown(grace);
+      // The queue closes first, so a request that slips in while the listener
+      // stops is refused instead of queued; one deadline bounds every wait.
+      beginShutdown();
+      await http.shutdown(remaining());
       await drain();
       await authenticator.close();
       await db.close();

@@ -188,3 +188,21 @@ Deno.test("seed -1 means random, a fixed seed is kept; spacing auto means unset"
     assert.equal(config.generation.timestepSpacing, "trailing");
   });
 });
+
+Deno.test("the [server] slow-client limits resolve to milliseconds and counts", async () => {
+  await withConfig(
+    `[server]\nheader_timeout_seconds = 2.5\nbody_min_bytes_per_second = 1000\n` +
+      `idle_timeout_seconds = 30\nmax_connections = 64\nmax_requests_per_key = 4\n`,
+    async (path) => {
+      const { server } = await loadConfig({ path, env: {} });
+      assert.equal(server.headerTimeoutMs, 2500);
+      assert.equal(server.bodyMinBytesPerSecond, 1000);
+      assert.equal(server.idleTimeoutMs, 30_000);
+      assert.equal(server.maxConnections, 64);
+      assert.equal(server.maxRequestsPerKey, 4);
+    },
+  );
+  await withConfig(`[server]\nmax_connections = 0\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /server\.max_connections/);
+  });
+});

@@ -38,6 +38,13 @@ export interface ResolvedConfig {
     allowedOrigins: string[];
     shutdownGraceMs: number;
     dataDir: string;
+    /** Slow-client limits of the HTTP port (mod/http/connection_guard.ts). */
+    headerTimeoutMs: number;
+    bodyMinBytesPerSecond: number;
+    idleTimeoutMs: number;
+    maxConnections: number;
+    /** Most requests of one API key in flight at once. */
+    maxRequestsPerKey: number;
   };
   /** `[auth]` plus `DATABASE_URL` / `CLOUDFRONT_SECRET_HEADER`: API-key checking for the HTTP transport. */
   auth: {
@@ -181,6 +188,11 @@ export function resolveConfig(
       allowedOrigins: raw.server.allowed_origins.map((o) => new URL(o).origin),
       shutdownGraceMs: raw.server.shutdown_grace_seconds * 1000,
       dataDir: abs(raw.server.data_dir),
+      headerTimeoutMs: raw.server.header_timeout_seconds * 1000,
+      bodyMinBytesPerSecond: raw.server.body_min_bytes_per_second,
+      idleTimeoutMs: raw.server.idle_timeout_seconds * 1000,
+      maxConnections: raw.server.max_connections,
+      maxRequestsPerKey: raw.server.max_requests_per_key,
     },
     auth: {
       cacheTtlMs: raw.auth.cache_seconds * 1000,

@@ -31,6 +31,11 @@ const server = z.strictObject({
   ).default([]),
   shutdown_grace_seconds: z.number().min(0).max(3600).default(120),
   data_dir: relativePath.default(".data"),
+  header_timeout_seconds: z.number().min(0.1).max(600).default(10),
+  body_min_bytes_per_second: z.int().min(0).max(1_000_000_000).default(32_768),
+  idle_timeout_seconds: z.number().min(0.1).max(3600).default(60),
+  max_connections: z.int().min(1).max(1_000_000).default(512),
+  max_requests_per_key: z.int().min(1).max(100_000).default(32),
 });
 
 const auth = z.strictObject({

@@ -1,16 +1,39 @@
 /**
  * Requests in flight over stateless HTTP, so that `notifications/cancelled`
- * can reach them.
+ * can reach them, and only from the client that sent them.
  *
  * A stateless server handles every POST with a new MCP server, so the
  * cancellation a client sends for request N arrives at a server that never
- * saw N. This registry remembers each running request by the API key that
- * sent it and its JSON-RPC id; a cancellation from the same key aborts it.
- * Ids are chosen by clients and two clients sharing a key may reuse one, so
- * an ambiguous id (two live requests) is left alone rather than guessed.
+ * saw N. This registry remembers each running request by its owner and its
+ * JSON-RPC id; a cancellation from the same owner aborts it.
+ *
+ * The owner is the API key plus a client id the server issues: the answer
+ * to `initialize` carries an `Mcp-Session-Id` header (128 random bits),
+ * which MCP clients send back on every later request (MCP 2025-06-18
+ * transports §Session Management). The server keeps no session state; the
+ * id only tells two clients of one key apart, so one cannot cancel the
+ * other's request by reusing its JSON-RPC id (ids are chosen by clients and
+ * collide: every SDK client counts from 0). A request without a client id
+ * is not registered: it can be cancelled only by closing its response
+ * stream. An ambiguous owner + id (two live requests) is left alone rather
+ * than guessed.
  *
  * @module
  */
+
+/** The header carrying the server-issued client id. */
+export const SESSION_HEADER = "mcp-session-id";
+
+/** A new client id: 32 lowercase hex digits (128 random bits). */
+export function newClientId(): string {
+  return crypto.randomUUID().replaceAll("-", "");
+}
+
+/** The client id a request carries, or null when it has none of the issued shape. */
+export function clientIdOf(request: Request): string | null {
+  const value = request.headers.get(SESSION_HEADER);
+  return value !== null && /^[0-9a-f]{32}$/.test(value) ? value : null;
+}
 
 /** One registered request; `release` must be called when it ends. */
 export interface InFlightEntry {
@@ -60,10 +83,4 @@ export class InFlightRequests {
     for (const set of this.#entries.values()) n += set.size;
     return n;
   }
-}
-
-/** The JSON-RPC messages of a body (one message, or a legacy batch). */
-export function jsonRpcMessages(body: unknown): Array<Record<string, unknown>> {
-  const list = Array.isArray(body) ? body : [body];
-  return list.filter((m): m is Record<string, unknown> => m !== null && typeof m === "object");
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
+import { clientIdOf, InFlightRequests, newClientId, SESSION_HEADER } from "./in_flight.ts";
 
 Deno.test("a cancellation reaches the request of the same key and id", () => {
   const registry = new InFlightRequests();
@@ -27,8 +27,14 @@ Deno.test("an ambiguous id (two live requests of one key) cancels nothing", () =
   assert.equal(count, 1);
 });
 
-Deno.test("jsonRpcMessages accepts one message or a batch, skipping non-objects", () => {
-  assert.deepEqual(jsonRpcMessages({ id: 1 }), [{ id: 1 }]);
-  assert.deepEqual(jsonRpcMessages([{ id: 1 }, null, 3, { id: 2 }]), [{ id: 1 }, { id: 2 }]);
-  assert.deepEqual(jsonRpcMessages("x"), []);
+Deno.test("client ids are 128 random bits in hex, and only that shape is read back", () => {
+  const a = newClientId();
+  const b = newClientId();
+  assert.match(a, /^[0-9a-f]{32}$/);
+  assert.notEqual(a, b);
+  const withId = (value: string) =>
+    new Request("http://x/mcp", { headers: { [SESSION_HEADER]: value } });
+  assert.equal(clientIdOf(withId(a)), a);
+  assert.equal(clientIdOf(withId("not-one-of-ours")), null);
+  assert.equal(clientIdOf(new Request("http://x/mcp")), null);
 });

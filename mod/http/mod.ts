@@ -4,7 +4,9 @@
  * @module
  */
 
-export { startHttpServer } from "./server.ts";
+export { DEFAULT_CONNECTION_LIMITS, startHttpServer } from "./server.ts";
+export { ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
 export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
 export {
   CORS_ALLOW_HEADERS,

@@ -2,15 +2,25 @@
  * Streamable HTTP on `Deno.serve`: `POST /mcp` (stateless: a new MCP server
  * and transport per request, SSE responses so progress notifications reach
  * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
- * cap sized for two maximal images, authentication before any MCP work, and
- * a graceful shutdown.
+ * cap sized for two maximal images, authentication before any MCP work, a
+ * cap on requests in flight per API key, and a graceful shutdown. The public
+ * port belongs to a {@link ConnectionGuard} (header, body-rate and idle
+ * deadlines, a connection cap), which relays to `Deno.serve` on loopback.
  *
  * @module
  */
 
 import { log } from "../log/mod.ts";
-import { type InFlightEntry, InFlightRequests, jsonRpcMessages } from "./in_flight.ts";
+import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
+import {
+  clientIdOf,
+  type InFlightEntry,
+  InFlightRequests,
+  newClientId,
+  SESSION_HEADER,
+} from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
+import { checkMessage } from "../mcp/message_checks.ts";
 import type { McpServer } from "../mcp/sdk.ts";
 import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
@@ -35,7 +45,19 @@ export interface HttpServerOptions {
   health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
+  /** Slow-client limits of the public port (defaults: {@link DEFAULT_CONNECTION_LIMITS}). */
+  limits?: Partial<ConnectionLimits>;
+  /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
+  maxRequestsPerKey?: number;
 }
+
+/** The defaults of config `[server]` for the slow-client limits. */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  headerTimeoutMs: 10_000,
+  bodyMinBytesPerSecond: 32_768,
+  idleTimeoutMs: 60_000,
+  maxConnections: 512,
+};
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
@@ -47,9 +69,15 @@ export interface HttpServerHandle {
   finished: Promise<void>;
 }
 
-function jsonRpcError(status: number, code: number, message: string, headers?: HeadersInit) {
+function jsonRpcError(
+  status: number,
+  code: number,
+  message: string,
+  headers?: HeadersInit,
+  id: string | number | null = null,
+) {
   return new Response(
-    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }),
+    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id }),
     { status, headers: { "content-type": "application/json", ...headers } },
   );
 }
@@ -87,8 +115,9 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   // Replaced once the port is bound: the server's own loopback origins join the list.
   let cors = new CorsPolicy(options.allowedOrigins);
-  const decoder = new TextDecoder();
   const inFlight = new InFlightRequests();
+  const maxPerKey = options.maxRequestsPerKey ?? 32;
+  const perKey = new Map<string, number>();
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
@@ -107,17 +136,49 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
     const auth = await options.authenticator.authenticate(request);
     if (!auth.ok) return options.authFailureResponse(auth);
+    // One key may not hold every connection and queue slot: its requests in
+    // flight (a streaming tool call counts until its response ends) are capped.
+    const keyPrefix = auth.scope.keyPrefix;
+    const active = perKey.get(keyPrefix) ?? 0;
+    if (active >= maxPerKey) {
+      return jsonRpcError(
+        429,
+        -32000,
+        `this API key has ${active} requests in flight, the most allowed (server.max_requests_per_key); ` +
+          `wait for one to finish`,
+        { "retry-after": "1" },
+      );
+    }
+    perKey.set(keyPrefix, active + 1);
+    let counted = true;
+    const uncount = () => {
+      if (!counted) return;
+      counted = false;
+      const left = (perKey.get(keyPrefix) ?? 1) - 1;
+      if (left > 0) perKey.set(keyPrefix, left);
+      else perKey.delete(keyPrefix);
+    };
+    info.completed.then(uncount, uncount);
 
-    let parsedBody: unknown;
+    let bytes: Uint8Array;
     try {
-      const bytes = await readBodyCapped(request, maxBody);
-      parsedBody = JSON.parse(decoder.decode(bytes));
+      bytes = await readBodyCapped(request, maxBody);
     } catch (error) {
       if (error instanceof BodyTooLarge) {
         return jsonRpcError(413, -32600, `request body exceeds ${maxBody} bytes`);
       }
-      return jsonRpcError(400, -32700, `parse error: ${(error as Error).message}`);
+      return jsonRpcError(
+        400,
+        -32700,
+        `the request body could not be read: ${(error as Error).message}`,
+      );
     }
+    // The JSON budget, no batches, 1 MiB unless an image tool call (mod/mcp/message_checks.ts).
+    const checked = checkMessage(bytes);
+    if (!checked.ok) {
+      return jsonRpcError(checked.status, checked.code, checked.error, undefined, checked.id);
+    }
+    const parsedBody = checked.message;
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: false,
@@ -129,7 +190,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     // §Cancellation): `completed` rejects when the response cannot be
     // delivered, and closing the transport aborts the running tool handler.
     // It resolves after a full delivery, when closing just releases the pair.
-    const owner = auth.scope.keyPrefix;
+    // Cancellation belongs to the client that sent the request: the key and
+    // the server-issued client id (`mcp-session-id`, see in_flight.ts), so
+    // another client of the same key cannot stop it by guessing its id.
+    const clientId = clientIdOf(request);
+    const owner = clientId === null ? null : `${auth.scope.keyPrefix}\u0000${clientId}`;
     const entries: InFlightEntry[] = [];
     const closeAll = () => {
       for (const entry of entries.splice(0)) entry.release();
@@ -137,19 +202,18 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       server.close().catch(() => {});
     };
     info.completed.then(closeAll, closeAll);
-    for (const message of jsonRpcMessages(parsedBody)) {
-      const id = message.id;
-      if (typeof id !== "string" && typeof id !== "number") {
-        if (message.method === "notifications/cancelled") {
-          const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
-          if (typeof target === "string" || typeof target === "number") {
-            if (inFlight.cancel(owner, target)) {
-              log("info", "http", "request cancelled by the client", { requestId: target });
-            }
+    const message = (parsedBody ?? {}) as Record<string, unknown>;
+    const id = message.id;
+    if (typeof id !== "string" && typeof id !== "number") {
+      if (message.method === "notifications/cancelled" && owner !== null) {
+        const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
+        if (typeof target === "string" || typeof target === "number") {
+          if (inFlight.cancel(owner, target)) {
+            log("info", "http", "request cancelled by the client", { requestId: target });
           }
         }
-        continue;
       }
+    } else if (owner !== null) {
       // Closing the transport aborts the request's handler, and with it the generation.
       entries.push(inFlight.register(owner, id, closeAll));
     }
@@ -162,6 +226,12 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
+    if (message.method === "initialize" && response.ok) {
+      // Issue the client its id; clients send it back on every later request.
+      const headers = new Headers(response.headers);
+      headers.set(SESSION_HEADER, newClientId());
+      return new Response(response.body, { status: response.status, headers });
+    }
     return response;
   }
 
@@ -193,31 +263,45 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   }
 
   return new Promise((resolve, reject) => {
+    let guard: ConnectionGuard | undefined;
     try {
+      // Loopback only: the guard relays to it, nothing else should reach it.
       const server = Deno.serve({
-        hostname: options.hostname,
-        port: options.port,
+        hostname: "127.0.0.1",
+        port: 0,
         onListen: () => {},
         onError: (error) => {
           log("error", "http", "unhandled error", { error: String(error) });
           return new Response("internal server error\n", { status: 500 });
         },
       }, handler);
-      const addr = server.addr as Deno.NetAddr;
+      const inner = server.addr as Deno.NetAddr;
+      guard = ConnectionGuard.start({
+        ...DEFAULT_CONNECTION_LIMITS,
+        ...options.limits,
+        hostname: options.hostname,
+        port: options.port,
+        target: { hostname: inner.hostname, port: inner.port },
+      });
+      const addr = guard.addr;
+      const front = guard;
       cors = new CorsPolicy(options.allowedOrigins, addr.port);
       log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
       resolve({
         addr,
         finished: server.finished,
         async shutdown(graceMs: number) {
+          await front.stopAccepting();
           let timer: ReturnType<typeof setTimeout> | undefined;
           const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));
           const timedOut = await Promise.race([server.shutdown().then(() => false), expired]);
           clearTimeout(timer);
           if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
+          await front.close();
         },
       });
     } catch (error) {
+      guard?.close().catch(() => {});
       reject(error);
     }
   });

@@ -13,15 +13,19 @@ import { decodeBase64 } from "./base64.ts";
 import { splitImageString } from "./data_uri.ts";
 import { resizeLanczos } from "./lanczos.ts";
 import { resizeNearest } from "./nearest.ts";
+import { DECODE_TIMEOUT_SECONDS } from "./limits.ts";
 import { decodeGray, decodeRgb } from "./sharp.ts";
 import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
+import { checkImageStructure } from "./structure.ts";
 import type { DecodedImage, ImageField } from "./types.ts";
 
 /**
  * Validates an image tool input without decoding pixels: data-URI form,
  * canonical base64 and its length (≤ 36,000,000 characters of payload,
  * checked before decoding), PNG/JPEG magic bytes, declared vs detected type,
- * header dimensions and the 40,000,000-pixel limit. Rejects with
+ * header dimensions and the 40,000,000-pixel limit, and the structural
+ * limits of `structure.ts` (at most 100 JPEG scans; PNG text chunks dropped,
+ * at most 1 MB of other metadata chunks). Rejects with
  * `ToolError("image")` whose message names `field`.
  */
 export function decodeImageInput(field: ImageField, value: string): Promise<DecodedImage> {
@@ -32,7 +36,8 @@ export function decodeImageInput(field: ImageField, value: string): Promise<Deco
     const { declared, declaredType, payload } = splitImageString(field, value);
     const bytes = decodeBase64(field, payload);
     const { format, width, height } = inspectImage(field, bytes, declared, declaredType);
-    return Promise.resolve({ field, format, bytes, width, height });
+    const checked = checkImageStructure(field, format, bytes);
+    return Promise.resolve({ field, format, bytes: checked, width, height });
   } catch (error) {
     return Promise.reject(error);
   }
@@ -48,12 +53,19 @@ function checkSize(width: number, height: number): void {
 function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
   const detail = (error instanceof Error ? error.message : String(error))
     .split("\n").map((line) => line.trim()).filter((line) => line.length > 0).join("; ");
+  const what = `${decoded.field}: the ${
+    FORMAT_NAMES[decoded.format]
+  } image (${decoded.width}×${decoded.height})`;
+  if (/^timeout/.test(detail)) {
+    return new ToolError(
+      "image",
+      `${what} took longer than ${DECODE_TIMEOUT_SECONDS} s to decode (${detail}); send a smaller or simpler file`,
+    );
+  }
   return new ToolError(
     "image",
-    `${decoded.field}: the ${
-      FORMAT_NAMES[decoded.format]
-    } image (${decoded.width}×${decoded.height}) ` +
-      `could not be decoded; it is corrupt or truncated (${detail})`,
+    `${what} could not be decoded; it is corrupt or truncated (${detail})` +
+      (decoded.format === "jpeg" ? "; re-saving it with an image editor usually fixes this" : ""),
   );
 }
 

@@ -3,14 +3,19 @@
  * raw interleaved 8-bit pixels; validation and error wording live in
  * `decode.ts`, `resize.ts` and `png.ts`.
  *
- * Every decode passes `failOn: "error"` and `limitInputPixels`:
- * - `failOn: "error"` makes libvips abort on decode errors and on truncated
- *   data (higher levels include lower ones, sharp docs "failOn") instead of
- *   returning a partly grey image, while still accepting files whose only
- *   problem is a benign warning (e.g. libjpeg "extraneous bytes before
- *   marker", common in camera JPEGs);
+ * Every decode passes `failOn`, `limitInputPixels` and a timeout:
+ * - JPEGs decode with `failOn: "warning"`: libjpeg reports a frame header
+ *   (SOF) that disagrees with the scan data, or corrupt entropy data, only
+ *   as a warning and fills the rest with grey; such an image would silently
+ *   guide a generation. The price: a camera JPEG with "extraneous bytes
+ *   before marker" is refused too (the message asks to re-save it).
+ * - PNGs decode with `failOn: "error"`: decode errors and truncated data
+ *   abort (higher levels include lower ones, sharp docs "failOn") instead of
+ *   returning a partly grey image;
  * - `limitInputPixels` is a second guard behind the header check in
- *   `sniff.ts`.
+ *   `sniff.ts`;
+ * - `timeout` ({@link DECODE_TIMEOUT_SECONDS}) stops a decode that runs
+ *   too long.
  *
  * The libvips operation cache is disabled: a server decoding arbitrary user
  * images gains nothing from caching them and should not hold their memory.
@@ -19,7 +24,7 @@
  */
 
 import sharp, { type Sharp } from "sharp";
-import { MAX_PIXELS } from "./limits.ts";
+import { DECODE_TIMEOUT_SECONDS, MAX_PIXELS } from "./limits.ts";
 
 sharp.cache(false);
 
@@ -43,7 +48,14 @@ export interface TargetSize {
   height: number;
 }
 
-const INPUT_OPTIONS = { failOn: "error", limitInputPixels: MAX_PIXELS } as const;
+const PNG_INPUT = { failOn: "error", limitInputPixels: MAX_PIXELS } as const;
+const JPEG_INPUT = { failOn: "warning", limitInputPixels: MAX_PIXELS } as const;
+
+/** A decoding pipeline for PNG/JPEG `bytes` with the options of the module documentation. */
+function input(bytes: Uint8Array): Sharp {
+  const jpeg = bytes[0] === 0xff && bytes[1] === 0xd8;
+  return sharp(bytes, jpeg ? JPEG_INPUT : PNG_INPUT).timeout({ seconds: DECODE_TIMEOUT_SECONDS });
+}
 const WHITE = { r: 255, g: 255, b: 255 };
 const BLACK = { r: 0, g: 0, b: 0 };
 
@@ -84,7 +96,7 @@ export function decodeRgb(
 ): Promise<RawPixels> {
   // sharp applies flatten before resize in its fixed pipeline order, so
   // transparent pixels cannot bleed dark fringes into the resize.
-  let pipeline = sharp(bytes, INPUT_OPTIONS).autoOrient().flatten({ background: WHITE });
+  let pipeline = input(bytes).autoOrient().flatten({ background: WHITE });
   if (size) pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel });
   return collect(pipeline.toColourspace("srgb").removeAlpha(), 3);
 }
@@ -95,7 +107,7 @@ export function decodeRgb(
  * nearest-neighbour sampling (no resize when `size` is omitted).
  */
 export function decodeGray(bytes: Uint8Array, size?: TargetSize): Promise<RawPixels> {
-  let pipeline = sharp(bytes, INPUT_OPTIONS).autoOrient().flatten({ background: BLACK });
+  let pipeline = input(bytes).autoOrient().flatten({ background: BLACK });
   if (size) {
     pipeline = pipeline.resize(size.width, size.height, { fit: "fill", kernel: "nearest" });
   }

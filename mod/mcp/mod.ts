@@ -10,6 +10,8 @@ export { createMcpServer, SERVER_INFO } from "./server.ts";
 export type { McpServerOptions } from "./server.ts";
 export { DenoStdioTransport } from "./stdio.ts";
 export type { DenoStdioOptions } from "./stdio.ts";
+export { watchParent } from "./parent_watch.ts";
+export type { ParentWatch, ParentWatchOptions } from "./parent_watch.ts";
 export { MAX_IMAGE_BASE64_LENGTH, MAX_REQUEST_BYTES } from "./limits.ts";
 export { formatValidationError } from "./validation.ts";
 export type { McpMessage, McpServer, McpTransport } from "./sdk.ts";

@@ -13,6 +13,7 @@ export { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 // @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/types.d.ts"
 export {
   CallToolRequestSchema,
+  CallToolResultSchema,
   ErrorCode,
   JSONRPCMessageSchema,
   ListToolsRequestSchema,

@@ -6,16 +6,10 @@
  * @module
  */
 
+import { z } from "zod";
 import { checkToolScope } from "../auth/tool_scope.ts";
 import { log } from "../log/mod.ts";
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-  type McpServer,
-  Server,
-} from "./sdk.ts";
+import { ErrorCode, ListToolsRequestSchema, McpError, type McpServer, Server } from "./sdk.ts";
 import {
   errorResult,
   type Scope,
@@ -27,6 +21,46 @@ import { formatValidationError } from "./validation.ts";
 
 /** Name and version reported in `initialize`. */
 export const SERVER_INFO = { name: "generate-image-sd15-mcp", version: "0.1.0" } as const;
+
+/** Marks a `tools/call` whose `arguments` was present but not an object. */
+const NOT_AN_OBJECT = "__argumentsNotAnObject";
+
+/** What `arguments` was, for the message: "an array", "a string", "null". */
+function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  const type = typeof value;
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
+}
+
+/**
+ * `tools/call` as the SDK's `CallToolRequestSchema`, except that a
+ * non-object `arguments` is set aside instead of failing the parse: the SDK
+ * would answer it with JSON-RPC -32603 and a raw zod dump, while a bad
+ * argument is the tool's problem (an `isError` result the model can fix).
+ * The SDK re-validates the parsed request against its own schema, which the
+ * replacement `{}` satisfies.
+ */
+const CallToolRequest = z.object({
+  method: z.literal("tools/call"),
+  params: z.preprocess(
+    (params) => {
+      if (params === null || typeof params !== "object" || Array.isArray(params)) return params;
+      const args = (params as { arguments?: unknown }).arguments;
+      if (
+        args === undefined || (args !== null && typeof args === "object" && !Array.isArray(args))
+      ) {
+        return params;
+      }
+      return { ...params, arguments: {}, [NOT_AN_OBJECT]: describeValue(args) };
+    },
+    z.looseObject({
+      name: z.string(),
+      arguments: z.record(z.string(), z.unknown()).optional(),
+      [NOT_AN_OBJECT]: z.string().optional(),
+    }),
+  ),
+});
 
 /** Options of {@link createMcpServer}. */
 export interface McpServerOptions {
@@ -56,7 +90,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     })),
   }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  server.setRequestHandler(CallToolRequest, async (request, extra) => {
     const tool = byName.get(request.params.name);
     if (!tool) {
       // An unknown tool is a protocol problem, not a tool execution error.
@@ -65,6 +99,12 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     const fail = tool.errorResult ?? errorResult;
     const refusal = checkToolScope(options.scope, tool.annotations.readOnlyHint);
     if (refusal) return fail(refusal);
+    const notAnObject = request.params[NOT_AN_OBJECT];
+    if (notAnObject !== undefined) {
+      return fail(
+        `invalid arguments for ${tool.name}: arguments: must be an object of named arguments, got ${notAnObject}`,
+      );
+    }
     const parsed = tool.validate.safeParse(request.params.arguments ?? {});
     if (!parsed.success) {
       return fail(formatValidationError(tool.name, parsed.error.issues));

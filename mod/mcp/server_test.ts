@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createBackendClient } from "../backend/mod.ts";
 import { startFakeBackend } from "../backend/testing.ts";
 import { createDesignCodeTools } from "../../tools/design_code.ts";
-import { Client, InMemoryTransport } from "./sdk.ts";
+import { CallToolResultSchema, Client, InMemoryTransport } from "./sdk.ts";
 import { createMcpServer } from "./server.ts";
 import type { Scope } from "./tool.ts";
 
@@ -69,6 +69,42 @@ Deno.test("a read key may call read-only design-code tools", async () => {
   try {
     const result = await client.callTool({ name: "list-code", arguments: { project_id: 42 } });
     assert.equal(result.isError, undefined);
+    assert.equal(backend.requests.length, 1);
+  } finally {
+    await close();
+    await backend.close();
+  }
+});
+
+Deno.test("non-object arguments are a tool error naming what was sent, not a JSON-RPC error", async () => {
+  const backend = await startFakeBackend(() => ({ json: { ok: true, data: { items: [] } } }));
+  const { client, close } = await connect(undefined, backend.url);
+  try {
+    for (
+      const [value, described] of [[5, "a number"], ["x", "a string"], [[1], "an array"], [
+        null,
+        "null",
+      ]] as const
+    ) {
+      const result = await client.request(
+        { method: "tools/call", params: { name: "list-code", arguments: value as never } },
+        CallToolResultSchema,
+      );
+      assert.equal(result.isError, true, JSON.stringify(value));
+      const text = (result.content[0] as { text: string }).text;
+      assert.ok(
+        text.endsWith(
+          `invalid arguments for list-code: arguments: must be an object of named arguments, got ${described}`,
+        ),
+        text,
+      );
+      // The design-code tools keep their contract shape for this error too.
+      assert.match((result.structuredContent as { error: string }).error, /must be an object/);
+    }
+    assert.equal(backend.requests.length, 0);
+    // A well-formed calls still go through.
+    const ok = await client.callTool({ name: "list-code", arguments: { project_id: 42 } });
+    assert.equal(ok.isError, undefined);
     assert.equal(backend.requests.length, 1);
   } finally {
     await close();

@@ -14,6 +14,7 @@
 
 import { log } from "../log/mod.ts";
 import { MAX_REQUEST_BYTES } from "./limits.ts";
+import { checkMessage } from "./message_checks.ts";
 import { JSONRPCMessageSchema, type McpMessage, type McpTransport } from "./sdk.ts";
 
 const NEWLINE = 0x0a;
@@ -43,6 +44,12 @@ export class DenoStdioTransport implements McpTransport {
    * input closes the transport, which aborts running requests.
    */
   oninputend?: () => void;
+  /**
+   * Called once when writing to stdout fails (the client closed its end or
+   * died): nobody will read the answers, so the owner should cancel the
+   * work and exit.
+   */
+  onclientgone?: (reason: string) => void;
 
   #input: ReadableStream<Uint8Array>;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -50,11 +57,12 @@ export class DenoStdioTransport implements McpTransport {
   #reader?: ReadableStreamDefaultReader<Uint8Array>;
   #closed = false;
   #encoder = new TextEncoder();
-  #decoder = new TextDecoder();
   #writeChain: Promise<void> = Promise.resolve();
   /** Ids of requests received and not yet answered (nor cancelled). */
   #open = new Set<string | number>();
   #settled: Array<() => void> = [];
+  #gone = false;
+  #probes = 0;
 
   /** Creates the transport; nothing is read until {@link start}. */
   constructor(options: DenoStdioOptions = {}) {
@@ -124,16 +132,20 @@ export class DenoStdioTransport implements McpTransport {
         offset += p.length;
       }
     }
-    let text = this.#decoder.decode(bytes);
-    if (text.endsWith("\r")) text = text.slice(0, -1);
-    if (text.trim() === "") return;
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (error) {
-      this.#reject(-32700, `parse error: ${(error as Error).message}`);
+    // A line of only whitespace (or a lone "\r") is skipped.
+    let end = bytes.length;
+    while (
+      end > 0 && (bytes[end - 1] === 0x0d || bytes[end - 1] === 0x20 || bytes[end - 1] === 0x09)
+    ) {
+      end--;
+    }
+    if (end === 0) return;
+    const checked = checkMessage(end === bytes.length ? bytes : bytes.subarray(0, end));
+    if (!checked.ok) {
+      this.#reject(checked.code, checked.error, checked.id);
       return;
     }
+    const json = checked.message;
     const parsed = JSONRPCMessageSchema.safeParse(json);
     if (!parsed.success) {
       const id = (json as { id?: unknown })?.id;
@@ -145,6 +157,12 @@ export class DenoStdioTransport implements McpTransport {
       return;
     }
     const message = parsed.data as { id?: string | number; method?: string; params?: unknown };
+    if (
+      message.method === undefined && typeof message.id === "string" &&
+      message.id.startsWith("server-probe-")
+    ) {
+      return; // the answer to a probe(): the SDK never sent that request
+    }
     if (message.method !== undefined && message.id !== undefined) this.#open.add(message.id);
     if (message.method === "notifications/cancelled") {
       // A cancelled request gets no reply (MCP cancellation), so stop waiting for one.
@@ -174,8 +192,31 @@ export class DenoStdioTransport implements McpTransport {
 
   #write(text: string): Promise<void> {
     const bytes = this.#encoder.encode(text);
-    this.#writeChain = this.#writeChain.then(() => this.#writer.write(bytes));
+    this.#writeChain = this.#writeChain.then(() => this.#writer.write(bytes)).catch((error) => {
+      if (!this.#gone) {
+        this.#gone = true;
+        this.onclientgone?.(`writing to stdout failed: ${(error as Error)?.message ?? error}`);
+      }
+      throw error;
+    });
     return this.#writeChain;
+  }
+
+  /** How many requests were received and not yet answered (nor cancelled). */
+  get openRequests(): number {
+    return this.#open.size;
+  }
+
+  /**
+   * Sends a `ping` request (MCP ping: either side may send one to check the
+   * connection) to find out whether anyone still reads stdout: writing to a
+   * pipe whose reader is gone fails, and {@link onclientgone} is called.
+   * The reply, if any, is ignored.
+   */
+  probe(): void {
+    if (this.#closed || this.#gone) return;
+    const message = { jsonrpc: "2.0", id: `server-probe-${++this.#probes}`, method: "ping" };
+    this.#write(JSON.stringify(message) + "\n").catch(() => {});
   }
 
   /** Writes one message as a line on stdout. */
@@ -189,6 +230,9 @@ export class DenoStdioTransport implements McpTransport {
   #finish(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // A closed transport answers nothing more: stop waiting for replies.
+    this.#open.clear();
+    for (const resolve of this.#settled.splice(0)) resolve();
     this.onclose?.();
   }
 

@@ -40,7 +40,12 @@ Deno.test("messages split across chunks and several per chunk are parsed in orde
 Deno.test("a 30 MB message (beyond the SDK's 10 MiB default) is accepted", async () => {
   const big = "A".repeat(30_000_000);
   const line = enc(
-    JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { x: big } }) + "\n",
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id: 9,
+      method: "tools/call",
+      params: { name: "inpaint_image", x: big },
+    }) + "\n",
   );
   const chunks: Uint8Array[] = [];
   for (let i = 0; i < line.length; i += 65536) chunks.push(line.slice(i, i + 65536));
@@ -115,4 +120,28 @@ Deno.test("settled waits for a reply or a cancellation of every request received
   await waiting;
   assert.equal(settled, true);
   await h.transport.close();
+});
+
+Deno.test("batches, over-budget JSON and big non-image messages are refused; the stream goes on", async () => {
+  const batch = JSON.stringify([JSON.parse(ping(1)), JSON.parse(ping(2))]);
+  const flood = `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"x":[` +
+    "{},".repeat(150_000) + "{}]}}}";
+  const bigPing = JSON.stringify({
+    jsonrpc: "2.0",
+    id: 4,
+    method: "ping",
+    params: { _meta: { x: "A".repeat(2 * 1024 * 1024) } },
+  });
+  const h = harness([enc(`${batch}\n${flood}\n${bigPing}\n${ping(5)}\n`)]);
+  await h.transport.start();
+  await h.closed;
+  await h.transport.close();
+  for (let i = 0; i < 100 && h.written.length < 3; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.deepEqual(h.messages.map((m) => (m as { id: number }).id), [5]);
+  const replies = h.written.join("").trim().split("\n").map((l) => JSON.parse(l));
+  assert.deepEqual(replies.map((r) => r.error.code), [-32600, -32600, -32600]);
+  assert.match(replies[0].error.message, /batches are not supported/);
+  assert.match(replies[1].error.message, /more than 100,000 values/);
+  assert.match(replies[2].error.message, /over the 1048576-byte limit/);
+  assert.equal(replies[2].id, 4);
 });

@@ -56,7 +56,25 @@ Deno.test("savePng reports an unusable directory as a saving error", async () =>
     await assert.rejects(savePng(join(blocker, "sub"), "x.png", new Uint8Array([1])), (e) => {
       assert.ok(e instanceof ToolError);
       assert.equal(e.category, "saving");
-      assert.match(e.message, /cannot create output directory .*file\/sub/);
+      assert.match(e.message, /cannot create the output directory \(output\.dir\)/);
+      assert.ok(!e.message.includes(dir), `absolute path in: ${e.message}`);
+      return true;
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("savePng names an unwritable file relative to output.dir, never the absolute path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // A name over NAME_MAX (255) fails even for root, and the OS message quotes the full path.
+    const name = "c".repeat(300) + ".png";
+    await assert.rejects(savePng(dir, name, new Uint8Array([1])), (e) => {
+      assert.ok(e instanceof ToolError);
+      assert.equal(e.category, "saving");
+      assert.match(e.message, /^cannot write output\.dir\/c+\.png: File name too long/);
+      assert.ok(!e.message.includes(dir), `absolute path in: ${e.message}`);
       return true;
     });
   } finally {

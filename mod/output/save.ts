@@ -5,7 +5,28 @@
  */
 
 import { join } from "node:path";
+import { log } from "../log/mod.ts";
 import { ToolError } from "../mcp/tool.ts";
+
+/**
+ * An OS error message with the server's absolute paths taken out: the
+ * output folder becomes `output.dir`, and any other absolute path (a parent
+ * of it) becomes `…`. The model, and through it a remote user, should learn
+ * what to fix, not where the server keeps its files; the log keeps the full
+ * message for the operator.
+ */
+function scrub(error: unknown, dir: string): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replaceAll(dir, "output.dir").replace(/'\/[^']*'/g, "'…'");
+}
+
+function savingError(what: string, error: unknown, dir: string): ToolError {
+  log("error", "output", what, {
+    dir,
+    error: error instanceof Error ? error.message : String(error),
+  });
+  return new ToolError("saving", `${what}: ${scrub(error, dir)}`);
+}
 
 /**
  * Saves `bytes` as `dir/fileName`, creating `dir` if needed. When the name is
@@ -14,26 +35,25 @@ import { ToolError } from "../mcp/tool.ts";
  * file is opened with `createNew`.
  *
  * @returns the path written (`dir` joined with the final file name)
- * @throws ToolError("saving") when the folder or the file cannot be written
+ * @throws ToolError("saving") when the folder or the file cannot be written;
+ *   its message names paths relative to `output.dir`, never `dir` itself
  */
 export async function savePng(dir: string, fileName: string, bytes: Uint8Array): Promise<string> {
   try {
     await Deno.mkdir(dir, { recursive: true });
   } catch (error) {
-    throw new ToolError(
-      "saving",
-      `cannot create output directory ${dir} (output.dir): ${(error as Error).message}`,
-    );
+    throw savingError("cannot create the output directory (output.dir)", error, dir);
   }
   const stem = fileName.replace(/\.png$/, "");
   for (let attempt = 1; attempt <= 1000; attempt++) {
-    const path = join(dir, attempt === 1 ? fileName : `${stem}-${attempt}.png`);
+    const name = attempt === 1 ? fileName : `${stem}-${attempt}.png`;
+    const path = join(dir, name);
     let file: Deno.FsFile;
     try {
       file = await Deno.open(path, { write: true, createNew: true });
     } catch (error) {
       if (error instanceof Deno.errors.AlreadyExists) continue;
-      throw new ToolError("saving", `cannot write ${path}: ${(error as Error).message}`);
+      throw savingError(`cannot write output.dir/${name}`, error, dir);
     }
     try {
       let written = 0;
@@ -41,10 +61,10 @@ export async function savePng(dir: string, fileName: string, bytes: Uint8Array):
     } catch (error) {
       file.close();
       await Deno.remove(path).catch(() => {});
-      throw new ToolError("saving", `cannot write ${path}: ${(error as Error).message}`);
+      throw savingError(`cannot write output.dir/${name}`, error, dir);
     }
     file.close();
     return path;
   }
-  throw new ToolError("saving", `cannot find a free file name for ${fileName} in ${dir}`);
+  throw new ToolError("saving", `cannot find a free file name for ${fileName} in output.dir`);
 }
