@@ -68,6 +68,12 @@ export interface ResolvedConfig {
     intraOpThreads: number;
     interOpThreads: number;
     graphOptimization: "disabled" | "basic" | "extended" | "all";
+    /** `cpu_mem_arena`: ORT's CPU memory arena (off keeps RSS near the weights, docs/performance.md). */
+    cpuMemArena: boolean;
+    /** `memory_pattern`: ORT's memory pattern planning. */
+    memoryPattern: boolean;
+    /** `execution_mode`: ORT's node scheduling. */
+    executionMode: "sequential" | "parallel";
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -192,6 +198,9 @@ export function resolveConfig(
       intraOpThreads: raw.runtime.intra_op_threads,
       interOpThreads: raw.runtime.inter_op_threads,
       graphOptimization: raw.runtime.graph_optimization,
+      cpuMemArena: raw.runtime.cpu_mem_arena,
+      memoryPattern: raw.runtime.memory_pattern,
+      executionMode: raw.runtime.execution_mode,
     },
     generation: {
       defaultSize: raw.generation.default_size,

@@ -55,6 +55,9 @@ const runtime = z.strictObject({
   intra_op_threads: z.int().min(0).max(1024).default(0),
   inter_op_threads: z.int().min(0).max(1024).default(0),
   graph_optimization: z.enum(["disabled", "basic", "extended", "all"]).default("all"),
+  cpu_mem_arena: z.boolean().default(false),
+  memory_pattern: z.boolean().default(true),
+  execution_mode: z.enum(["sequential", "parallel"]).default("sequential"),
 });
 
 const generation = z.strictObject({

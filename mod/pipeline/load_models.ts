@@ -100,6 +100,9 @@ export async function loadModels(
     intraOpThreads: config.runtime.intraOpThreads,
     interOpThreads: config.runtime.interOpThreads,
     graphOptimization: config.runtime.graphOptimization,
+    cpuMemArena: config.runtime.cpuMemArena,
+    memoryPattern: config.runtime.memoryPattern,
+    executionMode: config.runtime.executionMode,
   };
   const opened: LoadedModel[] = [];
   const loraFiles = config.lora?.files ?? [];
