@@ -13,7 +13,7 @@ import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
-import { createGenerator } from "../pipeline/mod.ts";
+import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { GenerationQueue } from "../queue/mod.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -30,8 +30,11 @@ export interface App {
 
 /** Test seams: replace the engine. */
 export interface AppOverrides {
-  /** Used instead of loading the ONNX engine from the configured model files. */
-  generator?: Generator;
+  /**
+   * Used instead of loading the ONNX engine from the configured model files;
+   * a promise stands for an engine still starting (a rejection is a failed start).
+   */
+  generator?: Generator | Promise<Generator>;
 }
 
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
@@ -45,9 +48,16 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   return await createGenerator(config);
 }
 
-/** Starts the server described by `config`. */
+/**
+ * Starts the server described by `config`. The transport answers at once
+ * while the models are checked and loaded; `tools/list` and `tools/call`
+ * wait for them. A failed start closes the transport and rejects
+ * {@link App.finished} with its error (before any tool was listed).
+ */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = overrides.generator ?? await loadEngine(config);
+  const generator = deferredGenerator(Promise.resolve(overrides.generator ?? loadEngine(config)));
+  const ready = generator.ready;
+  ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
   const queue = new GenerationQueue(config.generation.queueLimit);
   const images = new ImageService({
     generator,
@@ -60,14 +70,20 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const tools = createTools(config, images);
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
-  const finished = new Promise<void>((r) => resolveFinished = r);
+  let rejectFinished!: (error: unknown) => void;
+  const finished = new Promise<void>((resolve, reject) => {
+    resolveFinished = resolve;
+    rejectFinished = reject;
+  });
   let stopping: Promise<void> | undefined;
+  /** Ends {@link App.finished}: with the start-up error when the engine never started. */
+  const settleFinished = () => ready.then(resolveFinished, (error) => rejectFinished(error));
 
   // One deadline for the whole shutdown: stop taking work, let what runs finish.
   let deadline = Infinity;
   const remaining = () => Math.max(0, deadline - Date.now());
   const beginShutdown = () => {
-    deadline = Date.now() + grace;
+    deadline = Math.min(deadline, Date.now() + grace);
     queue.close("the server is shutting down; no new generations are accepted");
   };
   /** Waits for `done` until the shutdown deadline; false when the deadline came first. */
@@ -85,24 +101,29 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, instructions: INSTRUCTIONS });
+    const server = createMcpServer({ tools, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
     const shutdown = () =>
       stopping ??= (async () => {
+        // Calls received while the engine was starting wait for it: let them reach the queue.
+        deadline = Date.now() + grace;
+        await bounded(ready.catch(() => {}));
+        await new Promise((r) => setTimeout(r, 0));
         beginShutdown();
         // Calls already received may not have reached the queue yet: wait for their replies.
         await bounded(transport.settled());
         await drain();
         await server.close().catch(() => {});
         await generator.close();
-        resolveFinished();
+        await settleFinished();
       })();
     // End of stdin: answer what is running, then stop (a piped client closes
     // stdin right after sending its calls).
     transport.oninputend = () => void shutdown();
     transport.onclose = () => void shutdown();
+    ready.catch(() => void shutdown());
     await server.connect(transport);
-    log("info", "app", `serving ${tools.length} tools over stdio`);
+    log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
     return { finished, shutdown };
   }
 
@@ -126,7 +147,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       allowedOrigins: config.server.allowedOrigins,
       authenticator,
       authFailureResponse,
-      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
+      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
       health: () => ({ queue: queue.stats(), tools: tools.length }),
     });
   } catch (error) {
@@ -142,7 +163,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await authenticator.close();
       await db.close();
       await generator.close();
-      resolveFinished();
+      await settleFinished();
     })();
+  ready.catch(() => void shutdown());
   return { http: http.addr, finished, shutdown };
 }
