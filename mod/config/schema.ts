@@ -48,6 +48,10 @@ const models = z.strictObject({
   lock: relativePath.default("models.lock"),
   base: relativePath.default("sd15"),
   controlnet_unet: relativePath.default("sd15/controlnet_unet/model.onnx"),
+  vae_decoder: z.enum(["full", "tiny"]).default("full"),
+  tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),
+  lcm_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
+    .default("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
 });
 
 const runtime = z.strictObject({
@@ -71,6 +75,7 @@ const generation = z.strictObject({
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
+  preset: z.enum(["default", "fast"]).default("default"),
 });
 
 const prompt = z.strictObject({

@@ -72,7 +72,8 @@ export class Layers {
     opts: {
       stride?: number;
       gain?: number;
-      bias?: readonly number[];
+      /** Fixed bias values; null = no bias input (torch `bias=False`). */
+      bias?: readonly number[] | null;
       hint?: string;
       scope?: string;
     } = {},
@@ -81,13 +82,15 @@ export class Layers {
     const bound = (opts.gain ?? 1) / Math.sqrt(cin * k * k);
     const hint = opts.hint ?? "conv";
     const w = this.weight(`${hint}_w`, [cout, cin, k, k], bound);
-    const b = opts.bias
+    const b = opts.bias === null
+      ? undefined
+      : opts.bias
       ? this.g.init(`${hint}_b`, "float32", [cout], Float32Array.from(opts.bias))
       : this.weight(`${hint}_b`, [cout], bound);
     const p = (k - 1) >> 1;
     return this.g.op(
       "Conv",
-      [x, w, b],
+      b === undefined ? [x, w] : [x, w, b],
       {
         kernel_shape: { ints: [k, k] },
         pads: { ints: [p, p, p, p] },

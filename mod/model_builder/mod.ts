@@ -61,6 +61,7 @@ export {
   type TinyLoraOptions,
 } from "./lora.ts";
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
+export { buildTaesdDecoder, TAESD_CHANNELS } from "./taesd.ts";
 export { buildDepthModel } from "./depth.ts";
 export {
   buildYoloxModel,
@@ -95,6 +96,7 @@ export {
   SD_SETS,
   type SdSetSpec,
   STAMP_FILE,
+  TINY_VAE_DECODER_PATH,
   tinyModelFiles,
   type TinyModelSet,
   type TinyModelSetOptions,

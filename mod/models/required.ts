@@ -74,7 +74,15 @@ export function componentsFor(features: EnabledFeatures): ModelComponent[] {
 /** The parts of the resolved config that name model files. */
 export interface ModelPathsConfig {
   /** Absolute models root, SD 1.5 base folder and ControlNet UNet path. */
-  models: { root: string; base: string; controlnetUnet: string };
+  models: {
+    root: string;
+    base: string;
+    controlnetUnet: string;
+    /** "tiny": the tiny VAE decoder is loaded too (and must be locked). */
+    vaeDecoder?: "full" | "tiny";
+    /** Absolute path of the tiny VAE decoder. */
+    tinyVaeDecoder?: string;
+  };
   /** Per-feature enable flags and absolute model paths. */
   controlnet: {
     depth: { enabled: boolean; model: string; preprocessor: string };
@@ -115,6 +123,9 @@ export function configModelPaths(config: ModelPathsConfig): string[] {
   }
   if (cn.inpaint.enabled) paths.push(cn.inpaint.model);
   for (const f of config.lora?.files ?? []) paths.push(f.path);
+  if (config.models.vaeDecoder === "tiny" && config.models.tinyVaeDecoder) {
+    paths.push(config.models.tinyVaeDecoder);
+  }
   return paths;
 }
 

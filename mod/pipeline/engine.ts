@@ -336,7 +336,13 @@ export class Engine {
       final = Float32Array.from(denoised);
       if (inpaint) blendKnownLatents(final, inpaint.imageLatents, inpaint.mask);
     }
-    let image = await decodeLatents(models.vaeDecoder.session, models.vaeDecoder.io, final, dims);
+    let image = await decodeLatents(
+      models.vaeDecoder.session,
+      models.vaeDecoder.io,
+      final,
+      dims,
+      models.vaeDecoderScale,
+    );
     if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
     return { image, notes };
   }
