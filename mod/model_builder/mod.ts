@@ -17,6 +17,7 @@ export {
   type ExternalDataOptions,
   Graph,
   type InitData,
+  type WriteOptions,
 } from "./graph.ts";
 export { type IoFloat, Layers, OPSET } from "./layers.ts";
 export {
@@ -62,6 +63,14 @@ export {
 } from "./lora.ts";
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
 export { buildTaesdDecoder, TAESD_CHANNELS } from "./taesd.ts";
+export {
+  buildFullTextEncoder,
+  buildFullUnet,
+  buildFullVaeDecoder,
+  type FullModel,
+  type FullOptions,
+  SD15_PARAMS,
+} from "./sd15_full.ts";
 export { buildDepthModel } from "./depth.ts";
 export {
   buildYoloxModel,
