@@ -90,7 +90,7 @@ async function runScenario(
 }
 
 /** Spawns the real server on the set: ms to the `initialize` reply, and to the first image. */
-async function startup(set: FullSet, size: number): Promise<Record<string, number | string>> {
+async function startup(set: FullSet): Promise<Record<string, number | string>> {
   const dir = await Deno.makeTempDir({ prefix: "sd15-bench-" });
   try {
     const config = join(dir, "config.toml");
@@ -113,15 +113,31 @@ async function startup(set: FullSet, size: number): Promise<Record<string, numbe
     let stderr = "";
     transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
     const client = new Client({ name: "bench", version: "1" });
+    try {
+      return await measure(client, transport, t0, () => stderr);
+    } catch (e) {
+      return { error: (e as Error).message, stderr: stderr.slice(-600) };
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+async function measure(
+  client: Client,
+  transport: StdioClientTransport,
+  t0: number,
+  stderr: () => string,
+): Promise<Record<string, number | string>> {
+  {
     await client.connect(transport);
     const initializeMs = performance.now() - t0;
     const tools = await client.listTools();
     const toolsMs = performance.now() - t0;
-    const size_id = size === 512 ? "square_512" : "square_512";
     const result = await client.callTool(
       {
         name: "generate_image",
-        arguments: { positive_prompt: "a lighthouse", size: size_id },
+        arguments: { positive_prompt: "a lighthouse", size: "square_512" },
       },
       undefined,
       { timeout: 1_800_000 },
@@ -134,10 +150,8 @@ async function startup(set: FullSet, size: number): Promise<Record<string, numbe
       tools: tools.tools.length,
       firstImageMs,
       firstImage: result.isError ? `error: ${JSON.stringify(result.content).slice(0, 200)}` : "ok",
-      ...(result.isError ? { stderr: stderr.slice(-400) } : {}),
+      ...(result.isError ? { stderr: stderr().slice(-400) } : {}),
     };
-  } finally {
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -267,7 +281,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
     console.error(rows.at(-1)!.join(" | "));
   }
   if (!only || only.includes("startup")) {
-    const st = await startup(sets.fp32!, Number(size));
+    const st = await startup(sets.fp32!);
     report.startup = st;
     rows.push(["start-up (real server, fast sampling, tiny VAE)", JSON.stringify(st)]);
   }

@@ -149,6 +149,6 @@ export async function buildFullSet(options: FullSetOptions): Promise<FullSet> {
 function lockText(files: readonly FullSetFile[]): string {
   return files.map((f) =>
     `[[file]]\ncomponent = "${f.component}"\npath = "${f.path}"\n` +
-    `url = "bench://${f.path}"\nsize = ${f.size}\nsha256 = "${f.sha256}"\n`
+    `url = "fixture://bench/${f.path}"\nsize = ${f.size}\nsha256 = "${f.sha256}"\n`
   ).join("\n");
 }
