@@ -99,6 +99,10 @@ Deno.test("fast preset sampling: LCM LoRA (kohya layout) + lcm, 4 steps, guidanc
       const steps: number[] = [];
       const result = await fast.generate(request, { onProgress: (i) => steps.push(i) });
       deepStrictEqual(steps, [1, 2, 3, 4]);
+      deepStrictEqual(result.notes, [
+        "the negative prompt is not used: guidance_scale 1 <= 1 runs without classifier-free " +
+        "guidance (the fast preset does)",
+      ]);
       const other = await noLora.generate(request);
       notDeepStrictEqual(result.image.data, other.image.data, "the LoRA is blended in");
       const unet = plain.runs.filter((r) => r.label === "unet");
