@@ -155,6 +155,19 @@ async function measure(
   }
 }
 
+/**
+ * The default preset's 25-step image from a run of fewer steps: text + 26
+ * UNet calls (PNDM with `skip_prk_steps` calls the UNet once more than its
+ * steps) + VAE + the measured overhead, with the median and the fastest call.
+ */
+function estimateDefault(r: RunReport): { minMs: number; medianMs: number } {
+  const unet = r.runs.unet ?? [];
+  const g = r.generations.at(-1)!;
+  const fixed = (r.runs.text_encoder ?? []).reduce((a, b) => a + b, 0) +
+    (r.runs.vae_decoder ?? []).reduce((a, b) => a + b, 0) + (g.totalMs - g.sessionMs);
+  return { minMs: fixed + 26 * Math.min(...unet), medianMs: fixed + 26 * median(unet) };
+}
+
 function fmtMs(ms: number): string {
   return ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
 }
@@ -279,6 +292,25 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       ...Object.entries(r.stages).map(([k, xs]) => `${k} ${median(xs).toFixed(2)} ms`),
     ]);
     console.error(rows.at(-1)!.join(" | "));
+  }
+  const results = report.scenarios as Record<string, RunReport | { error: string }>;
+  const def = results[scenarios[0].name];
+  const fast = results[scenarios[1].name];
+  if (def && fast && !("error" in def) && !("error" in fast)) {
+    const est = estimateDefault(def);
+    const fastMs = median(fast.generations.map((g) => g.totalMs));
+    report.defaultVsFast = {
+      ...est,
+      fastMs,
+      ratioMin: est.minMs / fastMs,
+      ratioMedian: est.medianMs / fastMs,
+    };
+    rows.push([
+      "default 25-step image (extrapolated) vs fast preset (measured)",
+      `default ${fmtMs(est.minMs)} (least-contended UNet call) … ${fmtMs(est.medianMs)} (median)`,
+      `fast ${fmtMs(fastMs)}`,
+      `fast is ${(est.minMs / fastMs).toFixed(1)}× … ${(est.medianMs / fastMs).toFixed(1)}× faster`,
+    ]);
   }
   if (!only || only.includes("startup")) {
     const st = await startup(sets.fp32!);
