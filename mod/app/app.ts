@@ -13,7 +13,7 @@ import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
-import { createGenerator } from "../pipeline/mod.ts";
+import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { GenerationQueue } from "../queue/mod.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -30,8 +30,11 @@ export interface App {
 
 /** Test seams: replace the engine. */
 export interface AppOverrides {
-  /** Used instead of loading the ONNX engine from the configured model files. */
-  generator?: Generator;
+  /**
+   * Used instead of loading the ONNX engine from the configured model files;
+   * a promise stands for an engine still starting (a rejection is a failed start).
+   */
+  generator?: Generator | Promise<Generator>;
 }
 
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
@@ -48,9 +51,16 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   return await createGenerator(config);
 }
 
-/** Starts the server described by `config`. */
+/**
+ * Starts the server described by `config`. The transport answers at once
+ * while the models are checked and loaded; `tools/list` and `tools/call`
+ * wait for them. A failed start closes the transport and rejects
+ * {@link App.finished} with its error (before any tool was listed).
+ */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = overrides.generator ?? await loadEngine(config);
+  const generator = deferredGenerator(Promise.resolve(overrides.generator ?? loadEngine(config)));
+  const ready = generator.ready;
+  ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
   const queue = new GenerationQueue(config.generation.queueLimit);
   const images = new ImageService({
     generator,
@@ -63,14 +73,20 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const tools = createTools(config, images);
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
-  const finished = new Promise<void>((r) => resolveFinished = r);
+  let rejectFinished!: (error: unknown) => void;
+  const finished = new Promise<void>((resolve, reject) => {
+    resolveFinished = resolve;
+    rejectFinished = reject;
+  });
   let stopping: Promise<void> | undefined;
+  /** Ends {@link App.finished}: with the start-up error when the engine never started. */
+  const settleFinished = () => ready.then(resolveFinished, (error) => rejectFinished(error));
 
   // One deadline for the whole shutdown: stop taking work, let what runs finish.
   let deadline = Infinity;
   const remaining = () => Math.max(0, deadline - Date.now());
   const beginShutdown = () => {
-    deadline = Date.now() + grace;
+    deadline = Math.min(deadline, Date.now() + grace);
     queue.close("the server is shutting down; no new generations are accepted");
   };
   /** Re-arm the running {@link bounded} waits after the deadline moved closer. */
@@ -99,19 +115,22 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, instructions: INSTRUCTIONS });
+    const server = createMcpServer({ tools, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
     const shutdown = () =>
       stopping ??= (async () => {
-        if (deadline === Infinity) beginShutdown();
-        else queue.close("the server is shutting down; no new generations are accepted");
+        // Calls received while the engine was starting wait for it: let them reach the queue.
+        deadline = Math.min(deadline, Date.now() + grace);
+        await bounded(ready.catch(() => {}));
+        await new Promise((r) => setTimeout(r, 0));
+        beginShutdown();
         // Calls already received may not have reached the queue yet: wait for their replies.
         await bounded(transport.settled());
         await drain();
         await server.close().catch(() => {});
         parentWatch.stop();
         await generator.close();
-        resolveFinished();
+        await settleFinished();
       })();
     // A client that is gone (stdout unwritable, or the parent process dead)
     // reads no answers: cancel its work now and exit within seconds instead
@@ -140,8 +159,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       void shutdown();
     };
     transport.onclose = () => void shutdown();
+    ready.catch(() => void shutdown());
     await server.connect(transport);
-    log("info", "app", `serving ${tools.length} tools over stdio`);
+    log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
     return { finished, shutdown };
   }
 
@@ -169,7 +189,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       allowedOrigins: config.server.allowedOrigins,
       authenticator,
       authFailureResponse,
-      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
+      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
       // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
       health: async () => ({
         queue: queue.stats(),
@@ -200,7 +220,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await authenticator.close();
       await db.close();
       await generator.close();
-      resolveFinished();
+      await settleFinished();
     })();
+  ready.catch(() => void shutdown());
   return { http: http.addr, finished, shutdown };
 }

@@ -76,6 +76,12 @@ export interface ResolvedConfig {
     base: string;
     /** Absolute path of the UNet that accepts ControlNet residuals. */
     controlnetUnet: string;
+    /** `vae_decoder`: the base folder's VAE decoder ("full") or the tiny one (TAESD). */
+    vaeDecoder: "full" | "tiny";
+    /** Absolute path of the tiny VAE decoder (used when `vaeDecoder` is "tiny"). */
+    tinyVaeDecoder: string;
+    /** Absolute path of the LCM LoRA blended in by `[generation] preset = "fast"`. */
+    lcmLora: string;
   };
   /** `[runtime]`: onnxruntime execution provider, thread counts and graph optimization level. */
   runtime: {
@@ -83,6 +89,12 @@ export interface ResolvedConfig {
     intraOpThreads: number;
     interOpThreads: number;
     graphOptimization: "disabled" | "basic" | "extended" | "all";
+    /** `cpu_mem_arena`: ORT's CPU memory arena (off keeps RSS near the weights, docs/performance.md). */
+    cpuMemArena: boolean;
+    /** `memory_pattern`: ORT's memory pattern planning. */
+    memoryPattern: boolean;
+    /** `execution_mode`: ORT's node scheduling. */
+    executionMode: "sequential" | "parallel";
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -97,6 +109,11 @@ export interface ResolvedConfig {
     seed: number | null;
     maxCount: number;
     queueLimit: number;
+    /**
+     * `preset`: "fast" already applied here: scheduler lcm, 4 steps, guidance 1
+     * (no CFG batch) and the LCM LoRA appended to `lora.files`.
+     */
+    preset: "default" | "fast";
   };
   /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
   prompt: { positive: string; negative: string };
@@ -118,6 +135,13 @@ export interface ResolvedConfig {
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
 }
+
+/**
+ * `[generation] preset = "fast"`: LCM-LoRA sampling (diffusers'
+ * LCM-LoRA guide: `LCMScheduler`, 4 steps, guidance_scale 1.0, i.e. no
+ * unconditional batch); it replaces `steps`, `guidance_scale` and `scheduler`.
+ */
+const FAST_PRESET = { steps: 4, guidanceScale: 1, scheduler: "lcm" } as const;
 
 /** A config problem: names the file and the key. */
 export class ConfigError extends Error {
@@ -178,6 +202,7 @@ export function resolveConfig(
   }
 
   const cn = raw.controlnet;
+  const fast = raw.generation.preset === "fast";
   return {
     file,
     server: {
@@ -211,18 +236,26 @@ export function resolveConfig(
       lock: abs(raw.models.lock),
       base: abs(raw.models.base, root),
       controlnetUnet: abs(raw.models.controlnet_unet, root),
+      vaeDecoder: raw.models.vae_decoder,
+      tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
+      lcmLora: abs(raw.models.lcm_lora, root),
     },
     runtime: {
       executionProvider: raw.runtime.execution_provider,
       intraOpThreads: raw.runtime.intra_op_threads,
       interOpThreads: raw.runtime.inter_op_threads,
       graphOptimization: raw.runtime.graph_optimization,
+      cpuMemArena: raw.runtime.cpu_mem_arena,
+      memoryPattern: raw.runtime.memory_pattern,
+      executionMode: raw.runtime.execution_mode,
     },
     generation: {
       defaultSize: raw.generation.default_size,
-      steps: raw.generation.steps,
-      guidanceScale: raw.generation.guidance_scale,
-      scheduler: raw.generation.scheduler,
+      ...(fast ? FAST_PRESET : {
+        steps: raw.generation.steps,
+        guidanceScale: raw.generation.guidance_scale,
+        scheduler: raw.generation.scheduler,
+      }),
       timestepSpacing: raw.generation.timestep_spacing === "auto"
         ? undefined
         : raw.generation.timestep_spacing,
@@ -231,6 +264,7 @@ export function resolveConfig(
       seed: raw.generation.seed < 0 ? null : raw.generation.seed,
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
+      preset: raw.generation.preset,
     },
     prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
     controlnet: {
@@ -255,7 +289,10 @@ export function resolveConfig(
       },
     },
     lora: {
-      files: raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
+      files: [
+        ...raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
+        ...(fast ? [{ path: abs(raw.models.lcm_lora, root), weight: 1 }] : []),
+      ],
     },
     output: { save: raw.output.save, dir: abs(raw.output.dir) },
   };

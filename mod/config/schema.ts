@@ -58,6 +58,10 @@ const models = z.strictObject({
   lock: relativePath.default("models.lock"),
   base: relativePath.default("sd15"),
   controlnet_unet: relativePath.default("sd15/controlnet_unet/model.onnx"),
+  vae_decoder: z.enum(["full", "tiny"]).default("full"),
+  tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),
+  lcm_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
+    .default("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
 });
 
 const runtime = z.strictObject({
@@ -65,6 +69,9 @@ const runtime = z.strictObject({
   intra_op_threads: z.int().min(0).max(1024).default(0),
   inter_op_threads: z.int().min(0).max(1024).default(0),
   graph_optimization: z.enum(["disabled", "basic", "extended", "all"]).default("all"),
+  cpu_mem_arena: z.boolean().default(false),
+  memory_pattern: z.boolean().default(true),
+  execution_mode: z.enum(["sequential", "parallel"]).default("sequential"),
 });
 
 const generation = z.strictObject({
@@ -78,6 +85,7 @@ const generation = z.strictObject({
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
+  preset: z.enum(["default", "fast"]).default("default"),
 });
 
 const prompt = z.strictObject({

@@ -11,7 +11,8 @@
 import { log } from "../log/mod.ts";
 import { createSession, createSessionFromBytes, type Session } from "../onnx/mod.ts";
 import type { SessionOptions } from "../onnx/mod.ts";
-import { kohyaModules, type LoraTarget } from "./kohya_keys.ts";
+import type { LoraTarget } from "./kohya_keys.ts";
+import { loraModules } from "./lora_layout.ts";
 import { patchModel, type WeightedLora } from "./onnx_patch.ts";
 import { parseSafetensors } from "./safetensors.ts";
 
@@ -47,7 +48,7 @@ export class LoraSet {
    * Reads and parses every file.
    *
    * @throws LoraError naming the file when it is unreadable, not safetensors,
-   *   or not a usable kohya LoRA
+   *   or not a usable kohya or diffusers/PEFT LoRA
    */
   static async load(files: readonly LoraFileConfig[]): Promise<LoraSet> {
     const loras = [];
@@ -59,7 +60,7 @@ export class LoraSet {
         throw new LoraError(`LoRA ${f.path}: cannot read: ${(e as Error).message}`, { cause: e });
       }
       try {
-        const { modules, unknownKeys } = kohyaModules(parseSafetensors(bytes, f.path), f.path);
+        const { modules, unknownKeys } = loraModules(parseSafetensors(bytes, f.path), f.path);
         loras.push({ path: f.path, weight: f.weight, modules, unknownKeys });
       } catch (e) {
         throw new LoraError(`LoRA ${(e as Error).message}`, { cause: e });
@@ -111,7 +112,8 @@ export class LoraSet {
         throw new LoraError(
           `LoRA ${lora.path}: none of its ${lora.modules.length} modules ` +
             `(${lora.unknownKeys.length} other tensors) matches a node of the UNet or the text ` +
-            `encoder (expected kohya keys lora_unet_…/lora_te_… and an unoptimized torch-export ` +
+            `encoder (expected kohya keys lora_unet_…/lora_te_… or diffusers/PEFT keys ` +
+            `unet.….lora_A.weight, and an unoptimized torch-export ` +
             `graph; first keys: ${sample || "none"})`,
         );
       }

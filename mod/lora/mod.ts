@@ -1,5 +1,5 @@
 /**
- * LoRA support: kohya-format `.safetensors` files from `[lora] files`,
+ * LoRA support: kohya or diffusers/PEFT `.safetensors` files from `[lora] files`,
  * blended into the ONNX UNet(s) and text encoder at load time by patching
  * their initializers in memory (onnx-web's approach, sd15-onnx.md §8).
  *
@@ -16,5 +16,7 @@ export {
   type LoraTarget,
 } from "./kohya_keys.ts";
 export { type LoraDelta, loraDelta } from "./lora_delta.ts";
+export { PEFT_PREFIXES, peftModules } from "./peft_keys.ts";
+export { loraModules } from "./lora_layout.ts";
 export { type PatchedModel, patchModel, type WeightedLora } from "./onnx_patch.ts";
 export { LoraError, type LoraFileConfig, LoraSet } from "./lora_set.ts";

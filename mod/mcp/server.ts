@@ -70,6 +70,12 @@ export interface McpServerOptions {
   scope?: Scope;
   /** Server instructions shown to the client at initialize. */
   instructions?: string;
+  /**
+   * Settles when the tools can run (the model check and engine start-up).
+   * `initialize` is answered at once; `tools/list` and `tools/call` wait for
+   * it, and fail with its error when it rejects.
+   */
+  ready?: Promise<void>;
 }
 
 /** Creates a server that lists `tools` and dispatches calls to them. */
@@ -80,7 +86,23 @@ export function createMcpServer(options: McpServerOptions): McpServer {
   });
   const byName = new Map(options.tools.map((t) => [t.name, t]));
 
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
+  const ready = async () => {
+    try {
+      await options.ready;
+    } catch (error) {
+      throw new McpError(
+        ErrorCode.InternalError,
+        `the server could not start its tools: ${(error as Error)?.message ?? String(error)}`,
+      );
+    }
+  };
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    await ready();
+    return listing;
+  });
+  /** Built once: what every `tools/list` answers. */
+  const listing = {
     tools: options.tools.map((t) => ({
       name: t.name,
       ...(t.title ? { title: t.title } : {}),
@@ -88,9 +110,10 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       inputSchema: t.inputSchema as { type: "object"; [k: string]: unknown },
       annotations: t.annotations,
     })),
-  }));
+  };
 
   server.setRequestHandler(CallToolRequest, async (request, extra) => {
+    await ready();
     const tool = byName.get(request.params.name);
     if (!tool) {
       // An unknown tool is a protocol problem, not a tool execution error.

@@ -9,6 +9,7 @@
  */
 
 import onnx from "onnx-proto";
+import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 
 const P = onnx.onnx;
 
@@ -79,7 +80,19 @@ interface Initializer {
   name: string;
   type: ElemType;
   dims: number[];
-  data: InitData;
+  /** The values, or a function that makes them when the model is written (large models). */
+  data: InitData | (() => InitData);
+}
+
+/** Options of {@link Graph.writeFiles}. */
+export interface WriteOptions extends EncodeOptions {
+  /** Where every initializer of at least `minBytes` goes (required: large models). */
+  externalData: ExternalDataOptions;
+  /**
+   * Writes a float16 model: float32 initializers (except Resize scales), inputs,
+   * outputs and Cast targets become float16, as an fp16 export stores them.
+   */
+  float16?: boolean;
 }
 
 /** One ONNX graph under construction. */
@@ -124,10 +137,19 @@ export class Graph {
     this.#outputs.push(valueInfo(name, type, shape));
   }
 
-  /** Adds an initializer; returns its name. */
-  init(hint: string, type: ElemType, dims: readonly number[], data: InitData): string {
+  /**
+   * Adds an initializer; returns its name. `data` may be a function that
+   * makes the values only when the model is written ({@link Graph.writeFiles}
+   * then holds one tensor at a time).
+   */
+  init(
+    hint: string,
+    type: ElemType,
+    dims: readonly number[],
+    data: InitData | (() => InitData),
+  ): string {
     const size = dims.reduce((a, b) => a * b, 1);
-    if (size !== data.length) {
+    if (typeof data !== "function" && size !== data.length) {
       throw new Error(`initializer ${hint}: ${data.length} values for dims [${dims}]`);
     }
     const name = this.fresh(hint);
@@ -195,7 +217,8 @@ export class Graph {
     const chunks: Uint8Array[] = [];
     let offset = 0;
     const initializer = this.#inits.map((t) => {
-      const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+      const data = materialize(t);
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       const ext = options.externalData;
       if (ext && bytes.byteLength >= ext.minBytes) {
         chunks.push(bytes);
@@ -242,6 +265,92 @@ export class Graph {
     return out;
   }
 
+  /**
+   * Writes the model to `modelPath` and its external data next to it, one
+   * initializer at a time (lazy initializers are made, written and dropped),
+   * so models far beyond 2 GB of weights can be written with little memory.
+   * Returns the bytes written to the external file and the element count of
+   * every initializer.
+   */
+  writeFiles(modelPath: string, options: WriteOptions): { externalBytes: number } {
+    const dir = modelPath.slice(0, Math.max(0, modelPath.lastIndexOf("/") + 1));
+    const ext = options.externalData;
+    const file = Deno.openSync(`${dir}${ext.location}`, {
+      write: true,
+      create: true,
+      truncate: true,
+    });
+    const fp16 = options.float16 === true;
+    const keepF32 = new Set(
+      this.#nodes.filter((n) => n.opType === "Resize").map((n) => n.input![2]).filter(Boolean),
+    );
+    let offset = 0;
+    const initializer: onnx.onnx.ITensorProto[] = [];
+    try {
+      for (const t of this.#inits) {
+        let data = materialize(t);
+        let type = t.type;
+        if (fp16 && type === "float32" && !keepF32.has(t.name)) {
+          data = float32ToFloat16Bits(data as Float32Array);
+          type = "float16";
+        }
+        const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+        if (bytes.byteLength >= ext.minBytes) {
+          let at = 0;
+          while (at < bytes.byteLength) at += file.writeSync(bytes.subarray(at));
+          initializer.push({
+            name: t.name,
+            dims: t.dims,
+            dataType: DATA_TYPE[type],
+            dataLocation: P.TensorProto.DataLocation.EXTERNAL,
+            externalData: [
+              { key: "location", value: ext.location },
+              { key: "offset", value: String(offset) },
+              { key: "length", value: String(bytes.byteLength) },
+            ],
+          });
+          offset += bytes.byteLength;
+        } else {
+          initializer.push({
+            name: t.name,
+            dims: t.dims,
+            dataType: DATA_TYPE[type],
+            rawData: bytes.slice(),
+          });
+        }
+      }
+    } finally {
+      file.close();
+    }
+    const retype = (v: onnx.onnx.IValueInfoProto) =>
+      fp16 && v.type?.tensorType?.elemType === DATA_TYPE.float32
+        ? { ...v, type: { tensorType: { ...v.type.tensorType, elemType: DATA_TYPE.float16 } } }
+        : v;
+    const nodes = fp16
+      ? this.#nodes.map((n) =>
+        n.opType === "Cast" && n.attribute?.[0]?.i === DATA_TYPE.float32
+          ? { ...n, attribute: [{ ...n.attribute[0], i: DATA_TYPE.float16 }] }
+          : n
+      )
+      : this.#nodes;
+    const model = P.ModelProto.create({
+      irVersion: 8,
+      producerName: "generate-image-sd15-mcp model_builder",
+      producerVersion: "1",
+      docString: options.docString ?? "",
+      opsetImport: [{ domain: "", version: options.opset }],
+      graph: {
+        name: this.#name,
+        node: nodes,
+        initializer,
+        input: this.#inputs.map(retype),
+        output: this.#outputs.map(retype),
+      },
+    });
+    Deno.writeFileSync(modelPath, P.ModelProto.encode(model).finish());
+    return { externalBytes: offset };
+  }
+
   #cached(key: string, make: () => string): string {
     let name = this.#constCache.get(key);
     if (name === undefined) {
@@ -250,6 +359,15 @@ export class Graph {
     }
     return name;
   }
+}
+
+function materialize(t: Initializer): InitData {
+  const data = typeof t.data === "function" ? t.data() : t.data;
+  const size = t.dims.reduce((a, b) => a * b, 1);
+  if (data.length !== size) {
+    throw new Error(`initializer ${t.name}: ${data.length} values for dims [${t.dims}]`);
+  }
+  return data;
 }
 
 function valueInfo(name: string, type: ElemType, shape: readonly Dim[]): onnx.onnx.IValueInfoProto {

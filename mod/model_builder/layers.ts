@@ -10,7 +10,7 @@
  */
 
 import { type Attr, type Dim, type ElemType, Graph } from "./graph.ts";
-import type { Rng } from "./rng.ts";
+import { Rng } from "./rng.ts";
 
 /** Opset used by every built model. */
 export const OPSET = 17;
@@ -26,12 +26,21 @@ export class Layers {
   readonly rng: Rng;
   /** Float type of the graph I/O. */
   readonly io: IoFloat;
+  /**
+   * Lazy weights: each weight gets its own seed now and its values only when
+   * the model is written (`Graph.writeFiles`), so full-size models never hold
+   * all their weights at once.
+   */
+  readonly lazy: boolean;
+  /** Trainable parameters created so far (weights and biases; not constants). */
+  params = 0;
 
   /** Starts a model named `name`. */
-  constructor(name: string, rng: Rng, io: IoFloat = "float32") {
+  constructor(name: string, rng: Rng, io: IoFloat = "float32", lazy = false) {
     this.g = new Graph(name);
     this.rng = rng;
     this.io = io;
+    this.lazy = lazy;
   }
 
   /** A float input in the model's I/O type; returns the float32 value to compute with. */
@@ -56,7 +65,17 @@ export class Layers {
   /** A uniform float32 weight in [-bound, bound). */
   weight(hint: string, dims: readonly number[], bound: number): string {
     const n = dims.reduce((a, b) => a * b, 1);
-    return this.g.init(hint, "float32", dims, this.rng.uniform(n, bound));
+    this.params += n;
+    if (!this.lazy) return this.g.init(hint, "float32", dims, this.rng.uniform(n, bound));
+    const seed = Math.floor(this.rng.next() * 4294967296);
+    return this.g.init(hint, "float32", dims, () => new Rng(seed, hint).uniform(n, bound));
+  }
+
+  /** A trainable parameter of constant value (norm scales and shifts start at 1 and 0). */
+  constParam(hint: string, dims: readonly number[], value: number): string {
+    const n = dims.reduce((a, b) => a * b, 1);
+    this.params += n;
+    return this.g.init(hint, "float32", dims, () => new Float32Array(n).fill(value));
   }
 
   /**
@@ -72,7 +91,8 @@ export class Layers {
     opts: {
       stride?: number;
       gain?: number;
-      bias?: readonly number[];
+      /** Fixed bias values; null = no bias input (torch `bias=False`). */
+      bias?: readonly number[] | null;
       hint?: string;
       scope?: string;
     } = {},
@@ -81,13 +101,15 @@ export class Layers {
     const bound = (opts.gain ?? 1) / Math.sqrt(cin * k * k);
     const hint = opts.hint ?? "conv";
     const w = this.weight(`${hint}_w`, [cout, cin, k, k], bound);
-    const b = opts.bias
+    const b = opts.bias === null
+      ? undefined
+      : opts.bias
       ? this.g.init(`${hint}_b`, "float32", [cout], Float32Array.from(opts.bias))
       : this.weight(`${hint}_b`, [cout], bound);
     const p = (k - 1) >> 1;
     return this.g.op(
       "Conv",
-      [x, w, b],
+      b === undefined ? [x, w] : [x, w, b],
       {
         kernel_shape: { ints: [k, k] },
         pads: { ints: [p, p, p, p] },

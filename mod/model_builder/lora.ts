@@ -84,6 +84,8 @@ export interface TinyLoraModule {
   out: number;
   /** Conv kernel size (1 for linear). */
   k: number;
+  /** The torch module path (`down_blocks.0/resnets.0/conv1`); empty for made-up modules. */
+  scope: string;
 }
 
 const kohya = (prefix: "lora_unet_" | "lora_te_", scope: string) =>
@@ -93,17 +95,18 @@ const kohya = (prefix: "lora_unet_" | "lora_te_", scope: string) =>
 export function tinyLoraModules(dims: ModelDims = TINY_DIMS): TinyLoraModule[] {
   const [c0, , c2] = dims.blockChannels;
   const half = Math.max(4, c0 >> 1); // as unet.ts `conditioning`
-  const u = (scope: string) => kohya("lora_unet_", scope);
+  const u = (scope: string) => ({ key: kohya("lora_unet_", scope), scope });
   return [
-    { key: u(UNET_SCOPES.time1), kind: "linear", in: 2 * half, out: c0, k: 1 },
-    { key: u(UNET_SCOPES.time2), kind: "linear", in: c0, out: c0, k: 1 },
-    { key: u(UNET_SCOPES.textProj), kind: "linear", in: dims.hiddenSize, out: c0, k: 1 },
-    { key: u(UNET_SCOPES.convIn), kind: "conv", in: 4, out: c0, k: 3 },
-    { key: u(UNET_SCOPES.res1), kind: "conv", in: c0, out: c0, k: 3 },
-    { key: u(UNET_SCOPES.mid), kind: "conv", in: c2, out: c2, k: 3 },
-    { key: u(UNET_SCOPES.convOut), kind: "conv", in: c0, out: 4, k: 3 },
+    { ...u(UNET_SCOPES.time1), kind: "linear", in: 2 * half, out: c0, k: 1 },
+    { ...u(UNET_SCOPES.time2), kind: "linear", in: c0, out: c0, k: 1 },
+    { ...u(UNET_SCOPES.textProj), kind: "linear", in: dims.hiddenSize, out: c0, k: 1 },
+    { ...u(UNET_SCOPES.convIn), kind: "conv", in: 4, out: c0, k: 3 },
+    { ...u(UNET_SCOPES.res1), kind: "conv", in: c0, out: c0, k: 3 },
+    { ...u(UNET_SCOPES.mid), kind: "conv", in: c2, out: c2, k: 3 },
+    { ...u(UNET_SCOPES.convOut), kind: "conv", in: c0, out: 4, k: 3 },
     {
       key: kohya("lora_te_", TEXT_ENCODER_SCOPES.mix),
+      scope: TEXT_ENCODER_SCOPES.mix,
       kind: "linear",
       in: dims.hiddenSize,
       out: dims.hiddenSize,
@@ -128,6 +131,19 @@ export interface TinyLoraOptions {
   scale?: number;
   /** Channel widths; default {@link TINY_DIMS}. */
   dims?: ModelDims;
+  /**
+   * Key layout: kohya (default, `lora_unet_<path>.lora_down.weight`) or
+   * diffusers/PEFT (`unet.<module>.lora_A.weight` / `.lora_B.weight`, no
+   * alpha tensors: alpha = rank). Same factors, same update, either way
+   * when `alpha` equals the rank.
+   */
+  layout?: "kohya" | "peft";
+}
+
+/** kohya key → diffusers/PEFT module prefix: `lora_unet_…` → `unet.<dotted module path>`. */
+function peftName(m: TinyLoraModule): string {
+  const scope = m.key.startsWith("lora_unet_") ? `unet.${m.scope}` : `text_encoder.${m.scope}`;
+  return scope.replaceAll("/", ".");
 }
 
 /**
@@ -145,7 +161,14 @@ export function buildTinyLora(seed: number, options: TinyLoraOptions = {}): Uint
     targets === "all" || (targets === "unet") === m.key.startsWith("lora_unet_")
   );
   if (options.unmatched) {
-    modules.push({ key: "lora_unet_not_a_module", kind: "linear", in: 4, out: 4, k: 1 });
+    modules.push({
+      key: "lora_unet_not_a_module",
+      scope: "not_a_module",
+      kind: "linear",
+      in: 4,
+      out: 4,
+      k: 1,
+    });
   }
   const entries: SafetensorsEntry[] = [];
   for (const m of modules) {
@@ -153,6 +176,22 @@ export function buildTinyLora(seed: number, options: TinyLoraOptions = {}): Uint
     const downShape = conv ? [rank, m.in, m.k, m.k] : [rank, m.in];
     const upShape = conv ? [m.out, rank, 1, 1] : [m.out, rank];
     const n = (s: number[]) => s.reduce((a, b) => a * b, 1);
+    if (options.layout === "peft") {
+      const name = peftName(m);
+      entries.push({
+        name: `${name}.lora_A.weight`,
+        dtype,
+        shape: downShape,
+        data: rng.uniform(n(downShape), scale),
+      });
+      entries.push({
+        name: `${name}.lora_B.weight`,
+        dtype,
+        shape: upShape,
+        data: rng.uniform(n(upShape), scale),
+      });
+      continue;
+    }
     entries.push({
       name: `${m.key}.lora_down.weight`,
       dtype,
@@ -169,5 +208,8 @@ export function buildTinyLora(seed: number, options: TinyLoraOptions = {}): Uint
       entries.push({ name: `${m.key}.alpha`, dtype, shape: [], data: Float32Array.of(alpha) });
     }
   }
-  return encodeSafetensors(entries, { ss_network_module: "networks.lora" });
+  return encodeSafetensors(
+    entries,
+    options.layout === "peft" ? { format: "pt" } : { ss_network_module: "networks.lora" },
+  );
 }

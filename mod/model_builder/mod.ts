@@ -17,6 +17,7 @@ export {
   type ExternalDataOptions,
   Graph,
   type InitData,
+  type WriteOptions,
 } from "./graph.ts";
 export { type IoFloat, Layers, OPSET } from "./layers.ts";
 export {
@@ -61,6 +62,15 @@ export {
   type TinyLoraOptions,
 } from "./lora.ts";
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
+export { buildTaesdDecoder, TAESD_CHANNELS } from "./taesd.ts";
+export {
+  buildFullTextEncoder,
+  buildFullUnet,
+  buildFullVaeDecoder,
+  type FullModel,
+  type FullOptions,
+  SD15_PARAMS,
+} from "./sd15_full.ts";
 export { buildDepthModel } from "./depth.ts";
 export {
   buildYoloxModel,
@@ -95,6 +105,7 @@ export {
   SD_SETS,
   type SdSetSpec,
   STAMP_FILE,
+  TINY_VAE_DECODER_PATH,
   tinyModelFiles,
   type TinyModelSet,
   type TinyModelSetOptions,

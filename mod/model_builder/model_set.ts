@@ -13,7 +13,8 @@
  * - `sd15-lcm/` Optimum with `timestep_cond` (LCM UNet);
  * - `sd15-fp16/` diffusers flavour with fp16 I/O;
  * - `controlnet/{depth,openpose,inpaint}.onnx`;
- * - `annotators/{depth.onnx, yolox_l.onnx, dw-ll_ucoco_384.onnx}`.
+ * - `annotators/{depth.onnx, yolox_l.onnx, dw-ll_ucoco_384.onnx}`;
+ * - `taesd/vae_decoder/model.onnx`: the tiny VAE decoder (TAESD structure, width 8).
  *
  * @module
  */
@@ -30,11 +31,15 @@ import { buildTextEncoder } from "./text_encoder.ts";
 import { buildControlNet, buildUnet } from "./unet.ts";
 import { buildVaeDecoder, buildVaeEncoder } from "./vae.ts";
 import { buildYoloxModel } from "./yolox.ts";
+import { buildTaesdDecoder } from "./taesd.ts";
 
 /** Bumped whenever any builder's output changes (invalidates stamps). */
-export const BUILDER_VERSION = 2;
+export const BUILDER_VERSION = 3;
 /** Seed of the committed fixture set. */
 export const DEFAULT_SEED = 1234;
+
+/** Where the tiny VAE decoder (TAESD) lives under the models root (`[models] tiny_vae_decoder`). */
+export const TINY_VAE_DECODER_PATH = "taesd/vae_decoder/model.onnx";
 
 /** One file of the set, in memory. */
 export interface BuiltFile {
@@ -137,6 +142,7 @@ export function tinyModelFiles(
   pushModel(files, "depth", "annotators/depth.onnx", buildDepthModel(seed));
   pushModel(files, "pose_detector", "annotators/yolox_l.onnx", buildYoloxModel(seed));
   pushModel(files, "pose_estimator", "annotators/dw-ll_ucoco_384.onnx", buildDwposeModel(seed));
+  pushModel(files, "vae_decoder", TINY_VAE_DECODER_PATH, buildTaesdDecoder(seed, 8));
   return files;
 }
 

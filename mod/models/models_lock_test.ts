@@ -33,6 +33,7 @@ Deno.test("models.lock: valid, pinned, one entry per path", async () => {
     "annotators/yolox_l.onnx",
     "controlnet/depth.onnx",
     "controlnet/inpaint.onnx",
+    "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
     "sd15/controlnet_unet/model.onnx",
     "sd15/scheduler/scheduler_config.json",
     "sd15/text_encoder/model.onnx",

@@ -74,7 +74,15 @@ export function componentsFor(features: EnabledFeatures): ModelComponent[] {
 /** The parts of the resolved config that name model files. */
 export interface ModelPathsConfig {
   /** Absolute models root, SD 1.5 base folder and ControlNet UNet path. */
-  models: { root: string; base: string; controlnetUnet: string };
+  models: {
+    root: string;
+    base: string;
+    controlnetUnet: string;
+    /** "tiny": the tiny VAE decoder is loaded too (and must be locked). */
+    vaeDecoder?: "full" | "tiny";
+    /** Absolute path of the tiny VAE decoder. */
+    tinyVaeDecoder?: string;
+  };
   /** Per-feature enable flags and absolute model paths. */
   controlnet: {
     depth: { enabled: boolean; model: string; preprocessor: string };
@@ -115,6 +123,9 @@ export function configModelPaths(config: ModelPathsConfig): string[] {
   }
   if (cn.inpaint.enabled) paths.push(cn.inpaint.model);
   for (const f of config.lora?.files ?? []) paths.push(f.path);
+  if (config.models.vaeDecoder === "tiny" && config.models.tinyVaeDecoder) {
+    paths.push(config.models.tinyVaeDecoder);
+  }
   return paths;
 }
 
@@ -170,6 +181,7 @@ function keyText(section: string, key: string, abs: string, root: string): strin
  *   `preprocessor`, `detector`, `estimator`, only for enabled features): the
  *   file, plus the lock entries beside it in the same folder with the same
  *   component that are not `.onnx` models themselves (its external data).
+ * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file.
  * - `[lora] files`: each configured file.
  */
 export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntry[]): NeededFiles {
@@ -238,6 +250,9 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
     single(cn.openpose.estimator, "controlnet.openpose", "estimator");
   }
   if (cn.inpaint.enabled) single(cn.inpaint.model, "controlnet.inpaint", "model");
+  if (config.models.vaeDecoder === "tiny" && config.models.tinyVaeDecoder) {
+    single(config.models.tinyVaeDecoder, "models", "tiny_vae_decoder");
+  }
   for (const f of config.lora?.files ?? []) {
     const text = keyText("lora", "files", f.path, root);
     const path = lockPathOf(f.path, text);

@@ -9,6 +9,7 @@
 export { createSession, createSessionFromBytes, listBackends, Session, Tensor } from "./runtime.ts";
 export type {
   BackendInfo,
+  ExecutionMode,
   ExecutionProvider,
   ExternalDataFile,
   Feeds,

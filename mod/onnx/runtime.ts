@@ -47,6 +47,9 @@ export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
 /** ONNX Runtime graph optimization levels (the names ORT itself uses). */
 export type GraphOptimization = "disabled" | "basic" | "extended" | "all";
 
+/** How ONNX Runtime schedules the nodes of one run (ORT's `ExecutionMode`). */
+export type ExecutionMode = "sequential" | "parallel";
+
 /** Options of {@link createSession} / {@link createSessionFromBytes}. */
 export interface SessionOptions {
   /** Execution provider; default "cpu". ORT falls back to CPU per node for unsupported ops. */
@@ -59,6 +62,19 @@ export interface SessionOptions {
   graphOptimization?: GraphOptimization;
   /** Name used in error messages, e.g. "unet"; defaults to the file name. */
   label?: string;
+  /**
+   * The CPU memory arena (`enableCpuMemArena`); default ORT's (on). The arena
+   * keeps every block it ever handed out, so a session's peak activation
+   * memory stays resident after the run (docs/performance.md).
+   */
+  cpuMemArena?: boolean;
+  /**
+   * Memory pattern planning (`enableMemPattern`); default ORT's (on): plans
+   * one buffer for all intermediates of a run from the first run's shapes.
+   */
+  memoryPattern?: boolean;
+  /** Node scheduling (`executionMode`); default ORT's ("sequential"). */
+  executionMode?: ExecutionMode;
 }
 
 /** One external-data file handed over in memory (for byte loads). */
@@ -258,6 +274,17 @@ function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOpti
   }
   if (intra > 0) out.intraOpNumThreads = intra;
   if (inter > 0) out.interOpNumThreads = inter;
+  // Read by the Node binding (onnxruntime `js/node/src/session_options_helper.cc`).
+  if (options.cpuMemArena !== undefined) out.enableCpuMemArena = options.cpuMemArena;
+  if (options.memoryPattern !== undefined) out.enableMemPattern = options.memoryPattern;
+  if (options.executionMode !== undefined) {
+    if (options.executionMode !== "sequential" && options.executionMode !== "parallel") {
+      throw new Error(
+        `executionMode must be "sequential" or "parallel", got ${options.executionMode}`,
+      );
+    }
+    out.executionMode = options.executionMode;
+  }
   return out;
 }
 

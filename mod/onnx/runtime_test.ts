@@ -116,3 +116,28 @@ Deno.test("options: thread counts validated, unknown and unavailable providers n
     }
   }
 });
+
+Deno.test("options: memory arena, memory pattern and execution mode reach ORT and keep results", async () => {
+  const ext = [{ path: "weights.pb", data: unet.external!.data }];
+  const base = await createSessionFromBytes(unet.model, ext, { intraOpThreads: 1 });
+  const lean = await createSessionFromBytes(unet.model, ext, {
+    intraOpThreads: 1,
+    interOpThreads: 1,
+    cpuMemArena: false,
+    memoryPattern: false,
+    executionMode: "parallel",
+  });
+  try {
+    const x = toFloat32((await base.run(feeds())).out_sample);
+    const y = toFloat32((await lean.run(feeds())).out_sample);
+    ok(x.some((v) => v !== 0), "the model computes something");
+    ok(x.every((v, i) => Math.abs(v - y[i]) < 1e-5), "same numbers with every option changed");
+  } finally {
+    await base.release();
+    await lean.release();
+  }
+  await rejects(
+    createSessionFromBytes(unet.model, ext, { executionMode: "eager" as "parallel" }),
+    { message: 'executionMode must be "sequential" or "parallel", got eager' },
+  );
+});

@@ -46,6 +46,9 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
       intraOpThreads: 1,
       interOpThreads: 1,
       graphOptimization: "all",
+      cpuMemArena: false,
+      memoryPattern: true,
+      executionMode: "sequential",
     },
     generation: {
       steps: 3,

@@ -231,9 +231,12 @@ export class Engine {
       cfg,
     );
     const notes = [...text.notes];
-    if (lcm && request.negative.trim() !== "") {
+    if (!cfg && request.negative.trim() !== "") {
       notes.push(
-        "the negative prompt is not used: this LCM UNet runs without classifier-free guidance",
+        lcm
+          ? "the negative prompt is not used: this LCM UNet runs without classifier-free guidance"
+          : `the negative prompt is not used: guidance_scale ${settings.guidanceScale} <= 1 ` +
+            `runs without classifier-free guidance (the fast preset does)`,
       );
     }
     boundary("after text encoding");
@@ -336,7 +339,13 @@ export class Engine {
       final = Float32Array.from(denoised);
       if (inpaint) blendKnownLatents(final, inpaint.imageLatents, inpaint.mask);
     }
-    let image = await decodeLatents(models.vaeDecoder.session, models.vaeDecoder.io, final, dims);
+    let image = await decodeLatents(
+      models.vaeDecoder.session,
+      models.vaeDecoder.io,
+      final,
+      dims,
+      models.vaeDecoderScale,
+    );
     if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
     return { image, notes };
   }

@@ -17,7 +17,12 @@ export type GenerationSettings = Pick<
 /** What the engine reads from the config. */
 export interface EngineConfig {
   /** Model locations (absolute). */
-  models: Pick<ResolvedConfig["models"], "base" | "controlnetUnet">;
+  models: Pick<ResolvedConfig["models"], "base" | "controlnetUnet"> & {
+    /** "tiny": decode with `tinyVaeDecoder` (TAESD, latents unscaled); default "full". */
+    vaeDecoder?: "full" | "tiny";
+    /** Absolute path of the tiny VAE decoder. */
+    tinyVaeDecoder?: string;
+  };
   /** ONNX Runtime session settings. */
   runtime: ResolvedConfig["runtime"];
   /** Denoising settings. */
@@ -32,7 +37,12 @@ export interface EngineConfig {
 export function engineConfigOf(config: ResolvedConfig): EngineConfig {
   const g = config.generation;
   return {
-    models: { base: config.models.base, controlnetUnet: config.models.controlnetUnet },
+    models: {
+      base: config.models.base,
+      controlnetUnet: config.models.controlnetUnet,
+      vaeDecoder: config.models.vaeDecoder,
+      tinyVaeDecoder: config.models.tinyVaeDecoder,
+    },
     runtime: { ...config.runtime },
     generation: {
       steps: g.steps,

@@ -21,6 +21,7 @@ import type { ControlNetModel } from "./controlnet.ts";
 import { basePaths, type EngineConfig } from "./engine_config.ts";
 import { errorMessage } from "./errors.ts";
 import type { ModelSession, SessionOpener } from "./model_session.ts";
+import { VAE_SCALING_FACTOR } from "./vae.ts";
 
 /** One opened and checked model. */
 export interface LoadedModel {
@@ -45,8 +46,13 @@ export interface ModelSet {
   textEncoder: LoadedModel;
   /** The plain UNet (text-to-image). */
   unet: LoadedModel;
-  /** VAE decoder. */
+  /** VAE decoder (the base folder's, or the tiny one). */
   vaeDecoder: LoadedModel;
+  /**
+   * What latents are divided by before decoding: SD 1.5's 0.18215 for the
+   * full VAE, 1 for TAESD (it decodes the UNet's latents as they are, §7).
+   */
+  vaeDecoderScale: number;
   /** VAE encoder; only when inpainting is enabled. */
   vaeEncoder?: LoadedModel;
   /** The UNet that takes ControlNet residuals; only when a ControlNet is enabled. */
@@ -100,6 +106,9 @@ export async function loadModels(
     intraOpThreads: config.runtime.intraOpThreads,
     interOpThreads: config.runtime.interOpThreads,
     graphOptimization: config.runtime.graphOptimization,
+    cpuMemArena: config.runtime.cpuMemArena,
+    memoryPattern: config.runtime.memoryPattern,
+    executionMode: config.runtime.executionMode,
   };
   const opened: LoadedModel[] = [];
   const loraFiles = config.lora?.files ?? [];
@@ -145,7 +154,14 @@ export async function loadModels(
     const unet = await load("unet", paths.unet, openFor("unet"));
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
-    const vaeDecoder = await load("vae_decoder", paths.vaeDecoder);
+    const tiny = config.models.vaeDecoder === "tiny";
+    if (tiny && !config.models.tinyVaeDecoder) {
+      throw new Error('models.vae_decoder is "tiny" but no tiny_vae_decoder path is set');
+    }
+    const vaeDecoder = await load(
+      "vae_decoder",
+      tiny ? config.models.tinyVaeDecoder! : paths.vaeDecoder,
+    );
     const cn = config.controlnet;
     const set: ModelSet = {
       tokenizer,
@@ -153,6 +169,7 @@ export async function loadModels(
       textEncoder,
       unet,
       vaeDecoder,
+      vaeDecoderScale: tiny ? 1 : VAE_SCALING_FACTOR,
       controlnets: {},
     };
     if (cn.inpaint.enabled) set.vaeEncoder = await load("vae_encoder", paths.vaeEncoder);

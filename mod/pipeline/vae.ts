@@ -18,7 +18,9 @@ const SCALE_F32 = Math.fround(VAE_SCALING_FACTOR);
 
 /**
  * Decodes one latent `[1, 4, h, w]` to an 8×-sized RGB image:
- * `latents / 0.18215` → decoder → `clip(x/2 + 0.5, 0, 1)` → `round(x·255)`.
+ * `latents / scale` (SD 1.5's 0.18215 by default; 1 for TAESD, whose
+ * decoder takes the UNet's latents as they are) → decoder →
+ * `clip(x/2 + 0.5, 0, 1)` → `round(x·255)`.
  * One sample per run, as diffusers' ONNX pipeline decodes ("strange result
  * for using half-precision vae decoder if batchsize>1").
  */
@@ -27,6 +29,7 @@ export async function decodeLatents(
   io: ResolvedIo,
   latents: Float32Array,
   dims: readonly number[],
+  scale: number = VAE_SCALING_FACTOR,
 ): Promise<RgbImage> {
   const [batch, channels, h, w] = dims;
   if (batch !== 1 || latents.length !== channels * h * w) {
@@ -34,8 +37,13 @@ export async function decodeLatents(
       `decodeLatents: expected one latent [1,${channels},${h},${w}], got [${dims}]`,
     );
   }
-  const unscaled = new Float32Array(latents.length);
-  for (let i = 0; i < latents.length; i++) unscaled[i] = latents[i] / SCALE_F32;
+  const divisor = scale === VAE_SCALING_FACTOR ? SCALE_F32 : Math.fround(scale);
+  const unscaled = divisor === 1 ? Float32Array.from(latents) : new Float32Array(latents.length);
+  if (divisor !== 1) {
+    for (let i = 0; i < latents.length; i++) {
+      unscaled[i] = latents[i] / divisor;
+    }
+  }
   const input = io.inputs.latent_sample;
   const output = io.outputs.sample;
   const out = await session.run(

@@ -1,0 +1,328 @@
+/**
+ * `deno task bench --full`: the full-size benchmark (not a test). Builds the
+ * full-size SD 1.5 sets (`full_models.ts`, outside the repository), then runs
+ * each scenario in its own process (`full_run.ts`, so peak RSS is per
+ * scenario) and the real server for start-up, writes JSON and prints a
+ * table. Method and results: docs/performance.md.
+ *
+ * Flags: `--steps N` (default 2: UNet steps of the default-preset scenario; its
+ * 25-step time is extrapolated from the per-step median), `--size S`
+ * (512), `--only a,b` (scenario names), `--lpb 1` (reduced-depth UNet for
+ * development), `--out FILE` (JSON; default `.cache/bench/full.json`).
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { Client, StdioClientTransport } from "../mcp/sdk.ts";
+import { SD15_PARAMS } from "../model_builder/mod.ts";
+import { buildFullSet, type FullSet } from "./full_models.ts";
+import type { RunReport } from "./full_run.ts";
+
+const REPO = fileURLToPath(new URL("../../", import.meta.url));
+
+/** One scenario: a name, the set it runs on and the runner's flags. */
+interface Scenario {
+  name: string;
+  precision: "fp32" | "fp16";
+  args: string[];
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length === 0 ? NaN : s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+const GB = 1e9;
+
+/**
+ * Peak resident memory of process `pid`, sampled every 200 ms with
+ * `ps -o rss=` by this process: the child's own `VmHWM` under-reports ONNX
+ * Runtime's memory-mapped weights, the child cannot sample while
+ * `session.run` blocks its event loop, and Deno lets only `--allow-all` read
+ * another process's `/proc/<pid>/status`.
+ */
+function sampleRss(pid: number): { stop(): Promise<number> } {
+  let peak = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const out = await new Deno.Command("ps", { args: ["-o", "rss=", "-p", String(pid)] })
+          .output();
+        const kb = Number(new TextDecoder().decode(out.stdout).trim());
+        if (Number.isFinite(kb)) peak = Math.max(peak, kb * 1024);
+      } catch { /* ps missing or the process exited */ }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return peak;
+    },
+  };
+}
+
+async function runScenario(
+  set: FullSet,
+  s: Scenario,
+): Promise<(RunReport & { sampledPeakRss: number }) | { error: string }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=test", "--quiet", "mod/bench/full_run.ts", "--root", set.root, ...s.args],
+    cwd: REPO,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const sampler = sampleRss(child.pid);
+  const out = await child.output();
+  const sampledPeakRss = await sampler.stop();
+  const stdout = new TextDecoder().decode(out.stdout).trim().split("\n").at(-1) ?? "";
+  if (out.code !== 0 || !stdout.startsWith("{")) {
+    const err = new TextDecoder().decode(out.stderr).trim().split("\n").slice(-5).join(" | ");
+    return { error: `exit ${out.code}: ${err}` };
+  }
+  return { ...(JSON.parse(stdout) as RunReport), sampledPeakRss };
+}
+
+/** Spawns the real server on the set: ms to the `initialize` reply, and to the first image. */
+async function startup(set: FullSet): Promise<Record<string, number | string>> {
+  const dir = await Deno.makeTempDir({ prefix: "sd15-bench-" });
+  try {
+    const config = join(dir, "config.toml");
+    await Deno.writeTextFile(
+      config,
+      `[server]\ndata_dir = ${JSON.stringify(join(dir, "data"))}\n` +
+        `[models]\nroot = ${JSON.stringify(set.root)}\nlock = ${
+          JSON.stringify(join(set.root, "models.lock"))
+        }\n` +
+        `vae_decoder = "tiny"\n[generation]\nsteps = 4\nscheduler = "lcm"\nguidance_scale = 1\n`,
+    );
+    const t0 = performance.now();
+    const transport = new StdioClientTransport({
+      command: Deno.execPath(),
+      args: ["run", "-P=serve", "--quiet", "main.ts", "--config", config],
+      cwd: REPO,
+      env: { ...Deno.env.toObject(), NO_COLOR: "1" },
+      stderr: "pipe",
+    });
+    let stderr = "";
+    transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
+    const client = new Client({ name: "bench", version: "1" });
+    try {
+      return await measure(client, transport, t0, () => stderr);
+    } catch (e) {
+      return { error: (e as Error).message, stderr: stderr.slice(-600) };
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+async function measure(
+  client: Client,
+  transport: StdioClientTransport,
+  t0: number,
+  stderr: () => string,
+): Promise<Record<string, number | string>> {
+  {
+    await client.connect(transport);
+    const initializeMs = performance.now() - t0;
+    const tools = await client.listTools();
+    const toolsMs = performance.now() - t0;
+    const result = await client.callTool(
+      {
+        name: "generate_image",
+        arguments: { positive_prompt: "a lighthouse", size: "square_512" },
+      },
+      undefined,
+      { timeout: 1_800_000 },
+    );
+    const firstImageMs = performance.now() - t0;
+    await client.close();
+    return {
+      initializeMs,
+      toolsListMs: toolsMs,
+      tools: tools.tools.length,
+      firstImageMs,
+      firstImage: result.isError ? `error: ${JSON.stringify(result.content).slice(0, 200)}` : "ok",
+      ...(result.isError ? { stderr: stderr().slice(-400) } : {}),
+    };
+  }
+}
+
+/**
+ * The default preset's 25-step image from a run of fewer steps: text + 26
+ * UNet calls (PNDM with `skip_prk_steps` calls the UNet once more than its
+ * steps) + VAE + the measured overhead, with the median and the fastest call.
+ */
+function estimateDefault(r: RunReport): { minMs: number; medianMs: number } {
+  const unet = r.runs.unet ?? [];
+  const g = r.generations.at(-1)!;
+  const fixed = (r.runs.text_encoder ?? []).reduce((a, b) => a + b, 0) +
+    (r.runs.vae_decoder ?? []).reduce((a, b) => a + b, 0) + (g.totalMs - g.sessionMs);
+  return { minMs: fixed + 26 * Math.min(...unet), medianMs: fixed + 26 * median(unet) };
+}
+
+function fmtMs(ms: number): string {
+  return ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+}
+
+/** Runs the full-size benchmark with command-line `args`; returns the exit code. */
+export async function runFullBench(args: readonly string[]): Promise<number> {
+  const { values: v } = parseArgs({
+    args: [...args],
+    options: {
+      full: { type: "boolean" },
+      steps: { type: "string", default: "2" },
+      size: { type: "string", default: "512" },
+      only: { type: "string" },
+      lpb: { type: "string", default: "2" },
+      out: { type: "string" },
+    },
+  });
+  const steps = v.steps!;
+  const size = v.size!;
+  const lpb = Number(v.lpb);
+  const common = ["--size", size];
+  const scenarios: Scenario[] = [
+    {
+      name: "default preset (pndm, CFG), fp32, full VAE, arena off",
+      precision: "fp32",
+      args: [...common, "--steps", steps],
+    },
+    {
+      name: "fast preset (lcm, 4 steps, no CFG), fp32, tiny VAE, arena off",
+      precision: "fp32",
+      args: [...common, "--preset", "fast", "--vae", "tiny"],
+    },
+    {
+      name: "fast preset, fp32, tiny VAE, arena ON",
+      precision: "fp32",
+      args: [...common, "--preset", "fast", "--vae", "tiny", "--arena", "on"],
+    },
+    {
+      name: "fast preset, fp16, tiny VAE, arena off",
+      precision: "fp16",
+      args: [...common, "--preset", "fast", "--vae", "tiny"],
+    },
+    {
+      name: "fast preset, fp32, tiny VAE, arena off, memory pattern off",
+      precision: "fp32",
+      args: [...common, "--preset", "fast", "--vae", "tiny", "--pattern", "off"],
+    },
+  ];
+  const only = v.only?.split(",").map((s) => s.trim());
+  const chosen = only
+    ? scenarios.filter((s, i) => only.includes(String(i + 1)) || only.includes(s.name))
+    : scenarios;
+  const sets: Partial<Record<"fp32" | "fp16", FullSet>> = {};
+  const report: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine: {
+      cpus: navigator.hardwareConcurrency,
+      memoryGB: Math.round(Deno.systemMemoryInfo().total / 2 ** 30),
+      loadavg: Deno.loadavg(),
+      os: Deno.build.os,
+      deno: Deno.version.deno,
+    },
+    settings: { steps: Number(steps), size: Number(size), layersPerBlock: lpb },
+    scenarios: {} as Record<string, unknown>,
+  };
+  const want = new Set([
+    ...chosen.map((s) => s.precision),
+    ...(only?.includes("startup") || !only ? ["fp32"] : []),
+  ]);
+  for (const p of want as Set<"fp32" | "fp16">) {
+    const t0 = performance.now();
+    sets[p] = await buildFullSet({ precision: p, layersPerBlock: lpb });
+    (report as Record<string, unknown>)[`set_${p}`] = {
+      root: sets[p]!.root,
+      reused: sets[p]!.reused,
+      buildMs: Math.round(performance.now() - t0),
+      bytes: Object.fromEntries(
+        ["text_encoder", "unet", "vae_decoder"].map((c) => [
+          c,
+          sets[p]!.files.filter((f) => f.component === c && !f.path.startsWith("taesd/"))
+            .reduce((a, f) => a + f.size, 0),
+        ]),
+      ),
+      params: { built: sets[p]!.params, real: SD15_PARAMS },
+    };
+  }
+  const rows: string[][] = [];
+  for (const s of chosen) {
+    const set = sets[s.precision]!;
+    const r = await runScenario(set, s);
+    (report.scenarios as Record<string, unknown>)[s.name] = r;
+    if ("error" in r) {
+      rows.push([s.name, r.error]);
+      continue;
+    }
+    const files = set.files.filter((f) =>
+      f.component !== "tokenizer" && f.component !== "scheduler" &&
+      f.path !== "sd15/vae_encoder/model.onnx"
+    )
+      .filter((f) =>
+        r.options.vae === "tiny"
+          ? !f.path.startsWith("sd15/vae_decoder")
+          : !f.path.startsWith("taesd/")
+      )
+      .reduce((a, f) => a + f.size, 0);
+    const g = r.generations.at(-1)!;
+    const unet = r.runs.unet ?? [];
+    rows.push([
+      s.name,
+      `load ${fmtMs(r.loadMs)}`,
+      `image ${fmtMs(median(r.generations.map((x) => x.totalMs)))}`,
+      `UNet step ${fmtMs(median(unet))} (${fmtMs(Math.min(...unet))}–${
+        fmtMs(Math.max(...unet))
+      }, n=${unet.length})`,
+      `text ${fmtMs(median(r.runs.text_encoder ?? []))}`,
+      `VAE ${fmtMs(median(r.runs.vae_decoder ?? []))}`,
+      `overhead ${(100 * (g.totalMs - g.sessionMs) / g.totalMs).toFixed(2)} %`,
+      `peak RSS ${(r.sampledPeakRss / GB).toFixed(2)} GB = ${
+        (r.sampledPeakRss / files).toFixed(2)
+      }× files (${(files / GB).toFixed(2)} GB)`,
+      `RSS after runs ${(r.rssAfterRuns / GB).toFixed(2)} GB`,
+      ...Object.entries(r.stages).map(([k, xs]) => `${k} ${median(xs).toFixed(2)} ms`),
+    ]);
+    console.error(rows.at(-1)!.join(" | "));
+  }
+  const results = report.scenarios as Record<string, RunReport | { error: string }>;
+  const def = results[scenarios[0].name];
+  const fast = results[scenarios[1].name];
+  if (def && fast && !("error" in def) && !("error" in fast)) {
+    const est = estimateDefault(def);
+    const fastMs = median(fast.generations.map((g) => g.totalMs));
+    report.defaultVsFast = {
+      ...est,
+      fastMs,
+      ratioMin: est.minMs / fastMs,
+      ratioMedian: est.medianMs / fastMs,
+    };
+    rows.push([
+      "default 25-step image (extrapolated) vs fast preset (measured)",
+      `default ${fmtMs(est.minMs)} (least-contended UNet call) … ${fmtMs(est.medianMs)} (median)`,
+      `fast ${fmtMs(fastMs)}`,
+      `fast is ${(est.minMs / fastMs).toFixed(1)}× … ${(est.medianMs / fastMs).toFixed(1)}× faster`,
+    ]);
+  }
+  if (!only || only.includes("startup")) {
+    const st = await startup(sets.fp32!);
+    report.startup = st;
+    rows.push(["start-up (real server, fast sampling, tiny VAE)", JSON.stringify(st)]);
+  }
+  const outPath = v.out ?? join(REPO, ".cache", "bench", "full.json");
+  await Deno.mkdir(join(outPath, ".."), { recursive: true });
+  await Deno.writeTextFile(outPath, JSON.stringify(report, null, 2));
+  console.log(rows.map((r) => r.join("\n    ")).join("\n"));
+  console.log(`\nJSON: ${outPath}`);
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await runFullBench(Deno.args));

@@ -1,0 +1,19 @@
+/**
+ * The full-size benchmark (`deno task bench --full`): full-size SD 1.5 sets
+ * built from a seed outside the repository, one process per scenario,
+ * per-stage timings, sampled peak RSS, start-up of the real server.
+ * docs/performance.md holds the method and the results.
+ *
+ * @module
+ */
+
+export {
+  benchCacheDir,
+  buildFullSet,
+  type FullSet,
+  type FullSetFile,
+  type FullSetOptions,
+} from "./full_models.ts";
+export { type RunReport } from "./full_run.ts";
+export { runFullBench } from "./full.ts";
+export { type ProcMemory, procMemory } from "./proc_memory.ts";
