@@ -1,21 +1,22 @@
 /**
  * Wires a resolved configuration into a running server: model check, engine,
- * queue, tools, and the chosen transport (stdio, or HTTP with API keys).
+ * job store and queue, tools, and the chosen transport (stdio with jobs in
+ * memory, or HTTP with API keys and jobs in PostgreSQL).
  *
  * @module
  */
 
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import type { ResolvedConfig } from "../config/mod.ts";
-import { openDatabase } from "../db/mod.ts";
-import { ImageService } from "../generation/mod.ts";
+import { type Database, openDatabase } from "../db/mod.ts";
+import { ImageService, runImageRequest } from "../generation/mod.ts";
 import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
+import { JobService, type JobStore, MemoryJobStore, PostgresJobStore } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
 import { createGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
-import { GenerationQueue } from "../queue/mod.ts";
 import { createTools } from "../../tools/mod.ts";
 
 /** A running server. */
@@ -37,7 +38,9 @@ export interface AppOverrides {
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
   "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
   "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
-  "Generations run one at a time; each takes seconds to minutes.";
+  "Generations run one at a time; each takes seconds to minutes. When one takes longer than " +
+  "the server waits, the tool answers with a job_id: call get_generation with it for the " +
+  "images (cancel_generation stops it, list_generations lists your jobs).";
 
 /** Checks the model files against models.lock, then starts the engine. */
 async function loadEngine(config: ResolvedConfig): Promise<Generator> {
@@ -48,16 +51,52 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
 /** Starts the server described by `config`. */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
   const generator = overrides.generator ?? await loadEngine(config);
-  const queue = new GenerationQueue(config.generation.queueLimit);
   const images = new ImageService({
     generator,
-    queue,
     prompt: config.prompt,
     defaultSize: config.generation.defaultSize,
     seed: config.generation.seed,
     output: config.output,
   });
-  const tools = createTools(config, images);
+  const limits = {
+    queueLimit: config.generation.queueLimit,
+    resultTtlMs: config.jobs.resultTtlMs,
+    maxResultBytes: config.jobs.maxResultBytes,
+  };
+  // HTTP keeps jobs in the API keys' database, so they outlive a restart; stdio in memory.
+  let db: Database | undefined;
+  let store: JobStore;
+  if (config.server.transport === "stdio") {
+    store = new MemoryJobStore(limits);
+  } else {
+    try {
+      db = await openDatabase({
+        url: config.auth.databaseUrl,
+        embeddedDir: `${config.server.dataDir}/pglite`,
+      });
+    } catch (error) {
+      await generator.close();
+      throw error;
+    }
+    store = new PostgresJobStore(db, limits);
+  }
+  const jobs = new JobService({
+    store,
+    execute: (job, hooks) => runImageRequest(images, job.request, hooks),
+    maxWaitMs: config.generation.maxWaitMs,
+    resultTtlSeconds: config.jobs.resultTtlMs / 1000,
+    queueLimit: config.generation.queueLimit,
+    stepsPerImage: config.generation.steps,
+    worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+  });
+  try {
+    await jobs.start();
+  } catch (error) {
+    await db?.close();
+    await generator.close();
+    throw error;
+  }
+  const tools = createTools(config, images, jobs);
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   const finished = new Promise<void>((r) => resolveFinished = r);
@@ -66,9 +105,15 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   // One deadline for the whole shutdown: stop taking work, let what runs finish.
   let deadline = Infinity;
   const remaining = () => Math.max(0, deadline - Date.now());
+  let stopped: Promise<void> = Promise.resolve();
   const beginShutdown = () => {
     deadline = Date.now() + grace;
-    queue.close("the server is shutting down; no new generations are accepted");
+    // In memory, queued jobs would be lost: they run before the process ends.
+    // In PostgreSQL they stay queued for the next start.
+    stopped = jobs.close(
+      "the server is shutting down; no new generations are accepted",
+      store.kind === "memory",
+    );
   };
   /** Waits for `done` until the shutdown deadline; false when the deadline came first. */
   const bounded = async (done: Promise<void>): Promise<boolean> => {
@@ -79,9 +124,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return finished;
   };
   const drain = async () => {
-    if (!await bounded(queue.idle())) {
-      log("warn", "app", `generations did not finish within ${grace} ms`);
+    if (!await bounded(stopped)) {
+      log("warn", "app", `generations did not finish within ${grace} ms; stopping the running one`);
+      jobs.abortRunning();
+      await stopped;
     }
+    await jobs.dispose();
   };
 
   if (config.server.transport === "stdio") {
@@ -106,12 +154,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return { finished, shutdown };
   }
 
-  const db = await openDatabase({
-    url: config.auth.databaseUrl,
-    embeddedDir: `${config.server.dataDir}/pglite`,
-  });
   const authenticator = createAuthenticator({
-    db,
+    db: db!,
     environment: config.server.environment,
     cloudfrontSecret: config.auth.cloudfrontSecret,
     cacheTtlMs: config.auth.cacheTtlMs,
@@ -127,20 +171,23 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       authenticator,
       authFailureResponse,
       createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
-      health: () => ({ queue: queue.stats(), tools: tools.length }),
+      health: async () => ({ ...(await jobs.health()), tools: tools.length }),
     });
   } catch (error) {
+    beginShutdown();
+    await drain();
     await authenticator.close();
-    await db.close();
+    await db!.close();
     await generator.close();
     throw error;
   }
   const shutdown = () =>
     stopping ??= (async () => {
+      beginShutdown();
       await http.shutdown(grace);
       await drain();
       await authenticator.close();
-      await db.close();
+      await db!.close();
       await generator.close();
       resolveFinished();
     })();

@@ -82,6 +82,8 @@ export interface ResolvedConfig {
     seed: number | null;
     maxCount: number;
     queueLimit: number;
+    /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
+    maxWaitMs: number;
   };
   /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
   prompt: { positive: string; negative: string };
@@ -102,6 +104,8 @@ export interface ResolvedConfig {
   };
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
+  /** `[jobs]`: how long finished results are kept, and the cap on their total size. */
+  jobs: { resultTtlMs: number; maxResultBytes: number };
 }
 
 /** A config problem: names the file and the key. */
@@ -206,6 +210,9 @@ export function resolveConfig(
       seed: raw.generation.seed < 0 ? null : raw.generation.seed,
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
+      maxWaitMs: raw.generation.max_wait_seconds === 0
+        ? Infinity
+        : raw.generation.max_wait_seconds * 1000,
     },
     prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
     controlnet: {
@@ -233,5 +240,9 @@ export function resolveConfig(
       files: raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
     },
     output: { save: raw.output.save, dir: abs(raw.output.dir) },
+    jobs: {
+      resultTtlMs: raw.jobs.result_ttl_seconds * 1000,
+      maxResultBytes: Math.round(raw.jobs.max_result_mib * 1024 * 1024),
+    },
   };
 }

@@ -68,6 +68,7 @@ const generation = z.strictObject({
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
+  max_wait_seconds: z.number().min(0).max(86_400).default(50),
 });
 
 const prompt = z.strictObject({
@@ -109,6 +110,11 @@ const lora = z.strictObject({
   files: z.array(loraFile).default([]),
 });
 
+const jobs = z.strictObject({
+  result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
+  max_result_mib: z.number().min(1).max(1_048_576).default(512),
+});
+
 const output = z.strictObject({
   save: z.boolean().default(false),
   dir: relativePath.default("outputs"),
@@ -126,6 +132,7 @@ const rawConfigObject = z.strictObject({
   controlnet: controlnet.prefault({}),
   lora: lora.prefault({}),
   output: output.prefault({}),
+  jobs: jobs.prefault({}),
 });
 
 /** The raw config after zod applied defaults (paths still relative). */

@@ -30,8 +30,8 @@ export interface HttpServerOptions {
   createServer: (scope: Scope) => McpServer;
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
-  /** Extra fields for `/healthz`. */
-  health?: () => Record<string, unknown>;
+  /** Extra fields for `/healthz` (may be computed asynchronously, e.g. the job queue's depth). */
+  health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
 }
@@ -169,7 +169,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       if (request.method !== "GET" && request.method !== "HEAD") {
         return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
       }
-      return Response.json({ status: "ok", ...options.health?.() });
+      return Response.json({ status: "ok", ...(await options.health?.()) });
     }
     if (url.pathname !== "/mcp") {
       return new Response("not found\n", { status: 404 });
