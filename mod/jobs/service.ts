@@ -142,8 +142,9 @@ export class JobService {
     const outcome = await this.#o.store.cancel(id, owner);
     if (outcome === "unknown") return notFoundResult(id, this.#o.resultTtlSeconds);
     if (outcome === "stopping") {
-      // The engine stops at the next step boundary; wait for it so the answer is final.
-      return await this.#wait(id, owner, this.#o.maxWaitMs, context, false);
+      // The engine stops at the next step boundary (one step is up to ~20 s on a slow CPU):
+      // wait for it so the answer is final.
+      return await this.#wait(id, owner, Math.max(this.#o.maxWaitMs, 30_000), context, false);
     }
     const record = await this.#o.store.get(id, owner);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
