@@ -1,6 +1,7 @@
 /**
  * Generation jobs end to end, on the tiny models made slow by config (many
- * steps) so that a call outlasts `max_wait_seconds = 1`: hand-off and
+ * steps) so that a call outlasts `max_wait_seconds` (1, or 0.5 where only
+ * the hand-off matters): hand-off and
  * `get_generation` over real stdio and real HTTP, pixel identity with a
  * direct call, cancellation of a running batch, owners, expiry, `/healthz`,
  * and a server killed mid-job and restarted on the same PostgreSQL.
@@ -19,8 +20,8 @@ import { contents, pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
-/** Enough steps that one image takes well over a second on any machine. */
-const SLOW = 400;
+/** The most steps config allows: one image takes seconds (about 9 ms a step on a busy 2-core machine). */
+const SLOW = 500;
 /** Client request timeout for every call: far shorter than a slow image. */
 const CLIENT_TIMEOUT = 10_000;
 
@@ -176,7 +177,7 @@ Deno.test("jobs: a call longer than max_wait_seconds hands off; get_generation r
 
 Deno.test("jobs: cancel_generation removes a queued job and stops a running batch, keeping its finished images", async () => {
   const temp = await writeTinyConfig(
-    `[generation]\nseed = 77\nsteps = ${SLOW}\nmax_wait_seconds = 1\nmax_count = 3\n`,
+    `[generation]\nseed = 77\nsteps = ${SLOW}\nmax_wait_seconds = 0.5\nmax_count = 3\n`,
   );
   const session = await connectStdio(["--config", temp.path]);
   try {
@@ -225,7 +226,7 @@ Deno.test("jobs: cancel_generation removes a queued job and stops a running batc
 Deno.test("jobs over HTTP: another key cannot see, fetch or cancel a job; /healthz shows progress; a batch is fetched with short client timeouts", async () => {
   const tdb = await openTestDatabase("jobs_http");
   const temp = await writeTinyConfig(
-    `[generation]\nseed = 9\nsteps = ${SLOW}\nmax_wait_seconds = 1\nmax_count = 3\n`,
+    `[generation]\nseed = 9\nsteps = ${SLOW}\nmax_wait_seconds = 0.5\nmax_count = 3\n`,
   );
   try {
     const owner = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
@@ -296,7 +297,7 @@ Deno.test("jobs over HTTP: another key cannot see, fetch or cancel a job; /healt
 Deno.test("jobs over HTTP: after a kill -9 and a restart on the same PostgreSQL, the running job fails with its reason and the queued one runs", async () => {
   const tdb = await openTestDatabase("jobs_restart");
   const temp = await writeTinyConfig(
-    `[generation]\nseed = 5\nsteps = ${SLOW}\nmax_wait_seconds = 1\n`,
+    `[generation]\nseed = 5\nsteps = ${SLOW}\nmax_wait_seconds = 0.5\n`,
   );
   const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
   const child = new Deno.Command(Deno.execPath(), {

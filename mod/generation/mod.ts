@@ -6,7 +6,7 @@
  */
 
 export * from "./inputs.ts";
-export { ImageService, pngContent, singleImageResult } from "./service.ts";
+export { ImageService, pngContent } from "./service.ts";
 export { isBatch, runImageRequest } from "./request.ts";
 export type {
   ImageRequest,

@@ -9,7 +9,7 @@
 
 import { encodePng } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
-import type { ImageContent, TextContent, ToolResult } from "../mcp/tool.ts";
+import type { ImageContent } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
 import { SIZES } from "../pipeline/types.ts";
@@ -191,14 +191,4 @@ export class ImageService {
 /** The MCP `ImageContent` of a PNG. */
 export function pngContent(png: Uint8Array): ImageContent {
   return { type: "image", data: png.toBase64(), mimeType: "image/png" };
-}
-
-/**
- * The result of a one-image call: one `ImageContent`, followed by a text item
- * only when the engine has something to say (e.g. a truncated prompt).
- */
-export function singleImageResult(outcome: ImageOutcome): ToolResult {
-  const content: Array<ImageContent | TextContent> = [pngContent(outcome.png)];
-  if (outcome.notes.length) content.push({ type: "text", text: outcome.notes.join(" ") });
-  return { content };
 }
