@@ -26,18 +26,28 @@ const text = (prompt = "a cat", seeds = [1]): ImageRequest => ({
 
 const LIMITS: StoreLimits = { queueLimit: 2, resultTtlMs: 3_600_000, maxResultBytes: 1_000_000 };
 
-type Open = (limits: StoreLimits) => Promise<{ store: JobStore; close(): Promise<void> }>;
+type Open = (limits: StoreLimits) => Promise<{
+  store: JobStore;
+  /** Another store on the same database, with other limits. */
+  withLimits(limits: StoreLimits): JobStore;
+  close(): Promise<void>;
+}>;
 
 const stores: Array<[string, Open]> = [
   ["memory", (limits) => {
     const store = new MemoryJobStore(limits);
-    return Promise.resolve({ store, close: () => store.close() });
+    return Promise.resolve({
+      store,
+      withLimits: (other) => new MemoryJobStore(other),
+      close: () => store.close(),
+    });
   }],
   ["postgres", async (limits) => {
     const tdb = await openTestDatabase("jobs_store");
     const store = new PostgresJobStore(tdb.db, limits);
     return {
       store,
+      withLimits: (other) => new PostgresJobStore(tdb.db, other),
       async close() {
         await store.close();
         await tdb.close();
@@ -149,7 +159,11 @@ for (const [kind, open] of stores) {
   });
 
   Deno.test(`${kind} store: results expire, the byte cap drops the oldest, restarts fail running jobs`, async () => {
-    const { store, close } = await open({ queueLimit: 10, resultTtlMs: 300, maxResultBytes: 25 });
+    const { store, withLimits, close } = await open({
+      queueLimit: 10,
+      resultTtlMs: 3_600_000,
+      maxResultBytes: 25,
+    });
     try {
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) {
@@ -179,11 +193,17 @@ for (const [kind, open] of stores) {
         assert.equal(failed?.error, "the server restarted");
         assert.equal((await store.summary(queued.id, "o"))?.state, "queued");
       }
-      // Past the TTL the finished jobs are invisible, then purged.
-      await sleep(400);
-      assert.equal(await store.get(ids[2], "o"), null);
-      assert.ok(await store.purgeExpired() >= 2);
-      assert.equal((await store.list("o", 10)).some((j) => j.id === ids[1]), false);
+      // Past the TTL a finished job is invisible, then purged.
+      const short = withLimits({ queueLimit: 10, resultTtlMs: 200, maxResultBytes: 25 });
+      const brief = await short.create({ id: newJobId(), owner: "p", request: text() });
+      let claimed = await short.claim("w");
+      while (claimed && claimed.id !== brief.id) claimed = await short.claim("w");
+      assert.equal(claimed?.id, brief.id);
+      await short.finish(brief.id, { state: "succeeded", error: null });
+      await sleep(300);
+      assert.equal(await short.get(brief.id, "p"), null);
+      assert.ok(await short.purgeExpired() >= 1);
+      assert.equal((await short.list("p", 10)).length, 0);
     } finally {
       await close();
     }
