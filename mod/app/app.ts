@@ -62,6 +62,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     queueLimit: config.generation.queueLimit,
     resultTtlMs: config.jobs.resultTtlMs,
     maxResultBytes: config.jobs.maxResultBytes,
+    leaseMs: config.jobs.leaseMs,
   };
   // HTTP keeps jobs in the API keys' database, so they outlive a restart; stdio in memory.
   let db: Database | undefined;
@@ -88,6 +89,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     queueLimit: config.generation.queueLimit,
     stepsPerImage: config.generation.steps,
     worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    leaseMs: config.jobs.leaseMs,
   });
   try {
     await jobs.start();

@@ -104,8 +104,8 @@ export interface ResolvedConfig {
   };
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
-  /** `[jobs]`: how long finished results are kept, and the cap on their total size. */
-  jobs: { resultTtlMs: number; maxResultBytes: number };
+  /** `[jobs]`: how long finished results are kept, the cap on their total size, the claim lease. */
+  jobs: { resultTtlMs: number; maxResultBytes: number; leaseMs: number };
 }
 
 /** A config problem: names the file and the key. */
@@ -243,6 +243,7 @@ export function resolveConfig(
     jobs: {
       resultTtlMs: raw.jobs.result_ttl_seconds * 1000,
       maxResultBytes: Math.round(raw.jobs.max_result_mib * 1024 * 1024),
+      leaseMs: raw.jobs.lease_seconds * 1000,
     },
   };
 }

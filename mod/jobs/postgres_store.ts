@@ -7,9 +7,12 @@
  * Shaped for a queue shared by replicas (issue 11): the queue is the
  * `state = 'queued'` rows in `seq` order, claimed with `FOR UPDATE SKIP
  * LOCKED` by a named worker; progress and cancellation requests are written
- * to the job row; the `worker` and `lease_expires_at` columns are there for
- * leases. Events reach subscribers in this process directly; a second
- * process would hear them through LISTEN/NOTIFY on the same rows.
+ * to the job row; a running job holds a lease (`worker`, `lease_expires_at`)
+ * that every progress write and a heartbeat renew, and a job whose lease
+ * runs out is failed by any process's sweep. Events reach subscribers in
+ * this process at once, and those of other processes by reading the watched
+ * job's row every `pollMs` (LISTEN/NOTIFY would push them instead; the
+ * {@link Database} interface has no `listen` yet).
  *
  * Binary data (decoded input images, result PNGs) travels as base64 text
  * and is stored as `bytea` with `decode(…, 'base64')`, so the
@@ -39,6 +42,7 @@ import type {
   QueuePosition,
   StoreLimits,
 } from "./types.ts";
+import { isTerminal } from "./types.ts";
 
 /**
  * Key of the advisory lock that serializes job creation, so the queue-limit
@@ -146,6 +150,16 @@ function serialized(db: Database): Database {
   };
 }
 
+/** One watched job: what its listeners have heard, and the row poller. */
+interface Watcher {
+  listeners: number;
+  state: JobState | null;
+  progress: string | null;
+  cancelled: boolean;
+  timer: ReturnType<typeof setInterval> | undefined;
+  polling?: boolean;
+}
+
 /** See the module documentation. */
 export class PostgresJobStore implements JobStore {
   /** Always `postgres`. */
@@ -156,11 +170,33 @@ export class PostgresJobStore implements JobStore {
   readonly #pendingProgress = new Map<string, JobProgress>();
   readonly #writing = new Set<string>();
   readonly #writes = new Set<Promise<void>>();
+  readonly #watchers = new Map<string, Watcher>();
+  readonly #pollMs: number;
 
-  /** Uses `db` (already migrated); the caller closes it. */
-  constructor(db: Database, limits: StoreLimits) {
+  /**
+   * Uses `db` (already migrated); the caller closes it. `pollMs` is how often
+   * a watched job's row is read for what other processes did to it.
+   */
+  constructor(db: Database, limits: StoreLimits, options: { pollMs?: number } = {}) {
     this.#db = db.kind === "embedded" ? serialized(db) : db;
     this.#limits = limits;
+    this.#pollMs = options.pollMs ?? 1000;
+  }
+
+  #lease(sql: string): string {
+    const ms = Math.round(this.#limits.leaseMs ?? 30_000);
+    return sql.replaceAll("$LEASE", `now() + (${ms}::double precision * interval '1 millisecond')`);
+  }
+
+  /** Local delivery that the row watcher will not repeat. */
+  #emit(id: string, event: JobEvent): void {
+    const w = this.#watchers.get(id);
+    if (w) {
+      if (event.type === "progress") w.progress = JSON.stringify(event.progress);
+      else if (event.type === "state") w.state = event.state;
+      else w.cancelled = true;
+    }
+    this.#events.emit(id, event);
   }
 
   #ttl(sql: string): string {
@@ -269,15 +305,18 @@ export class PostgresJobStore implements JobStore {
         cancel_requested: boolean;
       }
     >(
-      `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1
+      this.#lease(
+        `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
+               lease_expires_at = $LEASE
         WHERE id = (SELECT id FROM mcp_generation_jobs WHERE state = 'queued'
                      ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING id, request::text AS request, ${b64("input_image")} AS image,
                   ${b64("input_mask")} AS mask, cancel_requested`,
+      ),
       [worker],
     );
     if (!row) return null;
-    this.#events.emit(row.id, { type: "state", state: "running" });
+    this.#emit(row.id, { type: "state", state: "running" });
     return {
       id: row.id,
       request: parseRequest(row.request, row.image, row.mask),
@@ -290,7 +329,7 @@ export class PostgresJobStore implements JobStore {
    * one write per job in flight, later progress coalesced into the next.
    */
   progress(id: string, progress: JobProgress): void {
-    this.#events.emit(id, { type: "progress", progress: { ...progress } });
+    this.#emit(id, { type: "progress", progress: { ...progress } });
     this.#pendingProgress.set(id, { ...progress });
     if (this.#writing.has(id)) return;
     this.#writing.add(id);
@@ -300,10 +339,17 @@ export class PostgresJobStore implements JobStore {
           const next = this.#pendingProgress.get(id);
           if (!next) break;
           this.#pendingProgress.delete(id);
-          await this.#db.query(
-            `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb WHERE id = $1 AND state = 'running'`,
+          // Each progress write also renews the lease and reads a cancellation made elsewhere.
+          const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+            this.#lease(
+              `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb, lease_expires_at = $LEASE
+                WHERE id = $1 AND state = 'running' RETURNING cancel_requested`,
+            ),
             [id, JSON.stringify(next)],
           );
+          if (row?.cancel_requested && !this.#watchers.get(id)?.cancelled) {
+            this.#emit(id, { type: "cancel" });
+          }
         }
       } catch (error) {
         this.#pendingProgress.delete(id);
@@ -353,7 +399,7 @@ export class PostgresJobStore implements JobStore {
       ),
       [id, outcome.state, outcome.error],
     );
-    if (rows.length) this.#events.emit(id, { type: "state", state: outcome.state });
+    if (rows.length) this.#emit(id, { type: "state", state: outcome.state });
     await this.#trim();
   }
 
@@ -390,7 +436,7 @@ export class PostgresJobStore implements JobStore {
       [id, owner],
     );
     if (removed.length) {
-      this.#events.emit(id, { type: "state", state: "cancelled" });
+      this.#emit(id, { type: "state", state: "cancelled" });
       return "removed";
     }
     const stopping = await this.#db.query(
@@ -399,7 +445,7 @@ export class PostgresJobStore implements JobStore {
       [id, owner],
     );
     if (stopping.length) {
-      this.#events.emit(id, { type: "cancel" });
+      this.#emit(id, { type: "cancel" });
       return "stopping";
     }
     return (await this.summary(id, owner)) ? "finished" : "unknown";
@@ -418,6 +464,34 @@ export class PostgresJobStore implements JobStore {
     return rows.map((r) => r.id);
   }
 
+  /** Renews the lease of a job `worker` runs, and hears of a cancellation made elsewhere. */
+  async renew(id: string, worker: string): Promise<void> {
+    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+      this.#lease(
+        `UPDATE mcp_generation_jobs SET lease_expires_at = $LEASE
+          WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
+      ),
+      [id, worker],
+    );
+    if (row?.cancel_requested && !this.#watchers.get(id)?.cancelled) {
+      this.#emit(id, { type: "cancel" });
+    }
+  }
+
+  /** Fails running jobs whose worker stopped renewing their lease. */
+  async expireLeases(reason: string): Promise<string[]> {
+    const rows = await this.#db.query<{ id: string }>(
+      this.#ttl(
+        `UPDATE mcp_generation_jobs SET state = 'failed', error = $1, cancel_requested = false,
+            finished_at = now(), expires_at = ${EXPIRES}, input_image = NULL, input_mask = NULL
+          WHERE state = 'running' AND lease_expires_at < now() RETURNING id`,
+      ),
+      [reason],
+    );
+    for (const { id } of rows) this.#emit(id, { type: "state", state: "failed" });
+    return rows.map((r) => r.id);
+  }
+
   /** Deletes expired jobs (their items go with them). */
   async purgeExpired(): Promise<number> {
     const rows = await this.#db.query(
@@ -426,13 +500,72 @@ export class PostgresJobStore implements JobStore {
     return rows.length;
   }
 
-  /** Listens to one job's events in this process. */
+  /**
+   * Listens to one job's events: those of this process at once, and what
+   * other processes (replicas sharing the database) do to the job by reading
+   * its row every `pollMs` while anyone listens.
+   */
   subscribe(id: string, listener: (event: JobEvent) => void): () => void {
-    return this.#events.subscribe(id, listener);
+    const unsubscribe = this.#events.subscribe(id, listener);
+    let w = this.#watchers.get(id);
+    if (!w) {
+      w = { listeners: 0, state: null, progress: null, cancelled: false, timer: undefined };
+      this.#watchers.set(id, w);
+      const watcher = w;
+      watcher.timer = setInterval(() => this.#poll(id, watcher), this.#pollMs);
+    }
+    w.listeners++;
+    const watcher = w;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      unsubscribe();
+      if (--watcher.listeners === 0) {
+        clearInterval(watcher.timer);
+        if (this.#watchers.get(id) === watcher) this.#watchers.delete(id);
+      }
+    };
   }
 
-  /** Waits for background progress writes. */
+  #poll(id: string, w: Watcher): void {
+    if (w.polling) return;
+    w.polling = true;
+    const read = (async () => {
+      try {
+        const [row] = await this.#db.query<
+          { state: JobState; progress: string | null; cancel_requested: boolean }
+        >(
+          `SELECT state, progress::text AS progress, cancel_requested FROM mcp_generation_jobs
+            WHERE id = $1`,
+          [id],
+        );
+        if (!row || w.listeners === 0) return;
+        if (row.progress !== null && row.state === "running") {
+          const progress = JSON.parse(row.progress) as JobProgress;
+          if (JSON.stringify(progress) !== w.progress) {
+            this.#emit(id, { type: "progress", progress });
+          }
+        }
+        if (row.cancel_requested && !w.cancelled) this.#emit(id, { type: "cancel" });
+        // Only the end matters across processes (waiters wake on it); claims are local news.
+        if (row.state !== w.state && isTerminal(row.state)) {
+          this.#emit(id, { type: "state", state: row.state });
+        }
+      } catch (error) {
+        log("debug", "jobs", "job row not read", { job: id, error: String(error) });
+      } finally {
+        w.polling = false;
+      }
+    })();
+    this.#writes.add(read);
+    read.finally(() => this.#writes.delete(read));
+  }
+
+  /** Stops watching rows and waits for background writes and reads. */
   async close(): Promise<void> {
+    for (const w of this.#watchers.values()) clearInterval(w.timer);
+    this.#watchers.clear();
     await Promise.allSettled([...this.#writes]);
   }
 }

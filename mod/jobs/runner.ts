@@ -26,6 +26,8 @@ export interface JobRunnerOptions {
   worker: string;
   /** How often to look for jobs without being woken, in ms. */
   pollMs: number;
+  /** How often the running job's lease is renewed, in ms (a step may take longer than a lease). */
+  heartbeatMs?: number;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
@@ -145,6 +147,14 @@ export class JobRunner {
       if (event.type === "cancel") controller.abort(new Error("cancelled with cancel_generation"));
     });
     if (job.cancelRequested) controller.abort(new Error("cancelled with cancel_generation"));
+    const heartbeat = setInterval(() => {
+      this.#o.store.renew(job.id, this.#o.worker).catch((error) =>
+        log("warn", "jobs", "could not renew the lease of the running job", {
+          job: job.id,
+          error: (error as Error)?.message ?? String(error),
+        })
+      );
+    }, this.#o.heartbeatMs ?? 10_000);
     let imagesDone = 0;
     let outcome: JobOutcome;
     try {
@@ -173,6 +183,7 @@ export class JobRunner {
       });
       outcome = { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
+      clearInterval(heartbeat);
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;

@@ -39,6 +39,11 @@ export interface JobServiceOptions {
   pollMs?: number;
   /** How often expired results are purged, in ms (default: a tenth of the TTL, 1 s to 60 s). */
   sweepMs?: number;
+  /**
+   * `[jobs] lease_seconds` in ms: the running job's lease is renewed every
+   * third of it, and jobs whose lease ran out are failed every half of it.
+   */
+  leaseMs?: number;
 }
 
 /** `/healthz` numbers: no prompts, no owners. */
@@ -68,6 +73,7 @@ export class JobService {
   readonly #runner: JobRunner;
   #closedMessage: string | null = null;
   #sweep: ReturnType<typeof setInterval> | undefined;
+  #leaseSweep: ReturnType<typeof setInterval> | undefined;
   #stopped: Promise<void> | null = null;
   #releaseWaiters!: () => void;
   readonly #released = new Promise<void>((r) => this.#releaseWaiters = r);
@@ -80,6 +86,7 @@ export class JobService {
       execute: options.execute,
       worker: options.worker,
       pollMs: options.pollMs ?? 2000,
+      heartbeatMs: Math.max(500, (options.leaseMs ?? 30_000) / 3),
     });
   }
 
@@ -107,6 +114,14 @@ export class JobService {
         log("warn", "jobs", "could not purge expired jobs", { error: String(error) })
       );
     }, sweepMs);
+    // A worker that died (kill -9, power loss) stops renewing: its job fails, the queue flows on.
+    this.#leaseSweep = setInterval(() => {
+      this.#o.store.expireLeases("the worker running it stopped").then((ids) => {
+        if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
+      }).catch((error) =>
+        log("warn", "jobs", "could not check job leases", { error: String(error) })
+      );
+    }, Math.max(500, (this.#o.leaseMs ?? 30_000) / 2));
     this.#runner.start();
   }
 
@@ -209,6 +224,7 @@ export class JobService {
   async dispose(): Promise<void> {
     await this.close("the server is shutting down; no new generations are accepted", false);
     clearInterval(this.#sweep);
+    clearInterval(this.#leaseSweep);
     await this.#o.store.close();
   }
 

@@ -115,6 +115,11 @@ export interface StoreLimits {
   resultTtlMs: number;
   /** Most result bytes kept over all finished jobs (`[jobs] max_result_mib`). */
   maxResultBytes: number;
+  /**
+   * How long a claim holds without renewal, in ms (`[jobs] lease_seconds`):
+   * a job whose worker stops renewing fails when its lease runs out.
+   */
+  leaseMs?: number;
 }
 
 /** Counts for `/healthz` and the queue-full message. */
@@ -166,6 +171,10 @@ export interface JobStore {
   cancel(id: string, owner: string): Promise<CancelResult>;
   /** Ends every `running` job as `failed` with `reason` (after a restart); returns their ids. */
   recover(reason: string): Promise<string[]>;
+  /** Renews the lease of a running job this worker holds. */
+  renew(id: string, worker: string): Promise<void>;
+  /** Ends every `running` job whose lease ran out as `failed` with `reason`; returns their ids. */
+  expireLeases(reason: string): Promise<string[]>;
   /** Deletes jobs whose results expired; returns how many. */
   purgeExpired(): Promise<number>;
   /** Listens to one job's events; returns the unsubscribe function. */
