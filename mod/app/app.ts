@@ -14,7 +14,7 @@ import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
 import { JobService, type JobStore, MemoryJobStore, PostgresJobStore } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
+import { createMcpServer, DenoStdioTransport, ToolError } from "../mcp/mod.ts";
 import { createGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -50,7 +50,16 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
 
 /** Starts the server described by `config`. */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = overrides.generator ?? await loadEngine(config);
+  // A front replica loads no models: its jobs run on the replicas that have an engine.
+  const generator: Generator = config.server.role === "front"
+    ? {
+      generate: () =>
+        Promise.reject(
+          new ToolError("configuration", 'this replica has no engine (server.role = "front")'),
+        ),
+      close: () => Promise.resolve(),
+    }
+    : overrides.generator ?? await loadEngine(config);
   const images = new ImageService({
     generator,
     prompt: config.prompt,
@@ -90,6 +99,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     stepsPerImage: config.generation.steps,
     worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
     leaseMs: config.jobs.leaseMs,
+    runsJobs: config.server.role !== "front",
+    recoverOnStart: config.server.role === "all",
   });
   try {
     await jobs.start();
@@ -156,6 +167,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return { finished, shutdown };
   }
 
+  if (config.server.role === "worker") return await startWorker(config, jobs, generator, db!);
+
   const authenticator = createAuthenticator({
     db: db!,
     environment: config.server.environment,
@@ -194,4 +207,49 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       resolveFinished();
     })();
   return { http: http.addr, finished, shutdown };
+}
+
+/**
+ * A worker replica: runs jobs from the shared queue and serves only
+ * `/healthz` (no MCP, no API keys).
+ */
+async function startWorker(
+  config: ResolvedConfig,
+  jobs: JobService,
+  generator: Generator,
+  db: Database,
+): Promise<App> {
+  const server = Deno.serve({
+    hostname: config.server.host,
+    port: config.server.port,
+    onListen: () => {},
+  }, async (request) => {
+    if (new URL(request.url).pathname !== "/healthz") {
+      return new Response("not found\n", { status: 404 });
+    }
+    return Response.json({ status: "ok", role: "worker", ...(await jobs.health()) });
+  });
+  const addr = server.addr as Deno.NetAddr;
+  log("info", "app", `worker: running jobs; /healthz on http://${addr.hostname}:${addr.port}`);
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((r) => resolveFinished = r);
+  let stopping: Promise<void> | undefined;
+  const grace = config.server.shutdownGraceMs;
+  const shutdown = () =>
+    stopping ??= (async () => {
+      const stopped = jobs.close("the server is shutting down", false);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(false), grace));
+      if (!await Promise.race([stopped.then(() => true), expired])) {
+        jobs.abortRunning();
+        await stopped;
+      }
+      clearTimeout(timer);
+      await jobs.dispose();
+      await server.shutdown();
+      await db.close();
+      await generator.close();
+      resolveFinished();
+    })();
+  return { http: addr, finished, shutdown };
 }

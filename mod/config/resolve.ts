@@ -38,6 +38,11 @@ export interface ResolvedConfig {
     allowedOrigins: string[];
     shutdownGraceMs: number;
     dataDir: string;
+    /**
+     * `all`: serves MCP and runs jobs; `front`: serves MCP, no engine (jobs run
+     * on other replicas); `worker`: runs jobs, serves only `/healthz`.
+     */
+    role: "all" | "front" | "worker";
   };
   /** `[auth]` plus `DATABASE_URL` / `CLOUDFRONT_SECRET_HEADER`: API-key checking for the HTTP transport. */
   auth: {
@@ -146,6 +151,13 @@ export function resolveConfig(
     );
   }
 
+  if (raw.server.role !== "all" && raw.server.transport !== "http") {
+    throw new ConfigError(
+      `${where}: server.role = "${raw.server.role}" needs server.transport = "http" (replicas ` +
+        `share jobs through PostgreSQL; stdio keeps them in memory)`,
+    );
+  }
+
   let backend: ResolvedConfig["backend"];
   const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
   if (backendUrl) {
@@ -176,6 +188,7 @@ export function resolveConfig(
       allowedOrigins: raw.server.allowed_origins.map((o) => new URL(o).origin),
       shutdownGraceMs: raw.server.shutdown_grace_seconds * 1000,
       dataDir: abs(raw.server.data_dir),
+      role: raw.server.role,
     },
     auth: {
       cacheTtlMs: raw.auth.cache_seconds * 1000,

@@ -31,6 +31,7 @@ const server = z.strictObject({
   ).default([]),
   shutdown_grace_seconds: z.number().min(0).max(3600).default(120),
   data_dir: relativePath.default(".data"),
+  role: z.enum(["all", "front", "worker"]).default("all"),
 });
 
 const auth = z.strictObject({

@@ -35,6 +35,10 @@ export interface JobServiceOptions {
   stepsPerImage: number;
   /** This engine's name in the store. */
   worker: string;
+  /** False on a replica without an engine (`[server] role = "front"`): jobs run elsewhere. */
+  runsJobs?: boolean;
+  /** Fail every `running` job at start-up (default true: one server); false with replicas. */
+  recoverOnStart?: boolean;
   /** How often the runner looks for jobs without being woken, in ms (default 2000). */
   pollMs?: number;
   /** How often expired results are purged, in ms (default: a tenth of the TTL, 1 s to 60 s). */
@@ -101,10 +105,14 @@ export class JobService {
    * expired results.
    */
   async start(): Promise<void> {
-    const failed = await this.#o.store.recover(
-      "the server restarted while this job was running",
-    );
-    if (failed.length) log("warn", "jobs", "jobs interrupted by a restart", { jobs: failed });
+    // A single server owns every running job, so at start-up they are all its own dead ones.
+    // Replicas with split roles must not fail each other's: they rely on leases alone.
+    if (this.#o.recoverOnStart ?? true) {
+      const failed = await this.#o.store.recover(
+        "the server restarted while this job was running",
+      );
+      if (failed.length) log("warn", "jobs", "jobs interrupted by a restart", { jobs: failed });
+    }
     const purged = await this.#o.store.purgeExpired();
     if (purged) log("info", "jobs", "purged expired jobs", { count: purged });
     const sweepMs = this.#o.sweepMs ??
@@ -122,7 +130,7 @@ export class JobService {
         log("warn", "jobs", "could not check job leases", { error: String(error) })
       );
     }, Math.max(500, (this.#o.leaseMs ?? 30_000) / 2));
-    this.#runner.start();
+    if (this.#o.runsJobs ?? true) this.#runner.start();
   }
 
   /** Throws the "busy" error a new job would get (full queue, or shutting down). */

@@ -1,0 +1,98 @@
+/**
+ * Two replicas on one PostgreSQL (issue 11, first steps): a `front` that
+ * loads no models and a `worker` that runs the jobs. A call through the
+ * front is run by the worker, its progress and result come back through the
+ * job row, and a cancel sent to the front stops the job on the worker.
+ */
+
+import assert from "node:assert/strict";
+import { createKey } from "../mod/auth/create_key.ts";
+import { startApp } from "../mod/app/mod.ts";
+import { loadConfig } from "../mod/config/mod.ts";
+import { readPngText } from "../mod/image/mod.ts";
+import { connectHttp } from "./helpers/http_client.ts";
+import { openTestDatabase } from "./helpers/postgres.ts";
+import { pngs, texts } from "./helpers/results.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
+
+Deno.test("replicas: a front without models hands its jobs to a worker; progress, results and cancellation cross over", async () => {
+  const tdb = await openTestDatabase("replicas");
+  const sections = `[generation]\nseed = 21\nsteps = 500\nmax_count = 2\nmax_wait_seconds = 60\n`;
+  const frontConfig = await writeTinyConfig(sections, { role: "front" });
+  const workerConfig = await writeTinyConfig(sections, { role: "worker" });
+  // The front must not need model files: point it at a folder that does not exist.
+  const text = await Deno.readTextFile(frontConfig.path);
+  await Deno.writeTextFile(
+    frontConfig.path,
+    text.replace(/^root = .*$/m, `root = ${JSON.stringify(`${frontConfig.dir}/no-models`)}`),
+  );
+  const env = { DATABASE_URL: tdb.url };
+  const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+  const front = await startApp(
+    await loadConfig({ path: frontConfig.path, overrides: { transport: "http" }, env }),
+  );
+  const worker = await startApp(
+    await loadConfig({ path: workerConfig.path, overrides: { transport: "http" }, env }),
+  );
+  try {
+    const workerUrl = `http://127.0.0.1:${worker.http!.port}`;
+    const mcpOnWorker = await fetch(`${workerUrl}/mcp`, { method: "POST", body: "{}" });
+    assert.equal(mcpOnWorker.status, 404);
+    await mcpOnWorker.body?.cancel();
+    assert.equal((await (await fetch(`${workerUrl}/healthz`)).json()).role, "worker");
+
+    const client = await connectHttp(front.http!.port, { "MCP-API-Key": key.key });
+    try {
+      let progress = 0;
+      const result = await client.callTool(
+        { name: "generate_image", arguments: { positive_prompt: "made elsewhere" } },
+        undefined,
+        { timeout: 120_000, onprogress: () => progress++ },
+      );
+      assert.equal(result.isError, undefined, texts(result));
+      const [png] = pngs(result);
+      assert.equal(readPngText(png).seed, "21");
+      assert.ok(progress > 0, "no progress reached the client through the front");
+
+      // A batch through the front, cancelled through the front while the worker runs it.
+      const batch = client.callTool(
+        { name: "generate_image", arguments: { positive_prompt: "stop me", count: 2 } },
+        undefined,
+        { timeout: 120_000 },
+      );
+      const other = await connectHttp(front.http!.port, { "MCP-API-Key": key.key });
+      try {
+        let id: string | undefined;
+        for (let i = 0; i < 600 && !id; i++) {
+          const listed = await other.callTool({ name: "list_generations", arguments: {} });
+          const jobs = (listed.structuredContent as {
+            generations: Array<{ job_id: string; state: string }>;
+          }).generations;
+          if (jobs[0]?.state === "running") id = jobs[0].job_id;
+          else await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.ok(id, "the batch never started on the worker");
+        const cancelled = await other.callTool({
+          name: "cancel_generation",
+          arguments: { job_id: id },
+        });
+        assert.match(texts(cancelled), new RegExp(`generation ${id} was cancelled`));
+        const first = await batch;
+        assert.match(texts(first), /was cancelled/);
+        assert.ok(pngs(first).length < 2);
+        const health = await (await fetch(`${workerUrl}/healthz`)).json();
+        assert.equal(health.queue.running, false);
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await front.shutdown();
+    await worker.shutdown();
+    await tdb.close();
+    await frontConfig.remove();
+    await workerConfig.remove();
+  }
+});
