@@ -11,6 +11,7 @@ import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
@@ -91,6 +92,108 @@ Deno.test("replicas: a front without models hands its jobs to a worker; progress
   } finally {
     await front.shutdown();
     await worker.shutdown();
+    await tdb.close();
+    await frontConfig.remove();
+    await workerConfig.remove();
+  }
+});
+
+/** Starts `main.ts` as a worker replica; resolves once it runs jobs. */
+async function spawnWorker(configPath: string, databaseUrl: string) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", configPath, "--transport", "http"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1", DATABASE_URL: databaseUrl },
+  }).spawn();
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let stderr = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`worker exited before it ran:\n${stderr}`);
+    stderr += value;
+    if (/worker: running jobs/.test(stderr)) break;
+  }
+  const drained = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      stderr += value;
+    }
+  })();
+  return {
+    stderr: () => stderr,
+    async kill() {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already gone */ }
+      await child.status;
+      await drained;
+    },
+  };
+}
+
+Deno.test("replicas: a worker killed mid-job (kill -9): its job fails with the reason after the lease, another worker runs the rest", async () => {
+  const tdb = await openTestDatabase("replicas_kill");
+  const sections = `[generation]\nseed = 3\nsteps = 500\nmax_wait_seconds = 0.5\n` +
+    `[jobs]\nlease_seconds = 2\n`;
+  const frontConfig = await writeTinyConfig(sections, { role: "front" });
+  const workerConfig = await writeTinyConfig(sections, { role: "worker" });
+  const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+  const front = await startApp(
+    await loadConfig({
+      path: frontConfig.path,
+      overrides: { transport: "http" },
+      env: { DATABASE_URL: tdb.url },
+    }),
+  );
+  const workers: Array<Awaited<ReturnType<typeof spawnWorker>>> = [];
+  try {
+    workers.push(await spawnWorker(workerConfig.path, tdb.url));
+    const client = await connectHttp(front.http!.port, { "MCP-API-Key": key.key });
+    const call = (name: string, args: Record<string, unknown>) =>
+      client.callTool({ name, arguments: args }, undefined, { timeout: 60_000 });
+    const jobId = (r: unknown) =>
+      (r as { structuredContent: { job_id: string } }).structuredContent.job_id;
+    const state = async (id: string) => {
+      const r = await call("get_generation", { job_id: id, wait_seconds: 0.2 });
+      return { r, s: (r.structuredContent as { state?: string } | undefined)?.state };
+    };
+    try {
+      const doomed = jobId(await call("generate_image", { positive_prompt: "doomed" }));
+      const next = jobId(await call("generate_image", { positive_prompt: "survivor" }));
+      for (let i = 0; i < 600 && (await state(doomed)).s !== "running"; i++) { /* poll */ }
+      await workers[0].kill();
+      workers.push(await spawnWorker(workerConfig.path, tdb.url));
+      let failed;
+      for (let i = 0; i < 600; i++) {
+        const { r, s } = await state(doomed);
+        if (s === undefined) {
+          failed = r;
+          break;
+        }
+      }
+      assert.equal(failed?.isError, true);
+      assert.equal(texts(failed), "the worker running it stopped");
+      let done;
+      for (let i = 0; i < 600; i++) {
+        const { r, s } = await state(next);
+        if (s === undefined) {
+          done = r;
+          break;
+        }
+      }
+      assert.equal(done?.isError, undefined, texts(done));
+      assert.equal(readPngText(pngs(done)[0]).seed, "3");
+      assert.match(workers[1].stderr(), /\[generation\] done .*"seed":3/);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    for (const w of workers) await w.kill();
+    await front.shutdown();
     await tdb.close();
     await frontConfig.remove();
     await workerConfig.remove();
