@@ -79,8 +79,9 @@ export class JobService {
   #sweep: ReturnType<typeof setInterval> | undefined;
   #leaseSweep: ReturnType<typeof setInterval> | undefined;
   #stopped: Promise<void> | null = null;
-  #releaseWaiters!: () => void;
-  readonly #released = new Promise<void>((r) => this.#releaseWaiters = r);
+  /** Waiters to wake when the engine loop stops (shutdown), and whether it has. */
+  readonly #waiters = new Set<() => void>();
+  #released = false;
 
   /** Creates the service; {@link start} starts its engine loop. */
   constructor(options: JobServiceOptions) {
@@ -219,7 +220,10 @@ export class JobService {
    */
   close(message: string, drainQueue: boolean): Promise<void> {
     this.#closedMessage ??= message;
-    this.#stopped ??= this.#runner.stop(drainQueue).then(() => this.#releaseWaiters());
+    this.#stopped ??= this.#runner.stop(drainQueue).then(() => {
+      this.#released = true;
+      for (const release of [...this.#waiters]) release();
+    });
     return this.#stopped;
   }
 
@@ -273,14 +277,17 @@ export class JobService {
     const timer = Number.isFinite(waitMs) ? setTimeout(wake, waitMs) : undefined;
     let note: string | undefined;
     // Shutting down: the engine loop has stopped, so no job this call waits for will run here now.
-    void this.#released.then(() => {
+    const release = () => {
       note = "The server is shutting down; the job stays queued and runs when it starts again.";
       wake();
-    });
+    };
+    if (this.#released) release();
+    this.#waiters.add(release);
     try {
       const first = await this.#o.store.summary(id, owner);
       if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
     } finally {
+      this.#waiters.delete(release);
       unsubscribe();
       clearTimeout(timer);
       context.signal.removeEventListener("abort", onAbort);
