@@ -199,3 +199,70 @@ Deno.test("replicas: a worker killed mid-job (kill -9): its job fails with the r
     await workerConfig.remove();
   }
 });
+
+Deno.test("replicas: 12 concurrent calls through a front are all served by two workers, both busy at once, started in creation order", async () => {
+  const tdb = await openTestDatabase("replicas_many");
+  const sections =
+    `[generation]\nseed = 100\nsteps = 60\nmax_wait_seconds = 120\nqueue_limit = 20\n`;
+  const frontConfig = await writeTinyConfig(sections, { role: "front" });
+  const workerConfig = await writeTinyConfig(sections, { role: "worker" });
+  const env = { DATABASE_URL: tdb.url };
+  const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+  const load = (path: string) => loadConfig({ path, overrides: { transport: "http" }, env });
+  const front = await startApp(await load(frontConfig.path));
+  const workers = [
+    await startApp(await load(workerConfig.path)),
+    await startApp(await load(workerConfig.path)),
+  ];
+  const clients = await Promise.all(
+    Array.from({ length: 12 }, () => connectHttp(front.http!.port, { "MCP-API-Key": key.key })),
+  );
+  try {
+    const results = await Promise.all(clients.map((client, i) =>
+      client.callTool(
+        { name: "generate_image", arguments: { positive_prompt: `call ${i}` } },
+        undefined,
+        { timeout: 300_000 },
+      )
+    ));
+    for (const result of results) {
+      assert.equal(result.isError, undefined, texts(result));
+      assert.equal(pngs(result).length, 1);
+    }
+    const rows = await tdb.db.query<
+      { seq: string; worker: string; started_at: Date; finished_at: Date; state: string }
+    >(
+      "SELECT seq, worker, started_at, finished_at, state FROM mcp_generation_jobs ORDER BY seq",
+    );
+    assert.equal(rows.length, 12);
+    assert.ok(rows.every((r) => r.state === "succeeded"));
+    const names = new Set(rows.map((r) => r.worker));
+    assert.equal(names.size, 2, `workers: ${[...names]}`);
+    // Both engines busy at once: some job of one worker overlaps some job of the other.
+    const overlap = rows.some((a) =>
+      rows.some((b) =>
+        a.worker !== b.worker && a.started_at < b.finished_at && b.started_at < a.finished_at
+      )
+    );
+    assert.ok(overlap, "the two workers never ran jobs at the same time");
+    // FIFO: each worker takes jobs in creation order, and no job starts before an older one
+    // (two claims in the same instant may stamp now() either way, hence the small allowance).
+    for (const name of names) {
+      const mine = rows.filter((r) => r.worker === name);
+      for (let i = 1; i < mine.length; i++) assert.ok(mine[i].started_at >= mine[i - 1].started_at);
+    }
+    for (let i = 1; i < rows.length; i++) {
+      assert.ok(
+        rows[i].started_at.getTime() >= rows[i - 1].started_at.getTime() - 100,
+        `job ${rows[i].seq} started before job ${rows[i - 1].seq}`,
+      );
+    }
+  } finally {
+    for (const client of clients) await client.close();
+    await front.shutdown();
+    for (const worker of workers) await worker.shutdown();
+    await tdb.close();
+    await frontConfig.remove();
+    await workerConfig.remove();
+  }
+});
