@@ -167,7 +167,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return { finished, shutdown };
   }
 
-  if (config.server.role === "worker") return await startWorker(config, jobs, generator, db!);
+  if (config.server.role === "worker") return startWorker(config, jobs, generator, db!);
 
   const authenticator = createAuthenticator({
     db: db!,
@@ -213,12 +213,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
  * A worker replica: runs jobs from the shared queue and serves only
  * `/healthz` (no MCP, no API keys).
  */
-async function startWorker(
+function startWorker(
   config: ResolvedConfig,
   jobs: JobService,
   generator: Generator,
   db: Database,
-): Promise<App> {
+): App {
   const server = Deno.serve({
     hostname: config.server.host,
     port: config.server.port,
