@@ -51,12 +51,15 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
   try {
     const client = await connectHttp(s.port, { "MCP-API-Key": s.writeKey });
     try {
-      await t.step("tools/list shows the three image tools", async () => {
+      await t.step("tools/list shows the image and job tools", async () => {
         const listed = await client.listTools();
         assert.deepEqual(listed.tools.map((tool) => tool.name), [
           "generate_image",
           "generate_guided_image",
           "inpaint_image",
+          "get_generation",
+          "cancel_generation",
+          "list_generations",
         ]);
       });
       await t.step("a bad call is a tool error and the server keeps serving", async () => {
@@ -67,7 +70,7 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
         assert.equal(bad.isError, true);
         assert.match(texts(bad), /positive_prompt: must not be empty/);
         const again = await client.listTools();
-        assert.equal(again.tools.length, 3);
+        assert.equal(again.tools.length, 6);
       });
     } finally {
       await client.close();
@@ -198,7 +201,7 @@ Deno.test("http: generate_image streams progress and returns a PNG; tools/list a
       const listed = await lister.listTools();
       const listedDuringGeneration = !generationDone;
       const result = await call;
-      assert.equal(listed.tools.length, 3);
+      assert.equal(listed.tools.length, 6);
       assert.ok(listedDuringGeneration, "tools/list waited for the generation");
       assert.equal(result.isError, undefined, texts(result));
       const [png] = pngs(result);
@@ -318,6 +321,9 @@ Deno.test("http: the design-code tools are listed only with BACKEND_INTERNAL_URL
         "generate_image",
         "generate_guided_image",
         "inpaint_image",
+        "get_generation",
+        "cancel_generation",
+        "list_generations",
         "trigger-des2code",
         "get-des2code",
         "list-designs",

@@ -54,7 +54,7 @@ Deno.test("a CLI-created key works over HTTP and stops working after keys revoke
     const app = await startApp(config);
     try {
       const client = await connectHttp(app.http!.port, { authorization: `Bearer ${key}` });
-      assert.equal((await client.listTools()).tools.length, 3);
+      assert.equal((await client.listTools()).tools.length, 6);
       const listing = await keys(tdb.url, "list");
       assert.ok(listing.includes(prefix));
       assert.ok(!listing.includes(key), "list must never show a secret");
@@ -103,7 +103,7 @@ Deno.test("with no DATABASE_URL, keys --config writes where the server reads (em
     const app = await startApp(config);
     try {
       const client = await connectHttp(app.http!.port, { "MCP-API-Key": key });
-      assert.equal((await client.listTools()).tools.length, 3);
+      assert.equal((await client.listTools()).tools.length, 6);
       await client.close();
     } finally {
       await app.shutdown();

@@ -23,6 +23,9 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
         "generate_image",
         "generate_guided_image",
         "inpaint_image",
+        "get_generation",
+        "cancel_generation",
+        "list_generations",
       ]);
       await t.assertSnapshot(listed);
     });
@@ -98,7 +101,7 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
 
     await t.step("the server still serves after all of that", async () => {
       const listed = await session.client.listTools();
-      assert.equal(listed.tools.length, 3);
+      assert.equal(listed.tools.length, 6);
     });
   } finally {
     await session.close();
@@ -194,7 +197,7 @@ Deno.test("stdio: a cancelled call (notifications/cancelled) stops at the next s
     assert.ok(line, `no cancellation logged:\n${session.stderr()}`);
     assert.ok(Number(line[1]) < Number(line[2]), `ran to the end: ${line[0]}`);
     // The server still answers after the cancellation.
-    assert.equal((await session.client.listTools()).tools.length, 3);
+    assert.equal((await session.client.listTools()).tools.length, 6);
   } finally {
     await session.close();
     await temp.remove();

@@ -13,11 +13,11 @@ import {
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
   positivePrompt,
-  singleImageResult,
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { type ControlMode, SIZES } from "../mod/pipeline/types.ts";
 
@@ -58,6 +58,8 @@ export const generateGuidedImageArgs = z.strictObject({
 /** What `generate_guided_image` needs. */
 export interface GenerateGuidedImageDeps {
   images: ImageService;
+  /** Runs the call as a job and waits for it (bounded). */
+  jobs: JobService;
   controlnet: Pick<ResolvedConfig["controlnet"], "depth" | "openpose">;
 }
 
@@ -98,28 +100,22 @@ export function createGenerateGuidedImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
+      await deps.jobs.assertRoom();
       const image = await deps.images.prepareInputs(async () =>
         toRgbImage(await decodeImageInput("input_image", args.input_image), width, height)
       );
-      const seed = deps.images.seedFor(1);
-      const outcome = await deps.images.generate(
-        {
-          mode: "guided_image",
-          controlMode: args.control_mode,
-          image,
-          positive: args.positive_prompt,
-          negative: args.negative_prompt,
-          size: sizeId,
-          seed,
-          name: null,
-        },
-        {
-          signal: context.signal,
-          receivedAt,
-          onProgress: (step, total) => void context.progress(step, total, `step ${step}/${total}`),
-        },
-      );
-      return singleImageResult(outcome);
+      return await deps.jobs.submit({
+        tool: "generate_guided_image",
+        mode: "guided_image",
+        controlMode: args.control_mode,
+        image,
+        positive: args.positive_prompt,
+        negative: args.negative_prompt,
+        size: sizeId,
+        name: null,
+        seeds: [deps.images.seedFor(1)],
+        receivedAt,
+      }, context);
     },
   };
 }

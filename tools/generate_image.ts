@@ -10,24 +10,19 @@ import {
   type ImageService,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
-  pngContent,
   positivePrompt,
-  singleImageResult,
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
-import {
-  type ImageContent,
-  type TextContent,
-  type ToolDefinition,
-  ToolError,
-} from "../mod/mcp/mod.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
+import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { sanitizeName } from "../mod/output/mod.ts";
-import { SIZES } from "../mod/pipeline/types.ts";
 
 /** What `generate_image` needs. */
 export interface GenerateImageDeps {
   images: ImageService;
+  /** Runs the call as a job and waits for it (bounded). */
+  jobs: JobService;
   /** `generation.max_count`: the cap for `count`. */
   maxCount: number;
 }
@@ -102,63 +97,20 @@ export function createGenerateImageTool(
       openWorldHint: false,
     },
     validate: generateImageArgs(deps.maxCount),
-    async handle(args, context) {
+    handle(args, context) {
       const receivedAt = Date.now();
-      const sizeId = deps.images.resolveSize(args.size);
-      const count = args.count;
-      const run = (index: number) => {
-        const seed = deps.images.seedFor(index);
-        return deps.images.generate(
-          {
-            mode: "text_to_image",
-            positive: args.positive_prompt,
-            negative: args.negative_prompt,
-            size: sizeId,
-            seed,
-            name: args.name,
-          },
-          {
-            signal: context.signal,
-            receivedAt: index === 1 ? receivedAt : Date.now(),
-            onProgress: (step, steps) =>
-              void context.progress(
-                (index - 1) * steps + step,
-                count * steps,
-                count > 1
-                  ? `image ${index}/${count}, step ${step}/${steps}`
-                  : `step ${step}/${steps}`,
-              ),
-          },
-        );
-      };
-      if (count === 1) {
-        // Exactly the un-extended result: one ImageContent (plus a note when the engine has one).
-        return singleImageResult(await run(1));
-      }
-      const content: Array<ImageContent | TextContent> = [];
-      let failures = 0;
-      const { width, height } = SIZES[sizeId];
-      for (let i = 1; i <= count; i++) {
-        try {
-          const o = await run(i);
-          const saved = o.savedPath ? `, saved to ${o.savedPath}` : "";
-          const notes = o.notes.length ? ` ${o.notes.join(" ")}` : "";
-          content.push({
-            type: "text",
-            text:
-              `[${i}/${count}] seed ${o.seed}, size ${sizeId} (${width}x${height})${saved}${notes}`,
-          });
-          content.push(pngContent(o.png));
-        } catch (error) {
-          if (context.signal.aborted) throw error;
-          failures++;
-          const reason = error instanceof ToolError || error instanceof Error
-            ? error.message
-            : String(error);
-          content.push({ type: "text", text: `[${i}/${count}] failed: ${reason}` });
-        }
-      }
-      return failures === count ? { content, isError: true } : { content };
+      const seeds = Array.from({ length: args.count }, (_, i) => deps.images.seedFor(i + 1));
+      // One job for the whole batch: its images come out in order, each kept as it finishes.
+      return deps.jobs.submit({
+        tool: "generate_image",
+        mode: "text_to_image",
+        positive: args.positive_prompt,
+        negative: args.negative_prompt,
+        size: deps.images.resolveSize(args.size),
+        name: args.name,
+        seeds,
+        receivedAt,
+      }, context);
     },
   };
 }

@@ -9,9 +9,10 @@ import { ImageService } from "../mod/generation/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { type ToolContext, ToolError } from "../mod/mcp/mod.ts";
 import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
-import { GenerationQueue } from "../mod/queue/mod.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
+import { startMemoryJobs } from "../mod/jobs/testing.ts";
 import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
-import { createGenerateImageTool } from "./generate_image.ts";
+import { createGenerateImageTool, generateImageArgs } from "./generate_image.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
 
 function scriptedGenerator(fail: (call: number) => string | null) {
@@ -33,16 +34,30 @@ function scriptedGenerator(fail: (call: number) => string | null) {
   return { generator, requests };
 }
 
-function tool(generator: Generator, seed: number | null) {
+const services: JobService[] = [];
+
+async function tool(generator: Generator, seed: number | null) {
   const images = new ImageService({
     generator,
-    queue: new GenerationQueue(4),
     prompt: { positive: "base", negative: "" },
     defaultSize: "landscape_512",
     seed,
     output: { save: false, dir: "/nonexistent" },
   });
-  return createGenerateImageTool({ images, maxCount: 5 });
+  const jobs = await startMemoryJobs(images);
+  services.push(jobs);
+  return createGenerateImageTool({ images, jobs, maxCount: 5 });
+}
+
+/** Runs `fn`, then stops every job service it started. */
+function withJobs(fn: () => Promise<void>): () => Promise<void> {
+  return async () => {
+    try {
+      await fn();
+    } finally {
+      for (const jobs of services.splice(0)) await jobs.dispose();
+    }
+  };
 }
 
 function context(progress: Array<[number, number | undefined]> = []): ToolContext {
@@ -56,67 +71,82 @@ function context(progress: Array<[number, number | undefined]> = []): ToolContex
 }
 
 const args = (extra: Record<string, unknown>) =>
-  tool(scriptedGenerator(() => null).generator, 1).validate.parse({
+  generateImageArgs(5).parse({
     positive_prompt: "a cat",
     ...extra,
   });
 
-Deno.test("count 1 returns exactly one ImageContent", async () => {
-  const { generator, requests } = scriptedGenerator(() => null);
-  const result = await tool(generator, 5).handle(args({}), context());
-  assert.equal(result.content.length, 1);
-  assert.equal(result.content[0].type, "image");
-  assert.equal(result.isError, undefined);
-  assert.equal(requests[0].positive, "base, a cat");
-  assert.deepEqual([requests[0].width, requests[0].height], [512, 384]);
-});
+Deno.test(
+  "count 1 returns exactly one ImageContent",
+  withJobs(async () => {
+    const { generator, requests } = scriptedGenerator(() => null);
+    const result = await (await tool(generator, 5)).handle(args({}), context());
+    assert.equal(result.content.length, 1);
+    assert.equal(result.content[0].type, "image");
+    assert.equal(result.isError, undefined);
+    assert.equal(requests[0].positive, "base, a cat");
+    assert.deepEqual([requests[0].width, requests[0].height], [512, 384]);
+  }),
+);
 
-Deno.test("a failed image becomes '[i/N] failed: reason' in place and the batch goes on", async () => {
-  const { generator, requests } = scriptedGenerator((n) => n === 2 ? "out of luck" : null);
-  const result = await tool(generator, 10).handle(args({ count: 3 }), context());
-  assert.equal(result.isError, undefined);
-  const shape = result.content.map((c) => c.type === "text" ? c.text.slice(0, 6) : "image");
-  assert.deepEqual(shape, ["[1/3] ", "image", "[2/3] ", "[3/3] ", "image"]);
-  assert.equal((result.content[2] as { text: string }).text, "[2/3] failed: out of luck");
-  assert.deepEqual(requests.map((r) => r.seed), [10, 11, 12]);
-});
+Deno.test(
+  "a failed image becomes '[i/N] failed: reason' in place and the batch goes on",
+  withJobs(async () => {
+    const { generator, requests } = scriptedGenerator((n) => n === 2 ? "out of luck" : null);
+    const result = await (await tool(generator, 10)).handle(args({ count: 3 }), context());
+    assert.equal(result.isError, undefined);
+    const shape = result.content.map((c) => c.type === "text" ? c.text.slice(0, 6) : "image");
+    assert.deepEqual(shape, ["[1/3] ", "image", "[2/3] ", "[3/3] ", "image"]);
+    assert.equal((result.content[2] as { text: string }).text, "[2/3] failed: out of luck");
+    assert.deepEqual(requests.map((r) => r.seed), [10, 11, 12]);
+  }),
+);
 
-Deno.test("the result is an error only when every image failed", async () => {
-  const { generator } = scriptedGenerator(() => "engine down");
-  const result = await tool(generator, 1).handle(args({ count: 2 }), context());
-  assert.equal(result.isError, true);
-  assert.deepEqual(
-    result.content.map((c) => (c as { text: string }).text),
-    ["[1/2] failed: engine down", "[2/2] failed: engine down"],
-  );
-});
+Deno.test(
+  "the result is an error only when every image failed",
+  withJobs(async () => {
+    const { generator } = scriptedGenerator(() => "engine down");
+    const result = await (await tool(generator, 1)).handle(args({ count: 2 }), context());
+    assert.equal(result.isError, true);
+    assert.deepEqual(
+      result.content.map((c) => (c as { text: string }).text),
+      ["[1/2] failed: engine down", "[2/2] failed: engine down"],
+    );
+  }),
+);
 
-Deno.test("seeds wrap modulo 2^32 with a fixed seed, and are independent without one", async () => {
-  const fixed = scriptedGenerator(() => null);
-  await tool(fixed.generator, 4294967295).handle(args({ count: 2 }), context());
-  assert.deepEqual(fixed.requests.map((r) => r.seed), [4294967295, 0]);
+Deno.test(
+  "seeds wrap modulo 2^32 with a fixed seed, and are independent without one",
+  withJobs(async () => {
+    const fixed = scriptedGenerator(() => null);
+    await (await tool(fixed.generator, 4294967295)).handle(args({ count: 2 }), context());
+    assert.deepEqual(fixed.requests.map((r) => r.seed), [4294967295, 0]);
 
-  const random = scriptedGenerator(() => null);
-  const result = await tool(random.generator, null).handle(args({ count: 3 }), context());
-  const seeds = random.requests.map((r) => r.seed);
-  assert.equal(new Set(seeds).size, 3, `seeds ${seeds}`);
-  for (const s of seeds) assert.ok(Number.isInteger(s) && s >= 0 && s < 2 ** 32);
-  const images = result.content.filter((c) => c.type === "image") as Array<{ data: string }>;
-  assert.deepEqual(
-    images.map((i) => readPngText(Uint8Array.fromBase64(i.data)).seed),
-    seeds.map(String),
-  );
-});
+    const random = scriptedGenerator(() => null);
+    const result = await (await tool(random.generator, null)).handle(args({ count: 3 }), context());
+    const seeds = random.requests.map((r) => r.seed);
+    assert.equal(new Set(seeds).size, 3, `seeds ${seeds}`);
+    for (const s of seeds) assert.ok(Number.isInteger(s) && s >= 0 && s < 2 ** 32);
+    const images = result.content.filter((c) => c.type === "image") as Array<{ data: string }>;
+    assert.deepEqual(
+      images.map((i) => readPngText(Uint8Array.fromBase64(i.data)).seed),
+      seeds.map(String),
+    );
+  }),
+);
 
-Deno.test("progress counts steps across the whole batch and only increases", async () => {
-  const { generator } = scriptedGenerator(() => null);
-  const progress: Array<[number, number | undefined]> = [];
-  await tool(generator, 1).handle(args({ count: 2 }), context(progress));
-  assert.deepEqual(progress, [[1, 4], [2, 4], [3, 4], [4, 4]]);
-});
+Deno.test(
+  "progress counts steps across the whole batch and only increases",
+  withJobs(async () => {
+    const { generator } = scriptedGenerator(() => null);
+    const progress: Array<[number, number | undefined]> = [];
+    await (await tool(generator, 1)).handle(args({ count: 2 }), context(progress));
+    assert.deepEqual(progress, [[1, 4], [2, 4], [3, 4], [4, 4]]);
+  }),
+);
 
 Deno.test("count outside 1..max_count and unknown arguments are refused by validation", () => {
-  const validate = tool(scriptedGenerator(() => null).generator, 1).validate;
+  const validate = generateImageArgs(5);
   for (const count of [0, -3, 6, 2.5, "2"]) {
     const r = validate.safeParse({ positive_prompt: "a", count });
     assert.equal(r.success, false, `count ${count}`);
@@ -131,53 +161,58 @@ Deno.test("count outside 1..max_count and unknown arguments are refused by valid
   assert.equal(extra.error!.issues[0].code, "unrecognized_keys");
 });
 
-Deno.test("a full queue refuses guided and inpaint calls before decoding their images", async () => {
-  let release!: () => void;
-  const blocked = new Promise<void>((r) => release = r);
-  const generator: Generator = {
-    async generate(request) {
-      await blocked;
-      const data = new Uint8Array(request.width * request.height * 3);
-      return { image: { width: request.width, height: request.height, data }, notes: [] };
-    },
-    close: () => Promise.resolve(),
-  };
-  const images = new ImageService({
-    generator,
-    queue: new GenerationQueue(0),
-    prompt: { positive: "", negative: "" },
-    defaultSize: "square_512",
-    seed: 1,
-    output: { save: false, dir: "/nonexistent" },
-  });
-  const running = createGenerateImageTool({ images, maxCount: 1 }).handle(
-    args({}),
-    context(),
-  );
-  const enabled = { enabled: true, model: "", conditioningScale: 1 };
-  const guided = createGenerateGuidedImageTool({
-    images,
-    controlnet: {
-      depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
-      openpose: { ...enabled, detector: "", estimator: "" },
-    },
-  });
-  const inpaint = createInpaintImageTool({ images, inpaint: enabled });
-  // "not base64!" would be an image error if it were decoded.
-  await assert.rejects(
-    guided.handle(
-      guided.validate.parse({ positive_prompt: "a", control_mode: "depth", input_image: "!" }),
+Deno.test(
+  "a full queue refuses guided and inpaint calls before decoding their images",
+  withJobs(async () => {
+    let release!: () => void;
+    const blocked = new Promise<void>((r) => release = r);
+    const generator: Generator = {
+      async generate(request) {
+        await blocked;
+        const data = new Uint8Array(request.width * request.height * 3);
+        return { image: { width: request.width, height: request.height, data }, notes: [] };
+      },
+      close: () => Promise.resolve(),
+    };
+    const images = new ImageService({
+      generator,
+      prompt: { positive: "", negative: "" },
+      defaultSize: "square_512",
+      seed: 1,
+      output: { save: false, dir: "/nonexistent" },
+    });
+    const jobs = await startMemoryJobs(images, { queueLimit: 0 });
+    services.push(jobs);
+    const running = createGenerateImageTool({ images, jobs, maxCount: 1 }).handle(
+      args({}),
       context(),
-    ),
-    (e) => e instanceof ToolError && e.category === "busy",
-  );
-  await assert.rejects(
-    inpaint.handle(
-      inpaint.validate.parse({ positive_prompt: "a", input_image: "!", mask_image: "!" }),
-      context(),
-    ),
-    (e) => e instanceof ToolError && e.category === "busy",
-  );
-  release();
-  await running;
-});
+    );
+    const enabled = { enabled: true, model: "", conditioningScale: 1 };
+    const guided = createGenerateGuidedImageTool({
+      images,
+      jobs,
+      controlnet: {
+        depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
+        openpose: { ...enabled, detector: "", estimator: "" },
+      },
+    });
+    const inpaint = createInpaintImageTool({ images, jobs, inpaint: enabled });
+    // "not base64!" would be an image error if it were decoded.
+    await assert.rejects(
+      guided.handle(
+        guided.validate.parse({ positive_prompt: "a", control_mode: "depth", input_image: "!" }),
+        context(),
+      ),
+      (e) => e instanceof ToolError && e.category === "busy",
+    );
+    await assert.rejects(
+      inpaint.handle(
+        inpaint.validate.parse({ positive_prompt: "a", input_image: "!", mask_image: "!" }),
+        context(),
+      ),
+      (e) => e instanceof ToolError && e.category === "busy",
+    );
+    release();
+    await running;
+  }),
+);

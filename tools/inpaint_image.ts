@@ -13,11 +13,11 @@ import {
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
   positivePrompt,
-  singleImageResult,
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toMask, toRgbImage } from "../mod/image/mod.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
 
@@ -47,6 +47,8 @@ export const inpaintImageArgs = z.strictObject({
 /** What `inpaint_image` needs. */
 export interface InpaintImageDeps {
   images: ImageService;
+  /** Runs the call as a job and waits for it (bounded). */
+  jobs: JobService;
   inpaint: ControlNetConfig;
 }
 
@@ -80,6 +82,7 @@ export function createInpaintImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
+      await deps.jobs.assertRoom();
       const [image, mask] = await deps.images.prepareInputs(async () => {
         const [decodedImage, decodedMask] = await Promise.all([
           decodeImageInput("input_image", args.input_image),
@@ -97,24 +100,18 @@ export function createInpaintImageTool(
             "paint the area to repaint white and the rest black",
         );
       }
-      const outcome = await deps.images.generate(
-        {
-          mode: "inpaint_image",
-          image,
-          mask,
-          positive: args.positive_prompt,
-          negative: args.negative_prompt,
-          size: sizeId,
-          seed: deps.images.seedFor(1),
-          name: null,
-        },
-        {
-          signal: context.signal,
-          receivedAt,
-          onProgress: (step, total) => void context.progress(step, total, `step ${step}/${total}`),
-        },
-      );
-      return singleImageResult(outcome);
+      return await deps.jobs.submit({
+        tool: "inpaint_image",
+        mode: "inpaint_image",
+        image,
+        mask,
+        positive: args.positive_prompt,
+        negative: args.negative_prompt,
+        size: sizeId,
+        name: null,
+        seeds: [deps.images.seedFor(1)],
+        receivedAt,
+      }, context);
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The tool registry: the image tools always, the design-code tools only when
+ * The tool registry: the image and job tools always, the design-code tools only when
  * `BACKEND_INTERNAL_URL` is configured.
  *
  * @module
@@ -8,18 +8,29 @@
 import { createBackendClient } from "../mod/backend/mod.ts";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import type { ImageService } from "../mod/generation/mod.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
+import { createCancelGenerationTool } from "./cancel_generation.ts";
 import { createDesignCodeTools } from "./design_code.ts";
 import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
 import { createGenerateImageTool } from "./generate_image.ts";
+import { createGetGenerationTool } from "./get_generation.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
+import { createListGenerationsTool } from "./list_generations.ts";
 
 /** Builds every tool this configuration serves, in listing order. */
-export function createTools(config: ResolvedConfig, images: ImageService): ToolDefinition[] {
+export function createTools(
+  config: ResolvedConfig,
+  images: ImageService,
+  jobs: JobService,
+): ToolDefinition[] {
   const tools: ToolDefinition[] = [
-    createGenerateImageTool({ images, maxCount: config.generation.maxCount }),
-    createGenerateGuidedImageTool({ images, controlnet: config.controlnet }),
-    createInpaintImageTool({ images, inpaint: config.controlnet.inpaint }),
+    createGenerateImageTool({ images, jobs, maxCount: config.generation.maxCount }),
+    createGenerateGuidedImageTool({ images, jobs, controlnet: config.controlnet }),
+    createInpaintImageTool({ images, jobs, inpaint: config.controlnet.inpaint }),
+    createGetGenerationTool({ jobs, maxWaitMs: config.generation.maxWaitMs }),
+    createCancelGenerationTool({ jobs }),
+    createListGenerationsTool({ jobs }),
   ] as ToolDefinition[];
   if (config.backend) {
     const backend = createBackendClient({

@@ -1,21 +1,22 @@
 /**
  * Wires a resolved configuration into a running server: model check, engine,
- * queue, tools, and the chosen transport (stdio, or HTTP with API keys).
+ * job store and queue, tools, and the chosen transport (stdio with jobs in
+ * memory, or HTTP with API keys and jobs in PostgreSQL).
  *
  * @module
  */
 
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import type { ResolvedConfig } from "../config/mod.ts";
-import { openDatabase, probeDatabase } from "../db/mod.ts";
-import { ImageService } from "../generation/mod.ts";
+import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
+import { ImageService, runImageRequest } from "../generation/mod.ts";
 import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
+import { JobService, type JobStore, MemoryJobStore, PostgresJobStore } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
+import { createMcpServer, DenoStdioTransport, ToolError, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
-import { GenerationQueue } from "../queue/mod.ts";
 import { createTools } from "../../tools/mod.ts";
 
 /** A running server. */
@@ -40,7 +41,9 @@ export interface AppOverrides {
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
   "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
   "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
-  "Generations run one at a time; each takes seconds to minutes.";
+  "Generations run one at a time; each takes seconds to minutes. When one takes longer than " +
+  "the server waits, the tool answers with a job_id: call get_generation with it for the " +
+  "images (cancel_generation stops it, list_generations lists your jobs).";
 
 /** How long a stdio server whose client is gone waits for cancelled work to stop. */
 const CLIENT_GONE_GRACE_MS = 5000;
@@ -58,19 +61,70 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
  * {@link App.finished} with its error (before any tool was listed).
  */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = deferredGenerator(Promise.resolve(overrides.generator ?? loadEngine(config)));
+  // A front replica loads no models: its jobs run on the replicas that have an engine.
+  const engine: Generator | Promise<Generator> = config.server.role === "front"
+    ? {
+      generate: () =>
+        Promise.reject(
+          new ToolError("configuration", 'this replica has no engine (server.role = "front")'),
+        ),
+      close: () => Promise.resolve(),
+    }
+    : overrides.generator ?? loadEngine(config);
+  // The transport answers while the models load; tools wait for `ready`.
+  const generator = deferredGenerator(Promise.resolve(engine));
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
-  const queue = new GenerationQueue(config.generation.queueLimit);
   const images = new ImageService({
     generator,
-    queue,
     prompt: config.prompt,
     defaultSize: config.generation.defaultSize,
     seed: config.generation.seed,
     output: config.output,
   });
-  const tools = createTools(config, images);
+  const limits = {
+    queueLimit: config.generation.queueLimit,
+    resultTtlMs: config.jobs.resultTtlMs,
+    maxResultBytes: config.jobs.maxResultBytes,
+    leaseMs: config.jobs.leaseMs,
+  };
+  // HTTP keeps jobs in the API keys' database, so they outlive a restart; stdio in memory.
+  let db: Database | undefined;
+  let store: JobStore;
+  if (config.server.transport === "stdio") {
+    store = new MemoryJobStore(limits);
+  } else {
+    try {
+      db = await openDatabase({
+        url: config.auth.databaseUrl,
+        embeddedDir: `${config.server.dataDir}/postgres`,
+      });
+    } catch (error) {
+      await generator.close();
+      throw error;
+    }
+    store = new PostgresJobStore(db, limits);
+  }
+  const jobs = new JobService({
+    store,
+    execute: (job, hooks) => runImageRequest(images, job.request, hooks),
+    maxWaitMs: config.generation.maxWaitMs,
+    resultTtlSeconds: config.jobs.resultTtlMs / 1000,
+    queueLimit: config.generation.queueLimit,
+    stepsPerImage: config.generation.steps,
+    worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    leaseMs: config.jobs.leaseMs,
+    runsJobs: config.server.role !== "front",
+    recoverOnStart: config.server.role === "all",
+  });
+  try {
+    await jobs.start();
+  } catch (error) {
+    await db?.close();
+    await generator.close();
+    throw error;
+  }
+  const tools = createTools(config, images, jobs);
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   let rejectFinished!: (error: unknown) => void;
@@ -85,9 +139,15 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   // One deadline for the whole shutdown: stop taking work, let what runs finish.
   let deadline = Infinity;
   const remaining = () => Math.max(0, deadline - Date.now());
+  let stopped: Promise<void> = Promise.resolve();
   const beginShutdown = () => {
     deadline = Math.min(deadline, Date.now() + grace);
-    queue.close("the server is shutting down; no new generations are accepted");
+    // In memory, queued jobs would be lost: they run before the process ends.
+    // In PostgreSQL they stay queued for the next start.
+    stopped = jobs.close(
+      "the server is shutting down; no new generations are accepted",
+      store.kind === "memory",
+    );
   };
   /** Re-arm the running {@link bounded} waits after the deadline moved closer. */
   const rearms = new Set<() => void>();
@@ -109,9 +169,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return finished;
   };
   const drain = async () => {
-    if (!await bounded(queue.idle())) {
-      log("warn", "app", `generations did not finish within ${grace} ms`);
+    if (!await bounded(stopped)) {
+      log("warn", "app", `generations did not finish within ${grace} ms; stopping the running one`);
+      jobs.abortRunning();
+      await stopped;
     }
+    await jobs.dispose();
   };
 
   if (config.server.transport === "stdio") {
@@ -165,12 +228,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return { finished, shutdown };
   }
 
-  const db = await openDatabase({
-    url: config.auth.databaseUrl,
-    embeddedDir: `${config.server.dataDir}/postgres`,
-  });
+  if (config.server.role === "worker") return startWorker(config, jobs, generator, db!);
+
   const authenticator = createAuthenticator({
-    db,
+    db: db!,
     environment: config.server.environment,
     cloudfrontSecret: config.auth.cloudfrontSecret,
     cacheTtlMs: config.auth.cacheTtlMs,
@@ -192,9 +253,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
       // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
       health: async () => ({
-        queue: queue.stats(),
+        ...(await jobs.health()),
         tools: tools.length,
-        database: await probeDatabase(db),
+        database: await probeDatabase(db!),
       }),
       limits: {
         headerTimeoutMs: config.server.headerTimeoutMs,
@@ -205,8 +266,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       maxRequestsPerKey: config.server.maxRequestsPerKey,
     });
   } catch (error) {
+    beginShutdown();
+    await drain();
     await authenticator.close();
-    await db.close();
+    await db!.close();
     await generator.close();
     throw error;
   }
@@ -218,10 +281,60 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await http.shutdown(remaining());
       await drain();
       await authenticator.close();
-      await db.close();
+      await db!.close();
       await generator.close();
       await settleFinished();
     })();
   ready.catch(() => void shutdown());
   return { http: http.addr, finished, shutdown };
+}
+
+/**
+ * A worker replica: runs jobs from the shared queue and serves only
+ * `/healthz` (no MCP, no API keys).
+ */
+function startWorker(
+  config: ResolvedConfig,
+  jobs: JobService,
+  generator: Generator,
+  db: Database,
+): App {
+  const server = Deno.serve({
+    hostname: config.server.host,
+    port: config.server.port,
+    onListen: () => {},
+  }, async (request) => {
+    if (new URL(request.url).pathname !== "/healthz") {
+      return new Response("not found\n", { status: 404 });
+    }
+    return Response.json({
+      status: "ok",
+      role: "worker",
+      ...(await jobs.health()),
+      database: await probeDatabase(db),
+    });
+  });
+  const addr = server.addr as Deno.NetAddr;
+  log("info", "app", `worker: running jobs; /healthz on http://${addr.hostname}:${addr.port}`);
+  let resolveFinished!: () => void;
+  const finished = new Promise<void>((r) => resolveFinished = r);
+  let stopping: Promise<void> | undefined;
+  const grace = config.server.shutdownGraceMs;
+  const shutdown = () =>
+    stopping ??= (async () => {
+      const stopped = jobs.close("the server is shutting down", false);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(false), grace));
+      if (!await Promise.race([stopped.then(() => true), expired])) {
+        jobs.abortRunning();
+        await stopped;
+      }
+      clearTimeout(timer);
+      await jobs.dispose();
+      await server.shutdown();
+      await db.close();
+      await generator.close();
+      resolveFinished();
+    })();
+  return { http: addr, finished, shutdown };
 }

@@ -206,3 +206,28 @@ Deno.test("the [server] slow-client limits resolve to milliseconds and counts", 
     assert.match(await configError(loadConfig({ path, env: {} })), /server\.max_connections/);
   });
 });
+
+Deno.test("max_wait_seconds 0 means until done; [jobs] defaults and units", async () => {
+  const defaults = await loadConfig({ env: {} });
+  assert.equal(defaults.generation.maxWaitMs, 50_000);
+  assert.deepEqual(defaults.jobs, {
+    resultTtlMs: 3_600_000,
+    maxResultBytes: 512 * 1024 * 1024,
+    leaseMs: 30_000,
+  });
+  await withConfig(
+    `[generation]\nmax_wait_seconds = 0\n[jobs]\nresult_ttl_seconds = 60\nmax_result_mib = 1.5\n`,
+    async (path) => {
+      const config = await loadConfig({ path, env: {} });
+      assert.equal(config.generation.maxWaitMs, Infinity);
+      assert.deepEqual(config.jobs, {
+        resultTtlMs: 60_000,
+        maxResultBytes: 1_572_864,
+        leaseMs: 30_000,
+      });
+    },
+  );
+  await withConfig(`[jobs]\nresult_ttl_seconds = 0\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /jobs\.result_ttl_seconds/);
+  });
+});

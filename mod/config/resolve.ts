@@ -45,6 +45,11 @@ export interface ResolvedConfig {
     maxConnections: number;
     /** Most requests of one API key in flight at once. */
     maxRequestsPerKey: number;
+    /**
+     * `all`: serves MCP and runs jobs; `front`: serves MCP, no engine (jobs run
+     * on other replicas); `worker`: runs jobs, serves only `/healthz`.
+     */
+    role: "all" | "front" | "worker";
   };
   /** `[auth]` plus `DATABASE_URL` / `CLOUDFRONT_SECRET_HEADER`: API-key checking for the HTTP transport. */
   auth: {
@@ -114,6 +119,8 @@ export interface ResolvedConfig {
      * (no CFG batch) and the LCM LoRA appended to `lora.files`.
      */
     preset: "default" | "fast";
+    /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
+    maxWaitMs: number;
   };
   /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
   prompt: { positive: string; negative: string };
@@ -134,6 +141,8 @@ export interface ResolvedConfig {
   };
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
+  /** `[jobs]`: how long finished results are kept, the cap on their total size, the claim lease. */
+  jobs: { resultTtlMs: number; maxResultBytes: number; leaseMs: number };
 }
 
 /**
@@ -181,6 +190,13 @@ export function resolveConfig(
     );
   }
 
+  if (raw.server.role !== "all" && raw.server.transport !== "http") {
+    throw new ConfigError(
+      `${where}: server.role = "${raw.server.role}" needs server.transport = "http" (replicas ` +
+        `share jobs through PostgreSQL; stdio keeps them in memory)`,
+    );
+  }
+
   let backend: ResolvedConfig["backend"];
   const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
   if (backendUrl) {
@@ -218,6 +234,7 @@ export function resolveConfig(
       idleTimeoutMs: raw.server.idle_timeout_seconds * 1000,
       maxConnections: raw.server.max_connections,
       maxRequestsPerKey: raw.server.max_requests_per_key,
+      role: raw.server.role,
     },
     auth: {
       cacheTtlMs: raw.auth.cache_seconds * 1000,
@@ -265,6 +282,9 @@ export function resolveConfig(
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
       preset: raw.generation.preset,
+      maxWaitMs: raw.generation.max_wait_seconds === 0
+        ? Infinity
+        : raw.generation.max_wait_seconds * 1000,
     },
     prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
     controlnet: {
@@ -295,5 +315,10 @@ export function resolveConfig(
       ],
     },
     output: { save: raw.output.save, dir: abs(raw.output.dir) },
+    jobs: {
+      resultTtlMs: raw.jobs.result_ttl_seconds * 1000,
+      maxResultBytes: Math.round(raw.jobs.max_result_mib * 1024 * 1024),
+      leaseMs: raw.jobs.lease_seconds * 1000,
+    },
   };
 }

@@ -36,6 +36,7 @@ const server = z.strictObject({
   idle_timeout_seconds: z.number().min(0.1).max(3600).default(60),
   max_connections: z.int().min(1).max(1_000_000).default(512),
   max_requests_per_key: z.int().min(1).max(100_000).default(32),
+  role: z.enum(["all", "front", "worker"]).default("all"),
 });
 
 const auth = z.strictObject({
@@ -86,6 +87,7 @@ const generation = z.strictObject({
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
   preset: z.enum(["default", "fast"]).default("default"),
+  max_wait_seconds: z.number().min(0).max(86_400).default(50),
 });
 
 const prompt = z.strictObject({
@@ -127,6 +129,12 @@ const lora = z.strictObject({
   files: z.array(loraFile).default([]),
 });
 
+const jobs = z.strictObject({
+  result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
+  max_result_mib: z.number().min(1).max(1_048_576).default(512),
+  lease_seconds: z.number().min(2).max(3600).default(30),
+});
+
 const output = z.strictObject({
   save: z.boolean().default(false),
   dir: relativePath.default("outputs"),
@@ -144,6 +152,7 @@ const rawConfigObject = z.strictObject({
   controlnet: controlnet.prefault({}),
   lora: lora.prefault({}),
   output: output.prefault({}),
+  jobs: jobs.prefault({}),
 });
 
 /** The raw config after zod applied defaults (paths still relative). */

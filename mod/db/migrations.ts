@@ -53,6 +53,52 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE UNIQUE INDEX IF NOT EXISTS mcp_api_keys_key_prefix_key ON mcp_api_keys (key_prefix)`,
     ],
   },
+  {
+    version: 2,
+    name: "create mcp_generation_jobs and mcp_generation_items",
+    statements: [
+      // One row per image-tool call (mod/jobs). `seq` is the FIFO order; the
+      // queue is the `queued` rows, claimed with FOR UPDATE SKIP LOCKED by a
+      // named `worker`; `lease_expires_at` is for workers on other replicas.
+      `CREATE TABLE IF NOT EXISTS mcp_generation_jobs (
+        id text PRIMARY KEY,
+        seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+        owner text NOT NULL,
+        tool text NOT NULL,
+        state text NOT NULL
+          CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+        request jsonb NOT NULL,
+        images integer NOT NULL CHECK (images > 0),
+        input_image bytea,
+        input_mask bytea,
+        progress jsonb,
+        error text,
+        cancel_requested boolean NOT NULL DEFAULT false,
+        worker text,
+        lease_expires_at timestamptz,
+        result_bytes bigint NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        started_at timestamptz,
+        finished_at timestamptz,
+        expires_at timestamptz
+      )`,
+      `CREATE INDEX IF NOT EXISTS mcp_generation_jobs_queue
+        ON mcp_generation_jobs (seq) WHERE state = 'queued'`,
+      `CREATE INDEX IF NOT EXISTS mcp_generation_jobs_owner ON mcp_generation_jobs (owner, seq)`,
+      `CREATE INDEX IF NOT EXISTS mcp_generation_jobs_expires
+        ON mcp_generation_jobs (expires_at) WHERE expires_at IS NOT NULL`,
+      // Result content in order: a text item or an image (PNG bytes).
+      `CREATE TABLE IF NOT EXISTS mcp_generation_items (
+        job_id text NOT NULL REFERENCES mcp_generation_jobs (id) ON DELETE CASCADE,
+        position integer NOT NULL,
+        text text,
+        mime_type text,
+        data bytea,
+        PRIMARY KEY (job_id, position),
+        CHECK ((text IS NULL) <> (data IS NULL))
+      )`,
+    ],
+  },
 ];
 
 /**

@@ -1,11 +1,20 @@
 /**
- * What the three image tools share: input rules and the generation service.
+ * What the three image tools share: input rules, the generation service, and
+ * the storable request each call becomes.
  *
  * @module
  */
 
 export * from "./inputs.ts";
-export { ImageService, pngContent, singleImageResult } from "./service.ts";
+export { ImageService, pngContent } from "./service.ts";
+export { isBatch, runImageRequest } from "./request.ts";
+export type {
+  ImageRequest,
+  ImageToolName,
+  RequestProgress,
+  RunHooks,
+  RunOutcome,
+} from "./request.ts";
 export type {
   BaseFields,
   ImageJob,

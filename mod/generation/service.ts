@@ -1,18 +1,19 @@
 /**
- * The path every image takes after validation: queue → engine → PNG with
- * metadata → optional save. Tool handlers decode and validate; this module
- * owns seeds, timing, metadata and saving, so the three tools behave alike.
+ * The path every image takes once its job runs: engine → PNG with metadata
+ * → optional save. Tool handlers decode and validate, the job queue
+ * (mod/jobs) runs one job at a time; this module owns seeds, timing,
+ * metadata and saving, so the three tools behave alike.
  *
  * @module
  */
 
 import { encodePng } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
-import type { ImageContent, TextContent, ToolResult } from "../mcp/tool.ts";
+import type { ImageContent } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
 import { SIZES } from "../pipeline/types.ts";
-import { ConcurrencyLimit, type GenerationQueue } from "../queue/mod.ts";
+import { ConcurrencyLimit } from "../queue/mod.ts";
 import { randomSeedU32 } from "../random/mod.ts";
 import { joinPrompts } from "./inputs.ts";
 
@@ -20,8 +21,6 @@ import { joinPrompts } from "./inputs.ts";
 export interface ImageServiceOptions {
   /** The engine that runs the diffusion pipeline. */
   generator: Generator;
-  /** The single-slot queue every generation goes through (contract: one job at a time). */
-  queue: GenerationQueue;
   /** Base prompts from `[prompt]`, joined with the user's (contract §2). */
   prompt: { positive: string; negative: string };
   /** Size used when the request gives none (`[generation] default_size`). */
@@ -77,7 +76,7 @@ export interface ImageOutcome {
 
 /** Per-call options. */
 export interface ImageRunOptions {
-  /** Aborts the job (client cancelled): it leaves the queue, or the run stops at the next step boundary. */
+  /** Aborts the image (job cancelled): the run stops at the next step boundary. */
   signal?: AbortSignal;
   /** When the request arrived (ms since epoch); elapsed time counts from here. */
   receivedAt: number;
@@ -98,12 +97,12 @@ export class ImageService {
   }
 
   /**
-   * Runs input preparation (decoding and resizing user images): refused at
-   * once when the queue is full, and at most two at a time, since each
-   * decode may hold a 40-megapixel image in memory.
+   * Runs input preparation (decoding and resizing user images) at most two
+   * at a time, since each decode may hold a 40-megapixel image in memory.
+   * Callers check the queue has room first, so a full queue refuses before
+   * any decoding.
    */
   prepareInputs<T>(prepare: () => Promise<T>): Promise<T> {
-    this.#o.queue.assertRoom();
     return this.#decodes.run(prepare);
   }
 
@@ -121,7 +120,7 @@ export class ImageService {
     return (this.#o.seed + index - 1) % 2 ** 32;
   }
 
-  /** Queues, generates, encodes and (when configured) saves one image. */
+  /** Generates, encodes and (when configured) saves one image; the caller holds the engine. */
   async generate(job: ImageJob, options: ImageRunOptions): Promise<ImageOutcome> {
     const { width, height } = SIZES[job.size];
     const prompts = joinPrompts(this.#o.prompt, job.positive, job.negative);
@@ -135,18 +134,15 @@ export class ImageService {
     let totalSteps = 0;
     let result;
     try {
-      result = await this.#o.queue.run(
-        () =>
-          this.#o.generator.generate(request, {
-            signal: options.signal,
-            onProgress: (step, total) => {
-              lastStep = step;
-              totalSteps = total;
-              options.onProgress?.(step, total);
-            },
-          }),
-        options.signal,
-      );
+      options.signal?.throwIfAborted();
+      result = await this.#o.generator.generate(request, {
+        signal: options.signal,
+        onProgress: (step, total) => {
+          lastStep = step;
+          totalSteps = total;
+          options.onProgress?.(step, total);
+        },
+      });
     } catch (error) {
       if (options.signal?.aborted) {
         log("info", "generation", "cancelled", {
@@ -195,14 +191,4 @@ export class ImageService {
 /** The MCP `ImageContent` of a PNG. */
 export function pngContent(png: Uint8Array): ImageContent {
   return { type: "image", data: png.toBase64(), mimeType: "image/png" };
-}
-
-/**
- * The result of a one-image call: one `ImageContent`, followed by a text item
- * only when the engine has something to say (e.g. a truncated prompt).
- */
-export function singleImageResult(outcome: ImageOutcome): ToolResult {
-  const content: Array<ImageContent | TextContent> = [pngContent(outcome.png)];
-  if (outcome.notes.length) content.push({ type: "text", text: outcome.notes.join(" ") });
-  return { content };
 }

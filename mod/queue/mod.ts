@@ -1,9 +1,8 @@
 /**
- * The generation queue.
+ * Concurrency limits. (The generation queue itself is the job store's, in
+ * mod/jobs.)
  *
  * @module
  */
 
 export { ConcurrencyLimit } from "./concurrency_limit.ts";
-export { GenerationQueue } from "./generation_queue.ts";
-export type { QueueStats } from "./generation_queue.ts";

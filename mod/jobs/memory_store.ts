@@ -1,0 +1,274 @@
+/**
+ * The in-memory job store, for stdio: one process, one client, nothing to
+ * share, and nothing survives the process (a stdio server lives as long as
+ * its client's session).
+ *
+ * @module
+ */
+
+import type { ImageRequest } from "../generation/request.ts";
+import { JobEvents } from "./events.ts";
+import { hasRoom, queueFullError } from "./queue_full.ts";
+import type {
+  CancelResult,
+  ClaimedJob,
+  JobEvent,
+  JobItem,
+  JobOutcome,
+  JobProgress,
+  JobRecord,
+  JobStore,
+  JobSummary,
+  QueueCounts,
+  QueuePosition,
+  StoreLimits,
+} from "./types.ts";
+import { isTerminal } from "./types.ts";
+
+interface Entry {
+  summary: JobSummary;
+  request: ImageRequest | null;
+  items: JobItem[];
+}
+
+/** Size of a content item as stored: base64 image data or UTF-16 text length. */
+export function itemBytes(item: JobItem): number {
+  return item.type === "image" ? item.data.length : item.text.length;
+}
+
+/** See the module documentation. */
+export class MemoryJobStore implements JobStore {
+  /** Always `memory`. */
+  readonly kind = "memory" as const;
+  #limits: StoreLimits;
+  #now: () => number;
+  #jobs = new Map<string, Entry>();
+  #queue: string[] = [];
+  #seq = 0;
+  #events = new JobEvents();
+
+  /** Creates an empty store; `now` is replaceable in tests. */
+  constructor(limits: StoreLimits, now: () => number = Date.now) {
+    this.#limits = limits;
+    this.#now = now;
+  }
+
+  #counts(): QueueCounts {
+    let running = 0;
+    for (const e of this.#jobs.values()) if (e.summary.state === "running") running++;
+    return { queued: this.#queue.length, running };
+  }
+
+  /** {@inheritDoc JobStore.create} */
+  create(job: { id: string; owner: string; request: ImageRequest }): Promise<JobSummary> {
+    const counts = this.#counts();
+    if (!hasRoom(counts, this.#limits.queueLimit)) {
+      return Promise.reject(queueFullError(counts, this.#limits.queueLimit));
+    }
+    const summary: JobSummary = {
+      id: job.id,
+      owner: job.owner,
+      tool: job.request.tool,
+      state: "queued",
+      images: job.request.seeds.length,
+      prompt: job.request.positive,
+      seq: ++this.#seq,
+      createdAt: new Date(this.#now()),
+      startedAt: null,
+      finishedAt: null,
+      expiresAt: null,
+      progress: null,
+      error: null,
+      cancelRequested: false,
+      resultBytes: 0,
+    };
+    this.#jobs.set(job.id, { summary, request: job.request, items: [] });
+    this.#queue.push(job.id);
+    return Promise.resolve({ ...summary });
+  }
+
+  /** {@inheritDoc JobStore.assertRoom} */
+  assertRoom(): Promise<void> {
+    const counts = this.#counts();
+    if (!hasRoom(counts, this.#limits.queueLimit)) {
+      return Promise.reject(queueFullError(counts, this.#limits.queueLimit));
+    }
+    return Promise.resolve();
+  }
+
+  #visible(id: string, owner: string): Entry | null {
+    const entry = this.#jobs.get(id);
+    if (!entry || entry.summary.owner !== owner) return null;
+    const expires = entry.summary.expiresAt;
+    if (expires && expires.getTime() <= this.#now()) return null;
+    return entry;
+  }
+
+  /** {@inheritDoc JobStore.get} */
+  get(id: string, owner: string): Promise<JobRecord | null> {
+    const entry = this.#visible(id, owner);
+    return Promise.resolve(entry ? { ...entry.summary, items: [...entry.items] } : null);
+  }
+
+  /** {@inheritDoc JobStore.summary} */
+  summary(id: string, owner: string): Promise<JobSummary | null> {
+    const entry = this.#visible(id, owner);
+    return Promise.resolve(entry ? { ...entry.summary } : null);
+  }
+
+  /** {@inheritDoc JobStore.list} */
+  list(owner: string, limit: number): Promise<JobSummary[]> {
+    const mine = [...this.#jobs.values()]
+      .filter((e) => this.#visible(e.summary.id, owner))
+      .map((e) => ({ ...e.summary }))
+      .sort((a, b) => b.seq - a.seq);
+    return Promise.resolve(mine.slice(0, limit));
+  }
+
+  /** {@inheritDoc JobStore.position} */
+  position(seq: number): Promise<QueuePosition> {
+    let jobsAhead = 0;
+    let imagesAhead = 0;
+    for (const id of this.#queue) {
+      const s = this.#jobs.get(id)!.summary;
+      if (s.seq < seq) {
+        jobsAhead++;
+        imagesAhead += s.images;
+      }
+    }
+    return Promise.resolve({ jobsAhead, imagesAhead });
+  }
+
+  /** {@inheritDoc JobStore.counts} */
+  counts(): Promise<QueueCounts> {
+    return Promise.resolve(this.#counts());
+  }
+
+  /** {@inheritDoc JobStore.claim} */
+  claim(_worker: string): Promise<ClaimedJob | null> {
+    const id = this.#queue.shift();
+    if (id === undefined) return Promise.resolve(null);
+    const entry = this.#jobs.get(id)!;
+    entry.summary.state = "running";
+    entry.summary.startedAt = new Date(this.#now());
+    this.#events.emit(id, { type: "state", state: "running" });
+    return Promise.resolve({
+      id,
+      request: entry.request!,
+      cancelRequested: entry.summary.cancelRequested,
+    });
+  }
+
+  /** {@inheritDoc JobStore.progress} */
+  progress(id: string, progress: JobProgress): void {
+    const entry = this.#jobs.get(id);
+    if (!entry || entry.summary.state !== "running") return;
+    entry.summary.progress = { ...progress };
+    this.#events.emit(id, { type: "progress", progress: { ...progress } });
+  }
+
+  /** {@inheritDoc JobStore.append} */
+  append(id: string, items: JobItem[]): Promise<void> {
+    const entry = this.#jobs.get(id);
+    if (entry) {
+      entry.items.push(...items);
+      entry.summary.resultBytes += items.reduce((n, item) => n + itemBytes(item), 0);
+    }
+    return Promise.resolve();
+  }
+
+  /** {@inheritDoc JobStore.finish} */
+  finish(id: string, outcome: JobOutcome): Promise<void> {
+    const entry = this.#jobs.get(id);
+    if (!entry || isTerminal(entry.summary.state)) return Promise.resolve();
+    this.#end(entry, outcome.state, outcome.error);
+    this.#trim();
+    return Promise.resolve();
+  }
+
+  #end(entry: Entry, state: JobOutcome["state"], error: string | null): void {
+    const now = this.#now();
+    const i = this.#queue.indexOf(entry.summary.id);
+    if (i >= 0) this.#queue.splice(i, 1);
+    entry.summary.state = state;
+    entry.summary.error = error;
+    entry.summary.cancelRequested = false;
+    entry.summary.finishedAt = new Date(now);
+    entry.summary.expiresAt = new Date(now + this.#limits.resultTtlMs);
+    // The inputs (decoded images) are not needed any more.
+    entry.request = null;
+    this.#events.emit(entry.summary.id, { type: "state", state });
+  }
+
+  /** Drops the oldest finished results while the total is over the byte cap. */
+  #trim(): void {
+    let total = 0;
+    const finished: Entry[] = [];
+    for (const e of this.#jobs.values()) {
+      total += e.summary.resultBytes;
+      if (isTerminal(e.summary.state)) finished.push(e);
+    }
+    finished.sort((a, b) => a.summary.finishedAt!.getTime() - b.summary.finishedAt!.getTime());
+    // The newest result is kept even alone over the cap: its caller is waiting for it.
+    for (const e of finished.slice(0, -1)) {
+      if (total <= this.#limits.maxResultBytes) break;
+      total -= e.summary.resultBytes;
+      this.#jobs.delete(e.summary.id);
+    }
+  }
+
+  /** {@inheritDoc JobStore.cancel} */
+  cancel(id: string, owner: string): Promise<CancelResult> {
+    const entry = this.#visible(id, owner);
+    if (!entry) return Promise.resolve("unknown");
+    const state = entry.summary.state;
+    if (isTerminal(state)) return Promise.resolve("finished");
+    if (state === "queued") {
+      this.#end(entry, "cancelled", null);
+      return Promise.resolve("removed");
+    }
+    entry.summary.cancelRequested = true;
+    this.#events.emit(id, { type: "cancel" });
+    return Promise.resolve("stopping");
+  }
+
+  /** {@inheritDoc JobStore.recover} */
+  recover(_reason: string): Promise<string[]> {
+    // Nothing survives a restart in memory.
+    return Promise.resolve([]);
+  }
+
+  /** {@inheritDoc JobStore.renew} */
+  renew(_id: string, _worker: string): Promise<void> {
+    // One process: the runner cannot die without the store.
+    return Promise.resolve();
+  }
+
+  /** {@inheritDoc JobStore.expireLeases} */
+  expireLeases(_reason: string): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
+  /** {@inheritDoc JobStore.purgeExpired} */
+  purgeExpired(): Promise<number> {
+    const now = this.#now();
+    let n = 0;
+    for (const [id, e] of this.#jobs) {
+      if (e.summary.expiresAt && e.summary.expiresAt.getTime() <= now) {
+        this.#jobs.delete(id);
+        n++;
+      }
+    }
+    return Promise.resolve(n);
+  }
+
+  /** {@inheritDoc JobStore.subscribe} */
+  subscribe(id: string, listener: (event: JobEvent) => void): () => void {
+    return this.#events.subscribe(id, listener);
+  }
+
+  /** {@inheritDoc JobStore.close} */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,20 @@
+/**
+ * Generation jobs: every image-tool call is a job with an unguessable id
+ * and an owner, queued FIFO in a store (in memory over stdio, PostgreSQL
+ * over HTTP), run by the engine one at a time, waited for at most
+ * `[generation] max_wait_seconds`, and kept `[jobs] result_ttl_seconds`
+ * for `get_generation`.
+ *
+ * @module
+ */
+
+export { JobService, ownerOf } from "./service.ts";
+export type { JobHealth, JobServiceOptions } from "./service.ts";
+export { MemoryJobStore } from "./memory_store.ts";
+export { PostgresJobStore } from "./postgres_store.ts";
+export { JobRunner } from "./runner.ts";
+export type { JobExecutor, JobRunnerOptions, RunningJob } from "./runner.ts";
+export { JOB_ID_PATTERN, newJobId } from "./job_id.ts";
+export { StepTimer } from "./estimate.ts";
+export type { WorkLeft } from "./estimate.ts";
+export * from "./types.ts";

@@ -1,0 +1,163 @@
+/**
+ * What the tools return about jobs: a finished job's content (exactly what
+ * the original call returns when it finishes in time), the status of one
+ * still running (text a model can act on, plus the same as
+ * `structuredContent`), the owner's list, and the one not-found error that
+ * does not reveal whether another owner's job exists.
+ *
+ * @module
+ */
+
+import { errorResult, type TextContent, type ToolResult } from "../mcp/tool.ts";
+import { formatDuration } from "./estimate.ts";
+import type { JobRecord, JobSummary, QueuePosition } from "./types.ts";
+
+/**
+ * The content of a finished job. Succeeded: its items, nothing added.
+ * Failed with one reason (a one-image call): that tool error. Cancelled or
+ * stopped part-way: the finished images and a text saying what happened.
+ * `isError` is set only when no image came out (contract §2.1).
+ */
+export function jobResult(job: JobRecord): ToolResult {
+  const content = [...job.items];
+  if (job.state === "succeeded") return { content };
+  if (job.state === "failed" && job.items.length === 0 && job.error !== null) {
+    return errorResult(job.error);
+  }
+  const made = content.filter((c) => c.type === "image").length;
+  if (job.state === "cancelled") {
+    content.push({
+      type: "text",
+      text: `generation ${job.id} was cancelled` +
+        (job.images > 1
+          ? ` after ${made} of ${job.images} images; the finished ones are above`
+          : ""),
+    });
+  } else if (job.error !== null) {
+    content.push({
+      type: "text",
+      text: `generation ${job.id} failed: ${job.error}` +
+        (job.images > 1 ? ` (${made} of ${job.images} images were finished)` : ""),
+    });
+  }
+  return made === 0 ? { content, isError: true } : { content };
+}
+
+/** Tool error for an id this caller cannot see. */
+export function notFoundResult(id: string, ttlSeconds: number): ToolResult {
+  return errorResult(
+    `no generation job "${id}" for this caller: the id may be mistyped, its result may have ` +
+      `expired (results are kept for ${ttlSeconds} s after the job ends, while space allows), ` +
+      `or it may have been made with another API key; list_generations shows yours`,
+  );
+}
+
+/** What {@link statusResult} needs to know about a job that is not finished. */
+export interface StatusInfo {
+  /** The job. */
+  job: JobSummary;
+  /** Its place in the queue, when queued. */
+  position: QueuePosition | null;
+  /** Estimated ms until it is done, or null without measurements. */
+  etaMs: number | null;
+  /** How long `get_generation` waits per call, in seconds (Infinity: until done). */
+  waitSeconds: number;
+  /** Set when this process will not run it now (shutting down). */
+  note?: string;
+}
+
+function progressText(job: JobSummary): string {
+  const p = job.progress;
+  if (!p) return "starting";
+  const image = job.images > 1 ? `image ${p.image} of ${job.images}, ` : "";
+  const done = job.images > 1 ? `; ${p.imagesDone} finished` : "";
+  return `${image}step ${p.step} of ${p.steps}${done}`;
+}
+
+/** The still-running answer: not an error, says what to call next. */
+export function statusResult(info: StatusInfo): ToolResult {
+  const { job, position, etaMs } = info;
+  const what = `${job.tool}, ${job.images} image${job.images > 1 ? "s" : ""}`;
+  const where = job.state === "queued"
+    ? `is queued (${what}): position ${(position?.jobsAhead ?? 0) + 1} in the queue, ` +
+      `${position?.jobsAhead ?? 0} job${position?.jobsAhead === 1 ? "" : "s"} ahead of it`
+    : `is still running (${what}): ${progressText(job)}`;
+  const eta = etaMs === null
+    ? "No time estimate yet: the engine has not measured a step."
+    : `Estimated time left: ${formatDuration(etaMs)} (from the measured step times).`;
+  const wait = Number.isFinite(info.waitSeconds)
+    ? ` (each call waits up to ${info.waitSeconds} s)`
+    : "";
+  const lines = [
+    `Generation ${job.id} ${where}.`,
+    eta,
+    ...(info.note ? [info.note] : []),
+    `Call get_generation with job_id "${job.id}" to get the result${wait}; ` +
+    `cancel_generation with the same job_id stops it.`,
+  ];
+  const text: TextContent = { type: "text", text: lines.join("\n") };
+  return {
+    content: [text],
+    structuredContent: {
+      job_id: job.id,
+      state: job.state,
+      tool: job.tool,
+      images: job.images,
+      progress: job.progress
+        ? {
+          image: job.progress.image,
+          step: job.progress.step,
+          steps: job.progress.steps,
+          images_done: job.progress.imagesDone,
+        }
+        : null,
+      queue_position: job.state === "queued" ? (position?.jobsAhead ?? 0) + 1 : null,
+      eta_seconds: etaMs === null ? null : Math.round(etaMs / 1000),
+      created_at: job.createdAt.toISOString(),
+    },
+  };
+}
+
+function excerpt(prompt: string): string {
+  const chars = Array.from(prompt.trim().replace(/\s+/g, " "));
+  return chars.length > 60 ? `${chars.slice(0, 57).join("")}...` : chars.join("");
+}
+
+/** The owner's recent jobs, newest first, as text and `structuredContent`. */
+export function listResult(jobs: JobSummary[]): ToolResult {
+  if (jobs.length === 0) {
+    return {
+      content: [{
+        type: "text",
+        text: "No generation jobs for this caller (finished ones expire).",
+      }],
+      structuredContent: { generations: [] },
+    };
+  }
+  const lines = jobs.map((j) => {
+    const progress = j.state === "running" ? ` (${progressText(j)})` : "";
+    return `${j.id}  ${j.state}${progress}  ${j.tool} x${j.images}  created ${j.createdAt.toISOString()}  "${
+      excerpt(j.prompt)
+    }"`;
+  });
+  return {
+    content: [{
+      type: "text",
+      text: `${jobs.length} generation job${jobs.length > 1 ? "s" : ""}, newest first:\n${
+        lines.join("\n")
+      }\nget_generation with a job_id returns its images.`,
+    }],
+    structuredContent: {
+      generations: jobs.map((j) => ({
+        job_id: j.id,
+        state: j.state,
+        tool: j.tool,
+        images: j.images,
+        prompt: excerpt(j.prompt),
+        created_at: j.createdAt.toISOString(),
+        finished_at: j.finishedAt?.toISOString() ?? null,
+        expires_at: j.expiresAt?.toISOString() ?? null,
+      })),
+    },
+  };
+}

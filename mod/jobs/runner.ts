@@ -1,0 +1,211 @@
+/**
+ * The engine's side of the queue: one loop that claims the oldest queued
+ * job from the store, runs it, records its progress and items, and ends it.
+ * One runner per engine, so jobs run one at a time (contract §2: "serialized
+ * by one lock"). It wakes when a job is created in this process and, as a
+ * safety net for jobs created elsewhere, polls.
+ *
+ * @module
+ */
+
+import type { RunHooks, RunOutcome } from "../generation/request.ts";
+import { log } from "../log/mod.ts";
+import { StepTimer } from "./estimate.ts";
+import type { ClaimedJob, JobOutcome, JobProgress, JobStore } from "./types.ts";
+
+/** Runs one claimed job (the image pipeline). */
+export type JobExecutor = (job: ClaimedJob, hooks: RunHooks) => Promise<RunOutcome>;
+
+/** Options of {@link JobRunner}. */
+export interface JobRunnerOptions {
+  /** Where jobs come from. */
+  store: JobStore;
+  /** Runs a job. */
+  execute: JobExecutor;
+  /** This engine's name in the store (claims are made in its name). */
+  worker: string;
+  /** How often to look for jobs without being woken, in ms. */
+  pollMs: number;
+  /** How often the running job's lease is renewed, in ms (a step may take longer than a lease). */
+  heartbeatMs?: number;
+}
+
+/** The job running now, as `/healthz` and estimates see it. */
+export interface RunningJob {
+  /** Its id. */
+  id: string;
+  /** Images it makes. */
+  images: number;
+  /** Latest progress, or null before the first step. */
+  progress: JobProgress | null;
+  /** When it started (ms since epoch). */
+  startedAt: number;
+}
+
+/** Why the runner stopped a job itself. */
+const SHUTDOWN_REASON = "the server shut down before this job finished";
+
+/** See the module documentation. */
+export class JobRunner {
+  readonly #o: JobRunnerOptions;
+  /** Measured speed of this engine. */
+  readonly timer: StepTimer = new StepTimer();
+  #current: (RunningJob & { controller: AbortController; shutdown: boolean }) | null = null;
+  #wake: (() => void) | null = null;
+  #stopping = false;
+  #drain = false;
+  #loop: Promise<void> | null = null;
+
+  /** Creates a stopped runner. */
+  constructor(options: JobRunnerOptions) {
+    this.#o = options;
+  }
+
+  /** The job running now, or null. */
+  get current(): RunningJob | null {
+    if (!this.#current) return null;
+    const { id, images, progress, startedAt } = this.#current;
+    return { id, images, progress, startedAt };
+  }
+
+  /** Starts the loop. */
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  /** Looks for a job now (one was created). */
+  wake(): void {
+    this.#wake?.();
+  }
+
+  /**
+   * Stops claiming. With `drainQueue` the loop first runs every queued job
+   * (nothing outlives an in-memory store); without, it stops after the
+   * running one. Resolves when the loop has exited.
+   */
+  stop(drainQueue: boolean): Promise<void> {
+    this.#stopping = true;
+    this.#drain = drainQueue;
+    this.wake();
+    return this.#loop ?? Promise.resolve();
+  }
+
+  /** Stops the running job at its next step boundary; it ends as failed (shutdown). */
+  abortCurrent(): void {
+    // Past the deadline nothing more is started, even when draining.
+    this.#drain = false;
+    if (!this.#current) return;
+    this.#current.shutdown = true;
+    this.#current.controller.abort(new Error(SHUTDOWN_REASON));
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  async #run(): Promise<void> {
+    for (;;) {
+      if (this.#stopping && !this.#drain) return;
+      let job: ClaimedJob | null;
+      try {
+        job = await this.#o.store.claim(this.#o.worker);
+      } catch (error) {
+        log("warn", "jobs", "could not claim the next job; retrying", {
+          error: (error as Error)?.message ?? String(error),
+        });
+        await this.#sleep(1000);
+        continue;
+      }
+      if (!job) {
+        if (this.#stopping) return;
+        await this.#sleep(this.#o.pollMs);
+        continue;
+      }
+      await this.#runJob(job);
+    }
+  }
+
+  async #runJob(job: ClaimedJob): Promise<void> {
+    const controller = new AbortController();
+    const current = {
+      id: job.id,
+      images: job.request.seeds.length,
+      progress: null as JobProgress | null,
+      startedAt: Date.now(),
+      controller,
+      shutdown: false,
+    };
+    this.#current = current;
+    const unsubscribe = this.#o.store.subscribe(job.id, (event) => {
+      if (event.type === "cancel") controller.abort(new Error("cancelled with cancel_generation"));
+    });
+    if (job.cancelRequested) controller.abort(new Error("cancelled with cancel_generation"));
+    const heartbeat = setInterval(() => {
+      this.#o.store.renew(job.id, this.#o.worker).catch((error) =>
+        log("warn", "jobs", "could not renew the lease of the running job", {
+          job: job.id,
+          error: (error as Error)?.message ?? String(error),
+        })
+      );
+    }, this.#o.heartbeatMs ?? 10_000);
+    let imagesDone = 0;
+    let outcome: JobOutcome;
+    try {
+      const result = await this.#o.execute(job, {
+        signal: controller.signal,
+        onImageStart: () => this.timer.imageStart(),
+        onProgress: (p) => {
+          this.timer.step(p.step);
+          current.progress = { ...p, imagesDone };
+          this.#o.store.progress(job.id, current.progress);
+        },
+        onItems: async (items, index) => {
+          this.timer.imageDone();
+          imagesDone = index;
+          if (current.progress) current.progress = { ...current.progress, imagesDone };
+          await this.#o.store.append(job.id, items);
+        },
+      });
+      outcome = current.shutdown && result.state === "cancelled"
+        ? { state: "failed", error: SHUTDOWN_REASON }
+        : result;
+    } catch (error) {
+      log("error", "jobs", "job failed outside the pipeline", {
+        job: job.id,
+        error: (error as Error)?.stack ?? String(error),
+      });
+      outcome = { state: "failed", error: (error as Error)?.message ?? String(error) };
+    } finally {
+      clearInterval(heartbeat);
+      unsubscribe();
+      // Cleared before the store is told, so /healthz never shows a finished job as running.
+      this.#current = null;
+    }
+    await this.#finish(job.id, outcome);
+  }
+
+  async #finish(id: string, outcome: JobOutcome): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        await this.#o.store.finish(id, outcome);
+        return;
+      } catch (error) {
+        log("warn", "jobs", "could not record the end of a job", {
+          job: id,
+          attempt,
+          error: (error as Error)?.message ?? String(error),
+        });
+        // A job left `running` is failed by the next start-up's recovery.
+        if (attempt >= 5 || (this.#stopping && !this.#drain)) return;
+        await new Promise((r) => setTimeout(r, 1000 * attempt));
+      }
+    }
+  }
+}

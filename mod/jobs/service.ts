@@ -1,0 +1,336 @@
+/**
+ * Jobs as the tools see them: submit a request and wait for it at most
+ * `[generation] max_wait_seconds`, fetch, cancel and list the caller's jobs,
+ * and the queue numbers of `/healthz`. A call whose job ends within the wait
+ * returns the job's content — exactly what the tools returned before jobs;
+ * otherwise it hands off with the job id and what to call next. Progress
+ * notifications flow while a call is open; a cancellation of the call that
+ * created the job cancels the job.
+ *
+ * @module
+ */
+
+import type { ImageRequest } from "../generation/request.ts";
+import { log } from "../log/mod.ts";
+import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { newJobId } from "./job_id.ts";
+import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
+import { type JobExecutor, JobRunner } from "./runner.ts";
+import type { JobProgress, JobStore, JobSummary, QueuePosition } from "./types.ts";
+import { isTerminal } from "./types.ts";
+
+/** Options of {@link JobService}. */
+export interface JobServiceOptions {
+  /** Where jobs live. */
+  store: JobStore;
+  /** Runs a claimed job on the engine. */
+  execute: JobExecutor;
+  /** How long a call waits for its job, in ms (Infinity: until done). */
+  maxWaitMs: number;
+  /** `[jobs] result_ttl_seconds`, for the not-found text. */
+  resultTtlSeconds: number;
+  /** `[generation] queue_limit`, for `/healthz`. */
+  queueLimit: number;
+  /** Steps per image (`[generation] steps`), for estimates before a job reports its own. */
+  stepsPerImage: number;
+  /** This engine's name in the store. */
+  worker: string;
+  /** False on a replica without an engine (`[server] role = "front"`): jobs run elsewhere. */
+  runsJobs?: boolean;
+  /** Fail every `running` job at start-up (default true: one server); false with replicas. */
+  recoverOnStart?: boolean;
+  /** How often the runner looks for jobs without being woken, in ms (default 2000). */
+  pollMs?: number;
+  /** How often expired results are purged, in ms (default: a tenth of the TTL, 1 s to 60 s). */
+  sweepMs?: number;
+  /**
+   * `[jobs] lease_seconds` in ms: the running job's lease is renewed every
+   * third of it, and jobs whose lease ran out are failed every half of it.
+   */
+  leaseMs?: number;
+}
+
+/** `/healthz` numbers: no prompts, no owners. */
+export interface JobHealth {
+  /** Whether the engine runs a job, how many wait (null: store unreachable), the limit. */
+  queue: { running: boolean; waiting: number | null; limit: number };
+  /** The running job's progress, or null. */
+  running_job: {
+    images: number;
+    image: number | null;
+    step: number | null;
+    steps: number | null;
+    images_done: number;
+    elapsed_seconds: number;
+    eta_seconds: number | null;
+  } | null;
+}
+
+/** Who owns the jobs of a call: its API key over HTTP, this process over stdio. */
+export function ownerOf(scope: Scope | undefined): string {
+  return scope ? `key:${scope.keyPrefix}` : `stdio:${Deno.pid}`;
+}
+
+/** See the module documentation. */
+export class JobService {
+  readonly #o: JobServiceOptions;
+  readonly #runner: JobRunner;
+  #closedMessage: string | null = null;
+  #sweep: ReturnType<typeof setInterval> | undefined;
+  #leaseSweep: ReturnType<typeof setInterval> | undefined;
+  #stopped: Promise<void> | null = null;
+  /** Waiters to wake when the engine loop stops (shutdown), and whether it has. */
+  readonly #waiters = new Set<() => void>();
+  #released = false;
+
+  /** Creates the service; {@link start} starts its engine loop. */
+  constructor(options: JobServiceOptions) {
+    this.#o = options;
+    this.#runner = new JobRunner({
+      store: options.store,
+      execute: options.execute,
+      worker: options.worker,
+      pollMs: options.pollMs ?? 2000,
+      heartbeatMs: Math.max(500, (options.leaseMs ?? 30_000) / 3),
+    });
+  }
+
+  /** The store in use. */
+  get store(): JobStore {
+    return this.#o.store;
+  }
+
+  /**
+   * Fails the jobs a previous process left running (they cannot resume:
+   * the engine state is gone), then starts running the queue and purging
+   * expired results.
+   */
+  async start(): Promise<void> {
+    // A single server owns every running job, so at start-up they are all its own dead ones.
+    // Replicas with split roles must not fail each other's: they rely on leases alone.
+    if (this.#o.recoverOnStart ?? true) {
+      const failed = await this.#o.store.recover(
+        "the server restarted while this job was running",
+      );
+      if (failed.length) log("warn", "jobs", "jobs interrupted by a restart", { jobs: failed });
+    }
+    const purged = await this.#o.store.purgeExpired();
+    if (purged) log("info", "jobs", "purged expired jobs", { count: purged });
+    const sweepMs = this.#o.sweepMs ??
+      Math.min(60_000, Math.max(1000, this.#o.resultTtlSeconds * 100));
+    this.#sweep = setInterval(() => {
+      this.#o.store.purgeExpired().catch((error) =>
+        log("warn", "jobs", "could not purge expired jobs", { error: String(error) })
+      );
+    }, sweepMs);
+    // A worker that died (kill -9, power loss) stops renewing: its job fails, the queue flows on.
+    this.#leaseSweep = setInterval(() => {
+      this.#o.store.expireLeases("the worker running it stopped").then((ids) => {
+        if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
+      }).catch((error) =>
+        log("warn", "jobs", "could not check job leases", { error: String(error) })
+      );
+    }, Math.max(500, (this.#o.leaseMs ?? 30_000) / 2));
+    if (this.#o.runsJobs ?? true) this.#runner.start();
+  }
+
+  /** Throws the "busy" error a new job would get (full queue, or shutting down). */
+  async assertRoom(): Promise<void> {
+    if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
+    await this.#o.store.assertRoom();
+  }
+
+  /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
+  async submit(request: ImageRequest, context: ToolContext): Promise<ToolResult> {
+    if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
+    const owner = ownerOf(context.scope);
+    const job = await this.#o.store.create({ id: newJobId(), owner, request });
+    this.#runner.wake();
+    return await this.#wait(job.id, owner, this.#o.maxWaitMs, context, true);
+  }
+
+  /** `get_generation`: the content when done, else the status after waiting up to `waitMs`. */
+  get(id: string, waitMs: number, context: ToolContext): Promise<ToolResult> {
+    return this.#wait(
+      id,
+      ownerOf(context.scope),
+      Math.min(waitMs, this.#o.maxWaitMs),
+      context,
+      false,
+    );
+  }
+
+  /** `cancel_generation`. */
+  async cancel(id: string, context: ToolContext): Promise<ToolResult> {
+    const owner = ownerOf(context.scope);
+    const outcome = await this.#o.store.cancel(id, owner);
+    if (outcome === "unknown") return notFoundResult(id, this.#o.resultTtlSeconds);
+    if (outcome === "stopping") {
+      // The engine stops at the next step boundary (one step is up to ~20 s on a slow CPU):
+      // wait for it so the answer is final.
+      return await this.#wait(id, owner, Math.max(this.#o.maxWaitMs, 30_000), context, false);
+    }
+    const record = await this.#o.store.get(id, owner);
+    if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
+    const result = jobResult(record);
+    const note = outcome === "removed"
+      ? `generation ${id} left the queue before it started; nothing was generated`
+      : `generation ${id} had already ended (${record.state}); nothing to cancel`;
+    if (outcome === "removed") return { content: [{ type: "text", text: note }] };
+    return { ...result, content: [{ type: "text", text: note }, ...result.content] };
+  }
+
+  /** `list_generations`. */
+  async list(limit: number, context: ToolContext): Promise<ToolResult> {
+    return listResult(await this.#o.store.list(ownerOf(context.scope), limit));
+  }
+
+  /** Queue depth and the running job's progress. */
+  async health(): Promise<JobHealth> {
+    let waiting: number | null = null;
+    try {
+      waiting = (await this.#o.store.counts()).queued;
+    } catch (error) {
+      log("warn", "jobs", "queue depth unavailable", { error: String(error) });
+    }
+    const current = this.#runner.current;
+    const limit = this.#o.queueLimit;
+    if (!current) return { queue: { running: false, waiting, limit }, running_job: null };
+    const p = current.progress;
+    const eta = this.#runningEta(current.images, p);
+    return {
+      queue: { running: true, waiting, limit },
+      running_job: {
+        images: current.images,
+        image: p?.image ?? null,
+        step: p?.step ?? null,
+        steps: p?.steps ?? null,
+        images_done: p?.imagesDone ?? 0,
+        elapsed_seconds: Math.round((Date.now() - current.startedAt) / 100) / 10,
+        eta_seconds: eta === null ? null : Math.round(eta / 1000),
+      },
+    };
+  }
+
+  /**
+   * Refuses new jobs with a "busy" error saying `message`. The running job
+   * goes on; with `drainQueue` the queued ones run too (an in-memory store
+   * loses them otherwise), without they stay queued for the next start.
+   * Resolves when the engine loop has stopped.
+   */
+  close(message: string, drainQueue: boolean): Promise<void> {
+    this.#closedMessage ??= message;
+    this.#stopped ??= this.#runner.stop(drainQueue).then(() => {
+      this.#released = true;
+      for (const release of [...this.#waiters]) release();
+    });
+    return this.#stopped;
+  }
+
+  /** Stops the running job now (the shutdown deadline passed). */
+  abortRunning(): void {
+    this.#runner.abortCurrent();
+  }
+
+  /** Stops the engine loop (after the running job) and the purge timer, and closes the store. */
+  async dispose(): Promise<void> {
+    await this.close("the server is shutting down; no new generations are accepted", false);
+    clearInterval(this.#sweep);
+    clearInterval(this.#leaseSweep);
+    await this.#o.store.close();
+  }
+
+  #notify(context: ToolContext, p: JobProgress): void {
+    if (p.images > 1) {
+      void context.progress(
+        (p.image - 1) * p.steps + p.step,
+        p.images * p.steps,
+        `image ${p.image}/${p.images}, step ${p.step}/${p.steps}`,
+      );
+    } else {
+      void context.progress(p.step, p.steps, `step ${p.step}/${p.steps}`);
+    }
+  }
+
+  async #wait(
+    id: string,
+    owner: string,
+    waitMs: number,
+    context: ToolContext,
+    cancelOnAbort: boolean,
+  ): Promise<ToolResult> {
+    let wake!: () => void;
+    const woke = new Promise<void>((r) => wake = r);
+    const unsubscribe = this.#o.store.subscribe(id, (event) => {
+      if (event.type === "progress") this.#notify(context, event.progress);
+      else if (event.type === "state" && isTerminal(event.state)) wake();
+    });
+    const onAbort = () => {
+      if (cancelOnAbort) {
+        this.#o.store.cancel(id, owner).catch((error) =>
+          log("warn", "jobs", "could not cancel a job", { job: id, error: String(error) })
+        );
+      }
+      wake();
+    };
+    context.signal.addEventListener("abort", onAbort, { once: true });
+    const timer = Number.isFinite(waitMs) ? setTimeout(wake, waitMs) : undefined;
+    let note: string | undefined;
+    // Shutting down: the engine loop has stopped, so no job this call waits for will run here now.
+    const release = () => {
+      note = "The server is shutting down; the job stays queued and runs when it starts again.";
+      wake();
+    };
+    if (this.#released) release();
+    this.#waiters.add(release);
+    try {
+      const first = await this.#o.store.summary(id, owner);
+      if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
+    } finally {
+      this.#waiters.delete(release);
+      unsubscribe();
+      clearTimeout(timer);
+      context.signal.removeEventListener("abort", onAbort);
+    }
+    const record = await this.#o.store.get(id, owner);
+    if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
+    if (isTerminal(record.state)) return jobResult(record);
+    return await this.#status(record, record.state === "queued" ? note : undefined);
+  }
+
+  #runningEta(images: number, p: JobProgress | null): number | null {
+    const steps = p?.steps ?? this.#o.stepsPerImage;
+    return this.#runner.timer.estimateMs({
+      stepsLeftInImage: p ? steps - p.step : steps,
+      imagesAfter: images - (p?.image ?? 1),
+      stepsPerImage: steps,
+    });
+  }
+
+  async #status(job: JobSummary, note?: string): Promise<ToolResult> {
+    let position: QueuePosition | null = null;
+    let etaMs: number | null;
+    const live = this.#runner.current;
+    if (job.state === "running") {
+      const progress = live?.id === job.id ? live.progress ?? job.progress : job.progress;
+      job = { ...job, progress };
+      etaMs = this.#runningEta(job.images, progress);
+    } else {
+      position = await this.#o.store.position(job.seq);
+      const ahead = live ? this.#runningEta(live.images, live.progress) : 0;
+      const own = this.#runner.timer.estimateMs({
+        stepsLeftInImage: 0,
+        imagesAfter: position.imagesAhead + job.images,
+        stepsPerImage: this.#o.stepsPerImage,
+      });
+      etaMs = ahead === null || own === null ? null : ahead + own;
+    }
+    return statusResult({
+      job,
+      position,
+      etaMs,
+      waitSeconds: this.#o.maxWaitMs / 1000,
+      note,
+    });
+  }
+}

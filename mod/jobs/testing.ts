@@ -1,0 +1,43 @@
+/**
+ * A started job service on an in-memory store, for tests of the tools.
+ *
+ * @module
+ */
+
+import { type ImageService, runImageRequest } from "../generation/mod.ts";
+import { MemoryJobStore } from "./memory_store.ts";
+import { JobService } from "./service.ts";
+
+/** Options of {@link startMemoryJobs}. */
+export interface MemoryJobsOptions {
+  /** `[generation] queue_limit` (default 4). */
+  queueLimit?: number;
+  /** Bounded wait in ms (default Infinity: calls wait until done). */
+  maxWaitMs?: number;
+  /** Result TTL in ms (default one hour). */
+  resultTtlMs?: number;
+  /** Result byte cap (default 64 MiB). */
+  maxResultBytes?: number;
+}
+
+/** Starts a job service whose runner makes images with `images`; dispose it when done. */
+export async function startMemoryJobs(
+  images: ImageService,
+  options: MemoryJobsOptions = {},
+): Promise<JobService> {
+  const jobs = new JobService({
+    store: new MemoryJobStore({
+      queueLimit: options.queueLimit ?? 4,
+      resultTtlMs: options.resultTtlMs ?? 3_600_000,
+      maxResultBytes: options.maxResultBytes ?? 64 * 1024 * 1024,
+    }),
+    execute: (job, hooks) => runImageRequest(images, job.request, hooks),
+    maxWaitMs: options.maxWaitMs ?? Infinity,
+    resultTtlSeconds: (options.resultTtlMs ?? 3_600_000) / 1000,
+    queueLimit: options.queueLimit ?? 4,
+    stepsPerImage: 2,
+    worker: "test",
+  });
+  await jobs.start();
+  return jobs;
+}

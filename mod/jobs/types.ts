@@ -1,0 +1,184 @@
+/**
+ * Generation jobs: what a job is and the one interface both stores
+ * implement (in memory for stdio, PostgreSQL for HTTP). A job is created by
+ * every image-tool call, waits in the store's FIFO queue, is claimed by the
+ * engine's runner, reports progress, collects its content items as images
+ * finish, and keeps its result for `[jobs] result_ttl_seconds`.
+ *
+ * The interface is shaped for several replicas sharing one PostgreSQL
+ * (issue 11): claiming is an atomic state change by a named worker, progress
+ * and cancellation requests are written to the job, and the events a waiter
+ * subscribes to can be delivered by NOTIFY instead of in process.
+ *
+ * @module
+ */
+
+import type { ImageRequest, RequestProgress } from "../generation/request.ts";
+import type { ImageContent, TextContent } from "../mcp/tool.ts";
+
+/** Where a job is in its life. */
+export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
+
+/** The states a job never leaves. */
+export const TERMINAL_STATES: readonly JobState[] = ["succeeded", "failed", "cancelled"];
+
+/** Whether `state` is final. */
+export function isTerminal(state: JobState): boolean {
+  return TERMINAL_STATES.includes(state);
+}
+
+/** One content item of a job's result, as the tool returns it. */
+export type JobItem = TextContent | ImageContent;
+
+/** Progress of a running job: the request's position plus how many images are finished. */
+export interface JobProgress extends RequestProgress {
+  /** Images finished so far (succeeded or failed). */
+  imagesDone: number;
+}
+
+/** What every read of a job returns (no request inputs, no result items). */
+export interface JobSummary {
+  /** Unguessable, URL-safe id (`gen_` + 22 base64url characters, 128 random bits). */
+  id: string;
+  /** Who may see it: `key:<prefix>` over HTTP, `stdio:<pid>` over stdio. */
+  owner: string;
+  /** The tool that created it. */
+  tool: ImageRequest["tool"];
+  /** Its state. */
+  state: JobState;
+  /** Number of images requested. */
+  images: number;
+  /** The user's positive prompt (shown only to the owner). */
+  prompt: string;
+  /** Creation order: FIFO position in the queue. */
+  seq: number;
+  /** When it was created. */
+  createdAt: Date;
+  /** When the engine started it. */
+  startedAt: Date | null;
+  /** When it ended. */
+  finishedAt: Date | null;
+  /** When its result will be purged (set when it ends). */
+  expiresAt: Date | null;
+  /** Last reported progress (null before the first step). */
+  progress: JobProgress | null;
+  /** Why it failed or was stopped, when there is a single reason. */
+  error: string | null;
+  /** A cancellation was asked for and the engine has not stopped yet. */
+  cancelRequested: boolean;
+  /** Bytes of result content stored (base64 image data plus text). */
+  resultBytes: number;
+}
+
+/** A job with its result items (in order). */
+export interface JobRecord extends JobSummary {
+  /** Content items so far; complete when the job is terminal. */
+  items: JobItem[];
+}
+
+/** A job the runner has claimed: it needs the whole request. */
+export interface ClaimedJob {
+  /** The job id. */
+  id: string;
+  /** The request to run. */
+  request: ImageRequest;
+  /** A cancellation arrived while it was being claimed. */
+  cancelRequested: boolean;
+}
+
+/** What a subscriber hears about one job. */
+export type JobEvent =
+  | { type: "progress"; progress: JobProgress }
+  | { type: "state"; state: JobState }
+  | { type: "cancel" };
+
+/** How a job ended, as the runner reports it. */
+export interface JobOutcome {
+  /** The final state. */
+  state: "succeeded" | "failed" | "cancelled";
+  /** A single reason (the tool error of a one-image request, or why it stopped). */
+  error: string | null;
+}
+
+/** What {@link JobStore.cancel} did. */
+export type CancelResult =
+  | "removed" // it was queued and left the queue
+  | "stopping" // it is running and stops at the next step boundary
+  | "finished" // it had already ended; nothing to do
+  | "unknown"; // no such job for this owner
+
+/** Limits applied when a job is created or ends. */
+export interface StoreLimits {
+  /** Most jobs that may wait behind the running one (`[generation] queue_limit`). */
+  queueLimit: number;
+  /** How long a finished job's result is kept, in ms (`[jobs] result_ttl_seconds`). */
+  resultTtlMs: number;
+  /** Most result bytes kept over all finished jobs (`[jobs] max_result_mib`). */
+  maxResultBytes: number;
+  /**
+   * How long a claim holds without renewal, in ms (`[jobs] lease_seconds`):
+   * a job whose worker stops renewing fails when its lease runs out.
+   */
+  leaseMs?: number;
+}
+
+/** Counts for `/healthz` and the queue-full message. */
+export interface QueueCounts {
+  /** Jobs waiting. */
+  queued: number;
+  /** Jobs running. */
+  running: number;
+}
+
+/** Where a queued job stands. */
+export interface QueuePosition {
+  /** Queued jobs created before it. */
+  jobsAhead: number;
+  /** Images those jobs will make. */
+  imagesAhead: number;
+}
+
+/** The store of jobs; see the module documentation. */
+export interface JobStore {
+  /** `memory` (stdio) or `postgres` (HTTP). */
+  readonly kind: "memory" | "postgres";
+  /**
+   * Creates a queued job. Rejects with a "busy" `ToolError` when
+   * `running + queued` already exceeds the queue limit.
+   */
+  create(job: { id: string; owner: string; request: ImageRequest }): Promise<JobSummary>;
+  /** Throws the same "busy" error {@link create} would, without creating anything. */
+  assertRoom(): Promise<void>;
+  /** The owner's job with its items, or null (unknown, expired or another owner's). */
+  get(id: string, owner: string): Promise<JobRecord | null>;
+  /** The owner's job without items, or null. */
+  summary(id: string, owner: string): Promise<JobSummary | null>;
+  /** The owner's most recent jobs, newest first. */
+  list(owner: string, limit: number): Promise<JobSummary[]>;
+  /** Where a queued job stands in the queue. */
+  position(seq: number): Promise<QueuePosition>;
+  /** Queue depth and running jobs. */
+  counts(): Promise<QueueCounts>;
+  /** Takes the oldest queued job for `worker` (state `running`), or null when none waits. */
+  claim(worker: string): Promise<ClaimedJob | null>;
+  /** Records progress of a running job (coalesced; never blocks the engine). */
+  progress(id: string, progress: JobProgress): void;
+  /** Appends result items of a running job. */
+  append(id: string, items: JobItem[]): Promise<void>;
+  /** Ends a running job, sets its expiry, and trims old results to the byte cap. */
+  finish(id: string, outcome: JobOutcome): Promise<void>;
+  /** Cancels the owner's job: a queued one leaves the queue, a running one is asked to stop. */
+  cancel(id: string, owner: string): Promise<CancelResult>;
+  /** Ends every `running` job as `failed` with `reason` (after a restart); returns their ids. */
+  recover(reason: string): Promise<string[]>;
+  /** Renews the lease of a running job this worker holds. */
+  renew(id: string, worker: string): Promise<void>;
+  /** Ends every `running` job whose lease ran out as `failed` with `reason`; returns their ids. */
+  expireLeases(reason: string): Promise<string[]>;
+  /** Deletes jobs whose results expired; returns how many. */
+  purgeExpired(): Promise<number>;
+  /** Listens to one job's events; returns the unsubscribe function. */
+  subscribe(id: string, listener: (event: JobEvent) => void): () => void;
+  /** Releases what the store holds (the database stays open: it is not the store's). */
+  close(): Promise<void>;
+}
