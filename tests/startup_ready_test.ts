@@ -81,6 +81,9 @@ Deno.test("http: initialize is answered while the engine starts; tools/list and 
         "generate_image",
         "generate_guided_image",
         "inpaint_image",
+        "get_generation",
+        "cancel_generation",
+        "list_generations",
       ]);
       const result = await called;
       assert.equal(result.isError, undefined);
