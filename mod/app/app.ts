@@ -10,8 +10,14 @@ import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import type { ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase } from "../db/mod.ts";
 import { ImageService, runImageRequest } from "../generation/mod.ts";
-import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
-import { JobService, type JobStore, MemoryJobStore, PostgresJobStore } from "../jobs/mod.ts";
+import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
+import {
+  JobService,
+  type JobStore,
+  MemoryJobStore,
+  PostgresJobStore,
+  replicaApplicationName,
+} from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport } from "../mcp/mod.ts";
@@ -48,9 +54,19 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   return await createGenerator(config);
 }
 
+/** The engine of a `front` replica: it loads no models and never runs a job. */
+const NO_ENGINE: Generator = {
+  generate: () =>
+    Promise.reject(new Error("this replica is a front (server.role): it runs no jobs")),
+  close: () => Promise.resolve(),
+};
+
 /** Starts the server described by `config`. */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
-  const generator = overrides.generator ?? await loadEngine(config);
+  const role = config.server.role;
+  // One name per process: its claims, its notifications, its connections' application_name.
+  const replica = `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
+  const generator = role === "front" ? NO_ENGINE : overrides.generator ?? await loadEngine(config);
   const images = new ImageService({
     generator,
     prompt: config.prompt,
@@ -73,12 +89,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       db = await openDatabase({
         url: config.auth.databaseUrl,
         embeddedDir: `${config.server.dataDir}/pglite`,
+        applicationName: replicaApplicationName(replica),
       });
     } catch (error) {
       await generator.close();
       throw error;
     }
-    store = new PostgresJobStore(db, limits);
+    store = new PostgresJobStore(db, limits, { replica, leaseMs: config.jobs.leaseMs });
   }
   const jobs = new JobService({
     store,
@@ -87,7 +104,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     resultTtlSeconds: config.jobs.resultTtlMs / 1000,
     queueLimit: config.generation.queueLimit,
     stepsPerImage: config.generation.steps,
-    worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    worker: replica,
+    engine: role !== "front",
+    leaseMs: config.jobs.leaseMs,
   });
   try {
     await jobs.start();
@@ -164,15 +183,24 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   });
   let http: HttpServerHandle;
   try {
-    http = await startHttpServer({
-      hostname: config.server.host,
-      port: config.server.port,
-      allowedOrigins: config.server.allowedOrigins,
-      authenticator,
-      authFailureResponse,
-      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
-      health: async () => ({ ...(await jobs.health()), tools: tools.length }),
-    });
+    http = role === "worker"
+      ? await startHealthServer({
+        hostname: config.server.host,
+        port: config.server.port,
+        health: async () => ({ role, ...(await jobs.health()) }),
+      })
+      : await startHttpServer({
+        hostname: config.server.host,
+        port: config.server.port,
+        allowedOrigins: config.server.allowedOrigins,
+        authenticator,
+        authFailureResponse,
+        createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS }),
+        health: async () => ({ ...(await jobs.health()), tools: tools.length, role }),
+        // A cancellation for a request open at another replica travels through PostgreSQL.
+        onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),
+      });
+    store.onRequestCancel?.((owner, id) => http.cancelRequest(owner, id));
   } catch (error) {
     beginShutdown();
     await drain();
@@ -191,5 +219,6 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await generator.close();
       resolveFinished();
     })();
+  log("info", "app", `replica ${replica} serving as ${role}`, { queue: store.kind });
   return { http: http.addr, finished, shutdown };
 }

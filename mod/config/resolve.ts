@@ -38,6 +38,11 @@ export interface ResolvedConfig {
     allowedOrigins: string[];
     shutdownGraceMs: number;
     dataDir: string;
+    /**
+     * `[server] role` (issue 11): `all` queues and runs jobs, `front` only
+     * queues them (no models loaded), `worker` only runs them (serves `/healthz`).
+     */
+    role: "all" | "front" | "worker";
   };
   /** `[auth]` plus `DATABASE_URL` / `CLOUDFRONT_SECRET_HEADER`: API-key checking for the HTTP transport. */
   auth: {
@@ -105,7 +110,12 @@ export interface ResolvedConfig {
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
   /** `[jobs]`: how long finished results are kept, and the cap on their total size. */
-  jobs: { resultTtlMs: number; maxResultBytes: number };
+  jobs: {
+    resultTtlMs: number;
+    maxResultBytes: number;
+    /** `[jobs] lease_seconds` in ms: a running job whose worker stops renewing fails after it. */
+    leaseMs: number;
+  };
 }
 
 /** A config problem: names the file and the key. */
@@ -146,6 +156,20 @@ export function resolveConfig(
     );
   }
 
+  if (raw.server.role !== "all") {
+    if (raw.server.transport !== "http") {
+      throw new ConfigError(
+        `${where}: server.role = "${raw.server.role}" needs server.transport = "http", got "${raw.server.transport}"`,
+      );
+    }
+    if (!nonEmpty(env.DATABASE_URL)) {
+      throw new ConfigError(
+        `${where}: server.role = "${raw.server.role}" needs DATABASE_URL: fronts and workers share ` +
+          `the job queue through a PostgreSQL server (the embedded database serves one replica)`,
+      );
+    }
+  }
+
   let backend: ResolvedConfig["backend"];
   const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
   if (backendUrl) {
@@ -176,6 +200,7 @@ export function resolveConfig(
       allowedOrigins: raw.server.allowed_origins.map((o) => new URL(o).origin),
       shutdownGraceMs: raw.server.shutdown_grace_seconds * 1000,
       dataDir: abs(raw.server.data_dir),
+      role: raw.server.role,
     },
     auth: {
       cacheTtlMs: raw.auth.cache_seconds * 1000,
@@ -243,6 +268,7 @@ export function resolveConfig(
     jobs: {
       resultTtlMs: raw.jobs.result_ttl_seconds * 1000,
       maxResultBytes: Math.round(raw.jobs.max_result_mib * 1024 * 1024),
+      leaseMs: raw.jobs.lease_seconds * 1000,
     },
   };
 }

@@ -31,6 +31,7 @@ const server = z.strictObject({
   ).default([]),
   shutdown_grace_seconds: z.number().min(0).max(3600).default(120),
   data_dir: relativePath.default(".data"),
+  role: z.enum(["all", "front", "worker"]).default("all"),
 });
 
 const auth = z.strictObject({
@@ -113,6 +114,7 @@ const lora = z.strictObject({
 const jobs = z.strictObject({
   result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
   max_result_mib: z.number().min(1).max(1_048_576).default(512),
+  lease_seconds: z.number().min(1).max(3600).default(30),
 });
 
 const output = z.strictObject({

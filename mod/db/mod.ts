@@ -9,6 +9,7 @@
 export {
   type Database,
   DatabaseError,
+  type Listening,
   type Queryable,
   type QueryOptions,
   type Row,

@@ -25,6 +25,8 @@ export interface OpenDatabaseOptions {
   maxConnections?: number;
   /** Seconds to wait for a new connection (default 10). */
   connectTimeoutSeconds?: number;
+  /** `application_name` of the connections to a server (see {@link connectPostgres}). */
+  applicationName?: string;
 }
 
 /**
@@ -47,6 +49,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       kind: "server",
       maxConnections: options.maxConnections,
       connectTimeoutSeconds: options.connectTimeoutSeconds,
+      applicationName: options.applicationName,
       secrets: [databaseUrlPassword(options.url)],
     });
   } else {

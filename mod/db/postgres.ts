@@ -12,6 +12,7 @@ import type { Socket } from "node:net";
 import {
   type Database,
   DatabaseError,
+  type Listening,
   type Queryable,
   type QueryOptions,
   type Row,
@@ -38,6 +39,11 @@ export interface PostgresOptions {
   connectTimeoutSeconds?: number;
   /** Secrets that must never appear in error messages (the DSN password). */
   secrets?: readonly (string | undefined)[];
+  /**
+   * `application_name` of every connection (default `generate-image-sd15-mcp`);
+   * a replica puts its worker name here so others can see it is alive.
+   */
+  applicationName?: string;
   /** Runs after the pool has ended (stops the embedded server). */
   onClose?: () => Promise<void>;
 }
@@ -86,7 +92,7 @@ export function connectPostgres(options: PostgresOptions): Database {
     onnotice: () => {},
     // Array-type discovery costs a round trip per connection and nothing here needs it.
     fetch_types: false,
-    connection: { application_name: "generate-image-sd15-mcp" },
+    connection: { application_name: options.applicationName ?? "generate-image-sd15-mcp" },
   };
   const sql = "url" in options.target
     ? postgres(options.target.url, common)
@@ -180,6 +186,19 @@ export function connectPostgres(options: PostgresOptions): Database {
         throw error;
       }
     },
+    ...(options.kind === "server"
+      ? {
+        async listen(channel: string, onNotify: (payload: string) => void): Promise<Listening> {
+          try {
+            // postgres.js keeps one extra connection for all LISTENs and re-LISTENs after it drops.
+            const request = await sql.listen(channel, onNotify);
+            return { unlisten: () => request.unlisten() };
+          } catch (error) {
+            throw wrap(error);
+          }
+        },
+      }
+      : {}),
     close() {
       closing ??= (async () => {
         try {

@@ -34,6 +34,11 @@ export interface HttpServerOptions {
   health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
+  /**
+   * A `notifications/cancelled` for a request not in flight here: the
+   * request may be open at another replica (issue 11), which is told.
+   */
+  onCancelElsewhere?: (owner: string, requestId: string | number) => void;
 }
 
 /** A running HTTP server. */
@@ -44,6 +49,8 @@ export interface HttpServerHandle {
   shutdown(graceMs: number): Promise<void>;
   /** Resolves when the server has stopped. */
   finished: Promise<void>;
+  /** Cancels request `requestId` of API key `owner` when it is in flight here (another replica's notice). */
+  cancelRequest(owner: string, requestId: string | number): boolean;
 }
 
 function jsonRpcError(status: number, code: number, message: string, headers?: HeadersInit) {
@@ -143,6 +150,8 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
           if (typeof target === "string" || typeof target === "number") {
             if (inFlight.cancel(owner, target)) {
               log("info", "http", "request cancelled by the client", { requestId: target });
+            } else {
+              options.onCancelElsewhere?.(owner, target);
             }
           }
         }
@@ -204,6 +213,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       resolve({
         addr,
         finished: server.finished,
+        cancelRequest(owner, requestId) {
+          const done = inFlight.cancel(owner, requestId);
+          if (done) log("info", "http", "request cancelled at another replica", { requestId });
+          return done;
+        },
         async shutdown(graceMs: number) {
           let timer: ReturnType<typeof setTimeout> | undefined;
           const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));

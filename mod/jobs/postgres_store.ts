@@ -21,6 +21,7 @@
 import type { Database, Queryable, Row } from "../db/mod.ts";
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
+import { JOB_CHANNEL, JobBus } from "./bus.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
 import { hasRoom, queueFullError } from "./queue_full.ts";
@@ -35,6 +36,7 @@ import type {
   JobState,
   JobStore,
   JobSummary,
+  LeaseRenewal,
   QueueCounts,
   QueuePosition,
   StoreLimits,
@@ -146,6 +148,25 @@ function serialized(db: Database): Database {
   };
 }
 
+/** Options of {@link PostgresJobStore} for a queue shared by replicas. */
+export interface PostgresJobStoreOptions {
+  /**
+   * This replica's name: the worker name its claims are made in, the origin of
+   * its notifications, and the `application_name` of its connections
+   * (`sd15-mcp/<name>`, see {@link replicaApplicationName}).
+   */
+  replica?: string;
+  /** How long a claim holds without renewal, in ms (`[jobs] lease_seconds`, default 30 s). */
+  leaseMs?: number;
+  /** How often the bus checks its own LISTEN, in ms (default 5000). */
+  pingMs?: number;
+}
+
+/** The `application_name` of a replica's connections: how others see it is alive. */
+export function replicaApplicationName(replica: string): string {
+  return `sd15-mcp/${replica}`.slice(0, 63);
+}
+
 /** See the module documentation. */
 export class PostgresJobStore implements JobStore {
   /** Always `postgres`. */
@@ -156,11 +177,66 @@ export class PostgresJobStore implements JobStore {
   readonly #pendingProgress = new Map<string, JobProgress>();
   readonly #writing = new Set<string>();
   readonly #writes = new Set<Promise<void>>();
+  readonly #leaseMs: number;
+  readonly #replica: string;
+  readonly #bus: JobBus | null;
+  readonly #queued = new Set<() => void>();
+  readonly #requestCancels = new Set<(owner: string, request: string | number) => void>();
 
   /** Uses `db` (already migrated); the caller closes it. */
-  constructor(db: Database, limits: StoreLimits) {
+  constructor(db: Database, limits: StoreLimits, options: PostgresJobStoreOptions = {}) {
     this.#db = db.kind === "embedded" ? serialized(db) : db;
     this.#limits = limits;
+    this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#replica = options.replica ?? `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
+    this.#bus = JobBus.for(db, this.#replica, { pingMs: options.pingMs });
+    this.#bus?.on((message) => {
+      if (message.t === "event") this.#events.emit(message.j, message.e);
+      else if (message.t === "queued") { for (const l of [...this.#queued]) l(); }
+      else if (message.t === "cancel_request") {
+        for (const l of [...this.#requestCancels]) l(message.owner, message.request);
+      }
+    });
+    this.#bus?.onReconnect(() => {
+      for (const l of [...this.#queued]) l();
+    });
+  }
+
+  /** Whether other replicas hear this one (a server database, not the embedded one). */
+  get shared(): boolean {
+    return this.#bus !== null;
+  }
+
+  /** Starts listening to the other replicas (nothing to do on the embedded database). */
+  async open(): Promise<void> {
+    await this.#bus?.start();
+  }
+
+  /** Runs `listener` when another replica queued a job. */
+  onQueued(listener: () => void): () => void {
+    this.#queued.add(listener);
+    return () => this.#queued.delete(listener);
+  }
+
+  /** Passes a request cancellation to the other replicas. */
+  cancelRequestElsewhere(owner: string, request: string | number): void {
+    this.#bus?.publish({ t: "cancel_request", owner, request });
+  }
+
+  /** Runs `listener` for request cancellations passed on by other replicas. */
+  onRequestCancel(listener: (owner: string, request: string | number) => void): () => void {
+    this.#requestCancels.add(listener);
+    return () => this.#requestCancels.delete(listener);
+  }
+
+  /** Tells this process's subscribers and the other replicas. */
+  #emit(id: string, event: JobEvent): void {
+    this.#events.emit(id, event);
+    this.#bus?.publish({ t: "event", j: id, e: event });
+  }
+
+  #lease(): string {
+    return `now() + (${Math.round(this.#leaseMs)}::double precision * interval '1 millisecond')`;
   }
 
   #ttl(sql: string): string {
@@ -193,6 +269,13 @@ export class PostgresJobStore implements JobStore {
          RETURNING ${SUMMARY}`,
         [job.id, job.owner, request.tool, requestJson(request), request.seeds.length, image, mask],
       );
+      // Delivered at commit, when the row is visible to the claimers.
+      if (this.#bus) {
+        await tx.query("SELECT pg_notify($1, $2)", [
+          JOB_CHANNEL,
+          this.#bus.payload({ t: "queued" }),
+        ]);
+      }
       return toSummary(row);
     });
   }
@@ -269,7 +352,8 @@ export class PostgresJobStore implements JobStore {
         cancel_requested: boolean;
       }
     >(
-      `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1
+      `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
+              lease_expires_at = ${this.#lease()}
         WHERE id = (SELECT id FROM mcp_generation_jobs WHERE state = 'queued'
                      ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING id, request::text AS request, ${b64("input_image")} AS image,
@@ -277,7 +361,7 @@ export class PostgresJobStore implements JobStore {
       [worker],
     );
     if (!row) return null;
-    this.#events.emit(row.id, { type: "state", state: "running" });
+    this.#emit(row.id, { type: "state", state: "running" });
     return {
       id: row.id,
       request: parseRequest(row.request, row.image, row.mask),
@@ -300,10 +384,23 @@ export class PostgresJobStore implements JobStore {
           const next = this.#pendingProgress.get(id);
           if (!next) break;
           this.#pendingProgress.delete(id);
-          await this.#db.query(
-            `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb WHERE id = $1 AND state = 'running'`,
-            [id, JSON.stringify(next)],
-          );
+          const update =
+            `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb WHERE id = $1 AND state = 'running'`;
+          if (this.#bus) {
+            // The row and the other replicas' waiters hear it in one round trip.
+            const event: JobEvent = { type: "progress", progress: next };
+            await this.#db.query(
+              `WITH u AS (${update} RETURNING id) SELECT pg_notify($3, $4) FROM u`,
+              [
+                id,
+                JSON.stringify(next),
+                JOB_CHANNEL,
+                this.#bus.payload({ t: "event", j: id, e: event }),
+              ],
+            );
+          } else {
+            await this.#db.query(update, [id, JSON.stringify(next)]);
+          }
         }
       } catch (error) {
         this.#pendingProgress.delete(id);
@@ -353,7 +450,7 @@ export class PostgresJobStore implements JobStore {
       ),
       [id, outcome.state, outcome.error],
     );
-    if (rows.length) this.#events.emit(id, { type: "state", state: outcome.state });
+    if (rows.length) this.#emit(id, { type: "state", state: outcome.state });
     await this.#trim();
   }
 
@@ -390,7 +487,7 @@ export class PostgresJobStore implements JobStore {
       [id, owner],
     );
     if (removed.length) {
-      this.#events.emit(id, { type: "state", state: "cancelled" });
+      this.#emit(id, { type: "state", state: "cancelled" });
       return "removed";
     }
     const stopping = await this.#db.query(
@@ -399,23 +496,61 @@ export class PostgresJobStore implements JobStore {
       [id, owner],
     );
     if (stopping.length) {
-      this.#events.emit(id, { type: "cancel" });
+      this.#emit(id, { type: "cancel" });
       return "stopping";
     }
     return (await this.summary(id, owner)) ? "finished" : "unknown";
   }
 
-  /** Fails every job left `running` by a process that is gone. */
+  /**
+   * Fails every job left `running` by a process that is gone. On the embedded
+   * database there is one replica, so that is every running job. On a server
+   * other replicas may be running jobs: a job is taken as orphaned when its
+   * lease expired, or when no connection of its worker is open (a killed
+   * process's connections close at once) — the latter only once the server
+   * has been up for a third of a lease (plus 2 s): a live worker renews its
+   * lease that often, so one cut off by a database restart has reconnected.
+   */
   async recover(reason: string): Promise<string[]> {
+    const orphaned = this.#bus
+      ? `AND (lease_expires_at IS NULL OR lease_expires_at < now()
+             OR (pg_postmaster_start_time() < now() - (${
+        Math.round(this.#leaseMs / 3 + 2000)
+      } * interval '1 millisecond')
+                 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                                  WHERE application_name = left('sd15-mcp/' || worker, 63))))`
+      : "";
+    return await this.#fail(`state = 'running' ${orphaned}`, reason);
+  }
+
+  async #fail(where: string, reason: string): Promise<string[]> {
     const rows = await this.#db.query<{ id: string }>(
       this.#ttl(
         `UPDATE mcp_generation_jobs SET state = 'failed', error = $1, cancel_requested = false,
             finished_at = now(), expires_at = ${EXPIRES}, input_image = NULL, input_mask = NULL
-          WHERE state = 'running' RETURNING id`,
+          WHERE ${where} RETURNING id`,
       ),
       [reason],
     );
+    for (const { id } of rows) this.#emit(id, { type: "state", state: "failed" });
     return rows.map((r) => r.id);
+  }
+
+  /** Extends the lease of `worker`'s running job; reports a cancellation asked for meanwhile. */
+  async renew(id: string, worker: string): Promise<LeaseRenewal> {
+    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+      `UPDATE mcp_generation_jobs SET lease_expires_at = ${this.#lease()}
+        WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
+      [id, worker],
+    );
+    return row
+      ? { held: true, cancelRequested: row.cancel_requested }
+      : { held: false, cancelRequested: false };
+  }
+
+  /** Fails running jobs whose worker stopped renewing their lease. */
+  expireLeases(reason: string): Promise<string[]> {
+    return this.#fail(`state = 'running' AND lease_expires_at < now()`, reason);
   }
 
   /** Deletes expired jobs (their items go with them). */
@@ -431,8 +566,9 @@ export class PostgresJobStore implements JobStore {
     return this.#events.subscribe(id, listener);
   }
 
-  /** Waits for background progress writes. */
+  /** Waits for background progress writes and stops listening. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.#writes]);
+    await this.#bus?.close();
   }
 }

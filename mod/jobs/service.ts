@@ -39,12 +39,24 @@ export interface JobServiceOptions {
   pollMs?: number;
   /** How often expired results are purged, in ms (default: a tenth of the TTL, 1 s to 60 s). */
   sweepMs?: number;
+  /**
+   * Whether this process runs jobs (default true). A `front` replica
+   * (issue 11) only queues them and waits for the workers of the shared store.
+   */
+  engine?: boolean;
+  /** `[jobs] lease_seconds` in ms, on a store with leases (default 30 s). */
+  leaseMs?: number;
 }
+
+/** Why a job whose worker stopped renewing its lease failed. */
+export const LEASE_EXPIRED_REASON = "the worker running it stopped";
 
 /** `/healthz` numbers: no prompts, no owners. */
 export interface JobHealth {
   /** Whether the engine runs a job, how many wait (null: store unreachable), the limit. */
   queue: { running: boolean; waiting: number | null; limit: number };
+  /** On a shared store: jobs running and waiting over all replicas (null: store unreachable). */
+  shared?: { running: number; waiting: number } | null;
   /** The running job's progress, or null. */
   running_job: {
     images: number;
@@ -68,6 +80,8 @@ export class JobService {
   readonly #runner: JobRunner;
   #closedMessage: string | null = null;
   #sweep: ReturnType<typeof setInterval> | undefined;
+  #leaseSweep: ReturnType<typeof setInterval> | undefined;
+  #unwatch: (() => void) | undefined;
   #stopped: Promise<void> | null = null;
   #releaseWaiters!: () => void;
   readonly #released = new Promise<void>((r) => this.#releaseWaiters = r);
@@ -80,6 +94,7 @@ export class JobService {
       execute: options.execute,
       worker: options.worker,
       pollMs: options.pollMs ?? 2000,
+      leaseMs: options.store.renew ? options.leaseMs ?? 30_000 : undefined,
     });
   }
 
@@ -94,6 +109,7 @@ export class JobService {
    * expired results.
    */
   async start(): Promise<void> {
+    await this.#o.store.open?.();
     const failed = await this.#o.store.recover(
       "the server restarted while this job was running",
     );
@@ -107,7 +123,19 @@ export class JobService {
         log("warn", "jobs", "could not purge expired jobs", { error: String(error) })
       );
     }, sweepMs);
-    this.#runner.start();
+    const expire = this.#o.store.expireLeases?.bind(this.#o.store);
+    if (expire) {
+      const leaseMs = this.#o.leaseMs ?? 30_000;
+      this.#leaseSweep = setInterval(() => {
+        expire(LEASE_EXPIRED_REASON).then((ids) => {
+          if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
+        }, (error) => log("debug", "jobs", "could not check leases", { error: String(error) }));
+      }, Math.max(100, Math.min(leaseMs / 2, 5000)));
+    }
+    if (this.#o.engine ?? true) {
+      this.#unwatch = this.#o.store.onQueued?.(() => this.#runner.wake());
+      this.#runner.start();
+    }
   }
 
   /** Throws the "busy" error a new job would get (full queue, or shutting down). */
@@ -168,13 +196,25 @@ export class JobService {
     } catch (error) {
       log("warn", "jobs", "queue depth unavailable", { error: String(error) });
     }
+    let shared: JobHealth["shared"];
+    if (this.#o.store.onQueued) {
+      try {
+        const counts = await this.#o.store.counts();
+        shared = { running: counts.running, waiting: counts.queued };
+      } catch {
+        shared = null;
+      }
+    }
     const current = this.#runner.current;
     const limit = this.#o.queueLimit;
-    if (!current) return { queue: { running: false, waiting, limit }, running_job: null };
+    if (!current) {
+      return { queue: { running: false, waiting, limit }, running_job: null, ...{ shared } };
+    }
     const p = current.progress;
     const eta = this.#runningEta(current.images, p);
     return {
       queue: { running: true, waiting, limit },
+      ...{ shared },
       running_job: {
         images: current.images,
         image: p?.image ?? null,
@@ -208,6 +248,8 @@ export class JobService {
   async dispose(): Promise<void> {
     await this.close("the server is shutting down; no new generations are accepted", false);
     clearInterval(this.#sweep);
+    clearInterval(this.#leaseSweep);
+    this.#unwatch?.();
     await this.#o.store.close();
   }
 
@@ -246,6 +288,15 @@ export class JobService {
     };
     context.signal.addEventListener("abort", onAbort, { once: true });
     const timer = Number.isFinite(waitMs) ? setTimeout(wake, waitMs) : undefined;
+    // Another replica may run the job: its notifications can be missed, the row cannot.
+    const poll = this.#o.store.onQueued
+      ? setInterval(() => {
+        this.#o.store.summary(id, owner).then((s) => {
+          if (!s || isTerminal(s.state)) wake();
+          else if (s.progress) this.#notify(context, s.progress);
+        }, () => {});
+      }, this.#o.pollMs ?? 2000)
+      : undefined;
     let note: string | undefined;
     // Shutting down: the engine loop has stopped, so no job this call waits for will run here now.
     void this.#released.then(() => {
@@ -258,6 +309,7 @@ export class JobService {
     } finally {
       unsubscribe();
       clearTimeout(timer);
+      clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
     const record = await this.#o.store.get(id, owner);
