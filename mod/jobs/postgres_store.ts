@@ -542,6 +542,8 @@ export class PostgresJobStore implements JobStore {
       `UPDATE mcp_generation_jobs SET lease_expires_at = ${this.#lease()}
         WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
       [id, worker],
+      // Bounded, so a renewal lost with its connection does not hold up the next one.
+      { timeoutMs: Math.max(500, this.#leaseMs / 4) },
     );
     return row
       ? { held: true, cancelRequested: row.cancel_requested }

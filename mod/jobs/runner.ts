@@ -165,7 +165,12 @@ export class JobRunner {
           this.timer.imageDone();
           imagesDone = index;
           if (current.progress) current.progress = { ...current.progress, imagesDone };
-          await this.#o.store.append(job.id, items);
+          // A database restart must not lose finished images: retried like the end of the job.
+          await this.#persist(
+            job.id,
+            "could not store the images of a job",
+            () => this.#o.store.append(job.id, items),
+          );
         },
       });
       outcome = current.shutdown && result.state === "cancelled"
@@ -213,21 +218,35 @@ export class JobRunner {
   }
 
   async #finish(id: string, outcome: JobOutcome): Promise<void> {
-    // On a shared store the end is retried while the lease could still hold
-    // (a database restart must not turn a finished job into a failed one).
+    try {
+      await this.#persist(
+        id,
+        "could not record the end of a job",
+        () => this.#o.store.finish(id, outcome),
+      );
+    } catch {
+      // A job left `running` is failed when its lease runs out, or by the next start-up's recovery.
+    }
+  }
+
+  /**
+   * Runs a store write, retrying it while the database is away. On a shared
+   * store it is retried while the lease could still hold (a database restart
+   * must not turn a finished job into a failed one); throws the last error.
+   */
+  async #persist(id: string, what: string, write: () => Promise<void>): Promise<void> {
     const tries = Math.max(5, Math.ceil((this.#o.leaseMs ?? 0) / 1000));
     for (let attempt = 1;; attempt++) {
       try {
-        await this.#o.store.finish(id, outcome);
+        await write();
         return;
       } catch (error) {
-        log("warn", "jobs", "could not record the end of a job", {
+        log("warn", "jobs", what, {
           job: id,
           attempt,
           error: (error as Error)?.message ?? String(error),
         });
-        // A job left `running` is failed by the next start-up's recovery.
-        if (attempt >= tries || (this.#stopping && !this.#drain)) return;
+        if (attempt >= tries || (this.#stopping && !this.#drain)) throw error;
         await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 2000)));
       }
     }

@@ -69,6 +69,27 @@ export interface JobHealth {
   } | null;
 }
 
+/** A database error that means "unreachable now" (see `DatabaseError.unavailable`). */
+function isUnavailable(error: unknown): boolean {
+  return (error as { unavailable?: unknown } | null)?.unavailable === true;
+}
+
+/**
+ * Runs `read`, retrying for up to 30 s while the database is unreachable (a
+ * restart of PostgreSQL must not turn a job that goes on into a failed call).
+ */
+async function untilReachable<T>(read: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  const end = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await read();
+    } catch (error) {
+      if (!isUnavailable(error) || Date.now() > end || signal.aborted) throw error;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
 /** Who owns the jobs of a call: its API key over HTTP, this process over stdio. */
 export function ownerOf(scope: Scope | undefined): string {
   return scope ? `key:${scope.keyPrefix}` : `stdio:${Deno.pid}`;
@@ -304,7 +325,11 @@ export class JobService {
       wake();
     });
     try {
-      const first = await this.#o.store.summary(id, owner);
+      const first = await this.#o.store.summary(id, owner).catch((error) => {
+        // The database is away: wait (the job goes on), and read it again below.
+        if (!isUnavailable(error)) throw error;
+        return { state: "queued" as const };
+      });
       if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
     } finally {
       unsubscribe();
@@ -312,7 +337,7 @@ export class JobService {
       clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
-    const record = await this.#o.store.get(id, owner);
+    const record = await untilReachable(() => this.#o.store.get(id, owner), context.signal);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     if (isTerminal(record.state)) return jobResult(record);
     return await this.#status(record, record.state === "queued" ? note : undefined);

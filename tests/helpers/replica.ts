@@ -40,7 +40,7 @@ export async function startReplica(
     stdin: "null",
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1", DATABASE_URL: url },
+    env: { NO_COLOR: "1", DATABASE_URL: url, SD_MCP_LOG_LEVEL: level() },
   }).spawn();
   const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
@@ -114,4 +114,13 @@ export async function until(
     await new Promise((r) => setTimeout(r, 25));
   }
   return false;
+}
+
+/** The replicas' log level: `REPLICA_LOG_LEVEL` when set (e.g. `debug` to see lease renewals), else info. */
+function level(): string {
+  try {
+    return Deno.env.get("REPLICA_LOG_LEVEL") ?? "info";
+  } catch {
+    return "info";
+  }
 }
