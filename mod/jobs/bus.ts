@@ -71,9 +71,10 @@ export class JobBus {
 
   /** Starts listening (rejects when the database is unreachable) and the ping watchdog. */
   async start(): Promise<void> {
+    // The watchdog runs even when this first LISTEN fails: it listens again later.
+    this.#timer = setInterval(() => void this.#tick(), this.#pingMs);
     await this.#listen();
     this.#lastPing = Date.now();
-    this.#timer = setInterval(() => void this.#tick(), this.#pingMs);
   }
 
   async #listen(): Promise<void> {

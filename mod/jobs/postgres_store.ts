@@ -209,7 +209,14 @@ export class PostgresJobStore implements JobStore {
 
   /** Starts listening to the other replicas (nothing to do on the embedded database). */
   async open(): Promise<void> {
-    await this.#bus?.start();
+    try {
+      await this.#bus?.start();
+    } catch (error) {
+      // Not fatal: the workers poll the queue and the waiters their jobs; the bus retries.
+      log("warn", "jobs", "cannot listen for other replicas; polling only until it can", {
+        error: String(error),
+      });
+    }
   }
 
   /** Runs `listener` when another replica queued a job. */
@@ -507,16 +514,16 @@ export class PostgresJobStore implements JobStore {
    * database there is one replica, so that is every running job. On a server
    * other replicas may be running jobs: a job is taken as orphaned when its
    * lease expired, or when no connection of its worker is open (a killed
-   * process's connections close at once) — the latter only once the server
-   * has been up for a third of a lease (plus 2 s): a live worker renews its
-   * lease that often, so one cut off by a database restart has reconnected.
+   * process's connections close at once; a live worker keeps its LISTEN
+   * connection and renews through its pool every third of a lease). The
+   * latter only when the worker last renewed after the server started: a
+   * worker cut off by a database restart has no connection until it renews.
    */
   async recover(reason: string): Promise<string[]> {
+    const lease = `(${Math.round(this.#leaseMs)} * interval '1 millisecond')`;
     const orphaned = this.#bus
       ? `AND (lease_expires_at IS NULL OR lease_expires_at < now()
-             OR (pg_postmaster_start_time() < now() - (${
-        Math.round(this.#leaseMs / 3 + 2000)
-      } * interval '1 millisecond')
+             OR (lease_expires_at - ${lease} > pg_postmaster_start_time()
                  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
                                   WHERE application_name = left('sd15-mcp/' || worker, 63))))`
       : "";
