@@ -357,3 +357,35 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "replicas: a front starts without model files; a worker serves only /healthz",
+  ignore,
+  async fn() {
+    const tdb = await openTestDatabase("roles");
+    const replicas: Replica[] = [];
+    try {
+      // Models that do not exist: a front never opens them.
+      const front = await startReplica("front", tdb.url, "", { root: "/nonexistent-models" });
+      replicas.push(front);
+      const health = await (await fetch(`http://127.0.0.1:${front.port}/healthz`)).json();
+      assert.equal(health.role, "front");
+      assert.deepEqual(health.shared, { running: 0, waiting: 0 });
+
+      const worker = await startReplica("worker", tdb.url, "");
+      replicas.push(worker);
+      const mcp = await fetch(`http://127.0.0.1:${worker.port}/mcp`, {
+        method: "POST",
+        body: "{}",
+      });
+      assert.equal(mcp.status, 404);
+      assert.match(await mcp.text(), /worker \(server\.role\); it serves only \/healthz/);
+      const workerHealth = await (await fetch(`http://127.0.0.1:${worker.port}/healthz`)).json();
+      assert.equal(workerHealth.role, "worker");
+      assert.equal(workerHealth.queue.running, false);
+    } finally {
+      for (const r of replicas.reverse()) await r.stop().catch(() => {});
+      await tdb.close();
+    }
+  },
+});

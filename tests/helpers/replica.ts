@@ -25,15 +25,24 @@ export interface Replica {
 }
 
 /**
- * Starts `main.ts` with the tiny models, `role`, `sections` (TOML) and
- * `DATABASE_URL = url`, and waits until it listens.
+ * Starts `main.ts` with the tiny models (or `models.root`), `role`,
+ * `sections` (TOML) and `DATABASE_URL = url`, and waits until it listens.
  */
 export async function startReplica(
   role: Replica["role"],
   url: string,
   sections: string,
+  models: { root?: string } = {},
 ): Promise<Replica> {
   const temp = await writeTinyConfig(sections, { role });
+  if (models.root) {
+    // Another models folder (one that does not exist, for a front that must not need it).
+    const text = await Deno.readTextFile(temp.path);
+    await Deno.writeTextFile(
+      temp.path,
+      text.replace(/^root = .*$/m, `root = ${JSON.stringify(models.root)}`),
+    );
+  }
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path, "--transport", "http"],
     cwd: ROOT,
