@@ -48,6 +48,7 @@ export class JobBus {
   #lastPing = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
+  #relistening = false;
 
   private constructor(
     db: Database & { listen: NonNullable<Database["listen"]> },
@@ -90,8 +91,9 @@ export class JobBus {
   }
 
   async #tick(): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closed || this.#relistening) return;
     if (Date.now() - this.#lastPing > 3 * this.#pingMs) {
+      this.#relistening = true;
       try {
         await this.#listen();
         this.#lastPing = Date.now();
@@ -100,6 +102,8 @@ export class JobBus {
       } catch (error) {
         log("debug", "jobs", "cannot listen for other replicas yet", { error: String(error) });
         return;
+      } finally {
+        this.#relistening = false;
       }
     }
     this.publish({ t: "ping" });
