@@ -171,7 +171,7 @@ export function replicaApplicationName(replica: string): string {
 export class PostgresJobStore implements JobStore {
   /** Always `postgres`. */
   readonly kind = "postgres" as const;
-  readonly #db: Database;
+  #db: Database;
   readonly #limits: StoreLimits;
   readonly #events = new JobEvents();
   readonly #pendingProgress = new Map<string, JobProgress>();
@@ -179,7 +179,7 @@ export class PostgresJobStore implements JobStore {
   readonly #writes = new Set<Promise<void>>();
   readonly #leaseMs: number;
   readonly #replica: string;
-  readonly #bus: JobBus | null;
+  #bus: JobBus | null;
   readonly #queued = new Set<() => void>();
   readonly #requestCancels = new Set<(owner: string, request: string | number) => void>();
 
@@ -209,6 +209,13 @@ export class PostgresJobStore implements JobStore {
 
   /** Starts listening to the other replicas (nothing to do on the embedded database). */
   async open(): Promise<void> {
+    if (this.#bus && await this.#isPglite()) {
+      // PGlite reached by URL (the tests' embedded database behind a proxy): one
+      // process, and its socket server needs statements one at a time (see `serialized`).
+      this.#bus = null;
+      this.#db = serialized(this.#db);
+      return;
+    }
     try {
       await this.#bus?.start();
     } catch (error) {
@@ -216,6 +223,15 @@ export class PostgresJobStore implements JobStore {
       log("warn", "jobs", "cannot listen for other replicas; polling only until it can", {
         error: String(error),
       });
+    }
+  }
+
+  async #isPglite(): Promise<boolean> {
+    try {
+      const [row] = await this.#db.query<{ v: string }>("SELECT version() AS v");
+      return /PGlite/i.test(row?.v ?? "");
+    } catch {
+      return false;
     }
   }
 
