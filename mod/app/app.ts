@@ -10,11 +10,17 @@ import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import type { ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { ImageService, runImageRequest } from "../generation/mod.ts";
-import { type HttpServerHandle, startHttpServer } from "../http/mod.ts";
-import { JobService, type JobStore, MemoryJobStore, PostgresJobStore } from "../jobs/mod.ts";
+import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
+import {
+  JobService,
+  type JobStore,
+  MemoryJobStore,
+  PostgresJobStore,
+  replicaApplicationName,
+} from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport, ToolError, watchParent } from "../mcp/mod.ts";
+import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -54,6 +60,13 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   return await createGenerator(config);
 }
 
+/** The engine of a `front` replica: it loads no models and never runs a job. */
+const NO_ENGINE: Generator = {
+  generate: () =>
+    Promise.reject(new Error("this replica is a front (server.role): it runs no jobs")),
+  close: () => Promise.resolve(),
+};
+
 /**
  * Starts the server described by `config`. The transport answers at once
  * while the models are checked and loaded; `tools/list` and `tools/call`
@@ -61,15 +74,12 @@ async function loadEngine(config: ResolvedConfig): Promise<Generator> {
  * {@link App.finished} with its error (before any tool was listed).
  */
 export async function startApp(config: ResolvedConfig, overrides: AppOverrides = {}): Promise<App> {
+  const role = config.server.role;
+  // One name per process: its claims, its notifications, its connections' application_name.
+  const replica = `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
   // A front replica loads no models: its jobs run on the replicas that have an engine.
-  const engine: Generator | Promise<Generator> = config.server.role === "front"
-    ? {
-      generate: () =>
-        Promise.reject(
-          new ToolError("configuration", 'this replica has no engine (server.role = "front")'),
-        ),
-      close: () => Promise.resolve(),
-    }
+  const engine: Generator | Promise<Generator> = role === "front"
+    ? NO_ENGINE
     : overrides.generator ?? loadEngine(config);
   // The transport answers while the models load; tools wait for `ready`.
   const generator = deferredGenerator(Promise.resolve(engine));
@@ -98,12 +108,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       db = await openDatabase({
         url: config.auth.databaseUrl,
         embeddedDir: `${config.server.dataDir}/postgres`,
+        applicationName: replicaApplicationName(replica),
       });
     } catch (error) {
       await generator.close();
       throw error;
     }
-    store = new PostgresJobStore(db, limits);
+    store = new PostgresJobStore(db, limits, { replica, leaseMs: config.jobs.leaseMs });
   }
   const jobs = new JobService({
     store,
@@ -112,10 +123,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     resultTtlSeconds: config.jobs.resultTtlMs / 1000,
     queueLimit: config.generation.queueLimit,
     stepsPerImage: config.generation.steps,
-    worker: `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    worker: replica,
+    engine: role !== "front",
     leaseMs: config.jobs.leaseMs,
-    runsJobs: config.server.role !== "front",
-    recoverOnStart: config.server.role === "all",
   });
   try {
     await jobs.start();
@@ -228,8 +238,6 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     return { finished, shutdown };
   }
 
-  if (config.server.role === "worker") return startWorker(config, jobs, generator, db!);
-
   const authenticator = createAuthenticator({
     db: db!,
     environment: config.server.environment,
@@ -244,27 +252,42 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   });
   let http: HttpServerHandle;
   try {
-    http = await startHttpServer({
-      hostname: config.server.host,
-      port: config.server.port,
-      allowedOrigins: config.server.allowedOrigins,
-      authenticator,
-      authFailureResponse,
-      createServer: (scope) => createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
-      // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
-      health: async () => ({
-        ...(await jobs.health()),
-        tools: tools.length,
-        database: await probeDatabase(db!),
-      }),
-      limits: {
-        headerTimeoutMs: config.server.headerTimeoutMs,
-        bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
-        idleTimeoutMs: config.server.idleTimeoutMs,
-        maxConnections: config.server.maxConnections,
-      },
-      maxRequestsPerKey: config.server.maxRequestsPerKey,
-    });
+    http = role === "worker"
+      ? await startHealthServer({
+        hostname: config.server.host,
+        port: config.server.port,
+        health: async () => ({
+          role,
+          ...(await jobs.health()),
+          database: await probeDatabase(db!),
+        }),
+      })
+      : await startHttpServer({
+        hostname: config.server.host,
+        port: config.server.port,
+        allowedOrigins: config.server.allowedOrigins,
+        authenticator,
+        authFailureResponse,
+        createServer: (scope) =>
+          createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
+        // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
+        health: async () => ({
+          ...(await jobs.health()),
+          tools: tools.length,
+          role,
+          database: await probeDatabase(db!),
+        }),
+        limits: {
+          headerTimeoutMs: config.server.headerTimeoutMs,
+          bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
+          idleTimeoutMs: config.server.idleTimeoutMs,
+          maxConnections: config.server.maxConnections,
+        },
+        maxRequestsPerKey: config.server.maxRequestsPerKey,
+        // A cancellation for a request open at another replica travels through PostgreSQL.
+        onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),
+      });
+    store.onRequestCancel?.((owner, id) => http.cancelRequest(owner, id));
   } catch (error) {
     beginShutdown();
     await drain();
@@ -286,55 +309,6 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await settleFinished();
     })();
   ready.catch(() => void shutdown());
+  log("info", "app", `replica ${replica} serving as ${role}`, { queue: store.kind });
   return { http: http.addr, finished, shutdown };
-}
-
-/**
- * A worker replica: runs jobs from the shared queue and serves only
- * `/healthz` (no MCP, no API keys).
- */
-function startWorker(
-  config: ResolvedConfig,
-  jobs: JobService,
-  generator: Generator,
-  db: Database,
-): App {
-  const server = Deno.serve({
-    hostname: config.server.host,
-    port: config.server.port,
-    onListen: () => {},
-  }, async (request) => {
-    if (new URL(request.url).pathname !== "/healthz") {
-      return new Response("not found\n", { status: 404 });
-    }
-    return Response.json({
-      status: "ok",
-      role: "worker",
-      ...(await jobs.health()),
-      database: await probeDatabase(db),
-    });
-  });
-  const addr = server.addr as Deno.NetAddr;
-  log("info", "app", `worker: running jobs; /healthz on http://${addr.hostname}:${addr.port}`);
-  let resolveFinished!: () => void;
-  const finished = new Promise<void>((r) => resolveFinished = r);
-  let stopping: Promise<void> | undefined;
-  const grace = config.server.shutdownGraceMs;
-  const shutdown = () =>
-    stopping ??= (async () => {
-      const stopped = jobs.close("the server is shutting down", false);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(false), grace));
-      if (!await Promise.race([stopped.then(() => true), expired])) {
-        jobs.abortRunning();
-        await stopped;
-      }
-      clearTimeout(timer);
-      await jobs.dispose();
-      await server.shutdown();
-      await db.close();
-      await generator.close();
-      resolveFinished();
-    })();
-  return { http: addr, finished, shutdown };
 }

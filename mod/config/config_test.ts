@@ -231,3 +231,25 @@ Deno.test("max_wait_seconds 0 means until done; [jobs] defaults and units", asyn
     assert.match(await configError(loadConfig({ path, env: {} })), /jobs\.result_ttl_seconds/);
   });
 });
+
+Deno.test("server.role front/worker needs HTTP and DATABASE_URL; lease_seconds resolves to ms", async () => {
+  await withConfig(`[server]\nrole = "front"\n[jobs]\nlease_seconds = 12\n`, async (path) => {
+    const stdio = await configError(loadConfig({ path, env: { DATABASE_URL: "postgres://x/y" } }));
+    assert.match(stdio, /server\.role = "front" needs server\.transport = "http", got "stdio"/);
+    const noDb = await configError(
+      loadConfig({ path, overrides: { transport: "http" }, env: { MCP_ENV: "local" } }),
+    );
+    assert.match(noDb, /server\.role = "front" needs DATABASE_URL/);
+    const ok = await loadConfig({
+      path,
+      overrides: { transport: "http" },
+      env: { MCP_ENV: "local", DATABASE_URL: "postgres://x/y" },
+    });
+    assert.equal(ok.server.role, "front");
+    assert.equal(ok.jobs.leaseMs, 12_000);
+  });
+  await withConfig(`[server]\nrole = "boss"\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path })), /server\.role: .*"boss"/);
+  });
+  assert.equal((await loadConfig({ env: {} })).server.role, "all");
+});

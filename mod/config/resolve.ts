@@ -190,11 +190,18 @@ export function resolveConfig(
     );
   }
 
-  if (raw.server.role !== "all" && raw.server.transport !== "http") {
-    throw new ConfigError(
-      `${where}: server.role = "${raw.server.role}" needs server.transport = "http" (replicas ` +
-        `share jobs through PostgreSQL; stdio keeps them in memory)`,
-    );
+  if (raw.server.role !== "all") {
+    if (raw.server.transport !== "http") {
+      throw new ConfigError(
+        `${where}: server.role = "${raw.server.role}" needs server.transport = "http", got "${raw.server.transport}"`,
+      );
+    }
+    if (!nonEmpty(env.DATABASE_URL)) {
+      throw new ConfigError(
+        `${where}: server.role = "${raw.server.role}" needs DATABASE_URL: fronts and workers share ` +
+          `the job queue through a PostgreSQL server (the embedded database serves one replica)`,
+      );
+    }
   }
 
   let backend: ResolvedConfig["backend"];

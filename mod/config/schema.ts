@@ -132,7 +132,7 @@ const lora = z.strictObject({
 const jobs = z.strictObject({
   result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
   max_result_mib: z.number().min(1).max(1_048_576).default(512),
-  lease_seconds: z.number().min(2).max(3600).default(30),
+  lease_seconds: z.number().min(1).max(3600).default(30),
 });
 
 const output = z.strictObject({

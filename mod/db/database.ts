@@ -49,6 +49,19 @@ export interface Database extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /** Closes the pool and, if this process runs the embedded server, that too. */
   close(): Promise<void>;
+  /**
+   * Runs `onNotify` for every NOTIFY on `channel`, received on a dedicated
+   * connection that is re-established (and re-LISTENed) when it drops.
+   * Notifications sent while it is down are lost, so callers keep a polling
+   * fallback. Absent where the database cannot deliver them (embedded).
+   */
+  listen?(channel: string, onNotify: (payload: string) => void): Promise<Listening>;
+}
+
+/** A LISTEN in force; see {@link Database.listen}. */
+export interface Listening {
+  /** Stops listening. */
+  unlisten(): Promise<void>;
 }
 
 /**

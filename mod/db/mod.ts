@@ -10,6 +10,7 @@
 export {
   type Database,
   DatabaseError,
+  type Listening,
   type Queryable,
   type QueryOptions,
   type Row,

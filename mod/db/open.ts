@@ -31,6 +31,8 @@ export interface OpenDatabaseOptions {
    * `lock_timeout`). Unset: no bound beyond each query's own `timeoutMs`.
    */
   queryTimeoutMs?: number;
+  /** `application_name` of the connections to a server (see {@link connectPostgres}). */
+  applicationName?: string;
 }
 
 /**
@@ -54,6 +56,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       maxConnections: options.maxConnections,
       connectTimeoutSeconds: options.connectTimeoutSeconds,
       queryTimeoutMs: options.queryTimeoutMs,
+      applicationName: options.applicationName,
       secrets: [databaseUrlPassword(options.url)],
     });
   } else {

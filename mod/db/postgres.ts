@@ -12,6 +12,7 @@ import { Socket } from "node:net";
 import {
   type Database,
   DatabaseError,
+  type Listening,
   type Queryable,
   type QueryOptions,
   type Row,
@@ -40,6 +41,11 @@ export interface PostgresOptions {
   queryTimeoutMs?: number;
   /** Secrets that must never appear in error messages (the DSN password). */
   secrets?: readonly (string | undefined)[];
+  /**
+   * `application_name` of every connection (default `generate-image-sd15-mcp`);
+   * a replica puts its worker name here so others can see it is alive.
+   */
+  applicationName?: string;
   /** Runs after the pool has ended (stops the embedded server). */
   onClose?: () => Promise<void>;
 }
@@ -72,10 +78,37 @@ function isUnavailable(code: string): boolean {
 }
 
 /**
+ * postgres.js 3.4.9 throws from a timer when a connection drops inside a
+ * transaction: `begin` sends ROLLBACK on the closed connection and
+ * connection.js `nextWrite` reads `socket.write` of a null socket
+ * ("Cannot read properties of null (reading 'write')"). Nothing can catch
+ * it, and an uncaught error ends the process, so a database restart would
+ * take every replica down. The transaction itself has already failed with
+ * CONNECTION_CLOSED and the server rolls it back; this stray error alone is
+ * dropped. (`sql.reserve`, the alternative to `begin`, never resolves with
+ * `fetch_types: false` in 3.4.9.)
+ */
+function ignoreClosedSocketWrites(): void {
+  if (closedSocketGuard) return;
+  closedSocketGuard = true;
+  globalThis.addEventListener("error", (event) => {
+    const error = event.error as Error | undefined;
+    if (
+      error instanceof TypeError && /reading 'write'/.test(error.message) &&
+      /postgres[\\/]src[\\/]connection\.js/.test(error.stack ?? "")
+    ) {
+      event.preventDefault();
+    }
+  });
+}
+let closedSocketGuard = false;
+
+/**
  * Connects a postgres.js pool (lazily: the first query opens the first
  * connection) and wraps it as a {@link Database}.
  */
 export function connectPostgres(options: PostgresOptions): Database {
+  ignoreClosedSocketWrites();
   const secrets = options.secrets ?? [];
   const common = {
     max: options.maxConnections ?? 4,
@@ -93,7 +126,7 @@ export function connectPostgres(options: PostgresOptions): Database {
     // Array-type discovery costs a round trip per connection and nothing here needs it.
     fetch_types: false,
     connection: {
-      application_name: "generate-image-sd15-mcp",
+      application_name: options.applicationName ?? "generate-image-sd15-mcp",
       // The server cancels a statement (or a lock wait) the client has stopped waiting for.
       ...(options.queryTimeoutMs === undefined ? {} : {
         statement_timeout: options.queryTimeoutMs,
@@ -163,6 +196,16 @@ export function connectPostgres(options: PostgresOptions): Database {
     }
   };
 
+  const listener = new Listener(
+    (onnotify, onclose) => {
+      // A connection of its own that never idles out: LISTEN lasts as long as it.
+      const dedicated = { ...common, max: 1, idle_timeout: 0, max_lifetime: 0, onnotify, onclose };
+      return "url" in options.target
+        ? postgres(options.target.url, dedicated)
+        : postgres(socketOptions(dedicated, options.target));
+    },
+    wrap,
+  );
   let closing: Promise<void> | undefined;
   return {
     target: options.description,
@@ -194,6 +237,9 @@ export function connectPostgres(options: PostgresOptions): Database {
         throw error;
       }
     },
+    ...(options.kind === "server"
+      ? { listen: (channel, onNotify) => listener.listen(channel, onNotify) }
+      : {}),
     close() {
       closing ??= (async () => {
         try {
@@ -201,7 +247,7 @@ export function connectPostgres(options: PostgresOptions): Database {
           // mid-query marked busy (connection.js closed() rejects the query but keeps
           // it set), and end() would then wait for it forever; after the timeout
           // end() destroys what is left.
-          await sql.end({ timeout: 2 });
+          await Promise.all([sql.end({ timeout: 2 }), listener.end()]);
         } finally {
           await options.onClose?.();
         }
@@ -250,5 +296,94 @@ async function failingAsSocket(open: () => Promise<Socket>): Promise<Socket> {
     // After postgres.js has attached its listeners (it does so once this resolves).
     setTimeout(() => socket.destroy(error as Error), 0);
     return socket;
+  }
+}
+
+type Sql = ReturnType<typeof postgres>;
+
+/**
+ * LISTEN on a dedicated connection, re-LISTENed after it drops. Not
+ * postgres.js's own `sql.listen`: that one re-runs LISTEN from inside the
+ * connection's close handler, before the connection has a socket again, and
+ * 3.4.9 then throws "Cannot read properties of null (reading 'write')" from
+ * a timer (connection.js nextWrite) — an uncaught error that ends the process
+ * when the database restarts. Here the LISTEN is re-sent a second later, as
+ * an ordinary query that opens a fresh connection, and retried until it holds.
+ */
+class Listener {
+  readonly #open: (
+    onnotify: (channel: string, payload: string) => void,
+    onclose: () => void,
+  ) => Sql;
+  readonly #wrap: (error: unknown) => DatabaseError;
+  #sql: Sql | null = null;
+  readonly #channels = new Map<string, Set<(payload: string) => void>>();
+  #retry: ReturnType<typeof setTimeout> | undefined;
+  #ended = false;
+
+  constructor(
+    open: (onnotify: (channel: string, payload: string) => void, onclose: () => void) => Sql,
+    wrap: (error: unknown) => DatabaseError,
+  ) {
+    this.#open = open;
+    this.#wrap = wrap;
+  }
+
+  #connection(): Sql {
+    this.#sql ??= this.#open(
+      (channel, payload) => {
+        for (const fn of [...(this.#channels.get(channel) ?? [])]) fn(payload);
+      },
+      () => this.#scheduleRelisten(1000),
+    );
+    return this.#sql;
+  }
+
+  static #statement(verb: "LISTEN" | "UNLISTEN", channel: string): string {
+    return `${verb} "${channel.replaceAll('"', '""')}"`;
+  }
+
+  #scheduleRelisten(delayMs: number): void {
+    if (this.#ended || this.#retry !== undefined || this.#channels.size === 0) return;
+    this.#retry = setTimeout(async () => {
+      this.#retry = undefined;
+      try {
+        for (const channel of this.#channels.keys()) {
+          await this.#connection().unsafe(Listener.#statement("LISTEN", channel));
+        }
+      } catch {
+        this.#scheduleRelisten(Math.min(delayMs * 2, 5000));
+      }
+    }, delayMs);
+  }
+
+  async listen(channel: string, onNotify: (payload: string) => void): Promise<Listening> {
+    let set = this.#channels.get(channel);
+    const first = !set;
+    if (!set) this.#channels.set(channel, set = new Set());
+    set.add(onNotify);
+    if (first) {
+      try {
+        await this.#connection().unsafe(Listener.#statement("LISTEN", channel));
+      } catch (error) {
+        set.delete(onNotify);
+        if (set.size === 0) this.#channels.delete(channel);
+        throw this.#wrap(error);
+      }
+    }
+    return {
+      unlisten: async () => {
+        set.delete(onNotify);
+        if (set.size > 0 || this.#channels.get(channel) !== set) return;
+        this.#channels.delete(channel);
+        await this.#connection().unsafe(Listener.#statement("UNLISTEN", channel)).catch(() => {});
+      },
+    };
+  }
+
+  async end(): Promise<void> {
+    this.#ended = true;
+    clearTimeout(this.#retry);
+    await this.#sql?.end({ timeout: 2 });
   }
 }

@@ -94,3 +94,45 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "postgres.js wrapper: LISTEN survives an outage; a transaction cut by one does not end the process",
+  ignore: !Deno.env.get("DATABASE_URL"),
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const test = await openTestDatabase("postgres_listen");
+    const { db, proxy } = test;
+    try {
+      const heard: string[] = [];
+      const listening = await db.listen!("sd15_test_channel", (payload) => heard.push(payload));
+      await db.query("SELECT pg_notify('sd15_test_channel', 'before')");
+      for (let i = 0; i < 100 && !heard.includes("before"); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      ok(heard.includes("before"), "the first notification never arrived");
+
+      // A transaction in flight when the database goes away: postgres.js 3.4.9
+      // then throws from a timer; the wrapper must keep that from ending the process.
+      const cut = db.transaction(async (tx) => {
+        await tx.query("SELECT pg_sleep(1)");
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      await proxy.down();
+      await rejects(cut, (e: unknown) => e instanceof DatabaseError && e.unavailable);
+      await new Promise((r) => setTimeout(r, 300));
+      await proxy.up();
+
+      // Re-LISTENed a moment after the connection came back.
+      for (let i = 0; i < 100 && !heard.includes("after"); i++) {
+        await db.query("SELECT pg_notify('sd15_test_channel', 'after')").catch(() => {});
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      ok(heard.includes("after"), "not listening again after the outage");
+      await listening.unlisten();
+    } finally {
+      await test.close();
+    }
+  },
+});

@@ -16,3 +16,5 @@ export {
   CorsPolicy,
   loopbackOrigins,
 } from "./cors.ts";
+export { startHealthServer } from "./health_server.ts";
+export type { HealthServerOptions } from "./health_server.ts";

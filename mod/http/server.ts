@@ -49,6 +49,11 @@ export interface HttpServerOptions {
   limits?: Partial<ConnectionLimits>;
   /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
   maxRequestsPerKey?: number;
+  /**
+   * A `notifications/cancelled` for a request not in flight here: the
+   * request may be open at another replica (issue 11), which is told.
+   */
+  onCancelElsewhere?: (owner: string, requestId: string | number) => void;
 }
 
 /** The defaults of config `[server]` for the slow-client limits. */
@@ -67,6 +72,8 @@ export interface HttpServerHandle {
   shutdown(graceMs: number): Promise<void>;
   /** Resolves when the server has stopped. */
   finished: Promise<void>;
+  /** Cancels request `requestId` of API key `owner` when it is in flight here (another replica's notice). */
+  cancelRequest(owner: string, requestId: string | number): boolean;
 }
 
 function jsonRpcError(
@@ -210,6 +217,8 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         if (typeof target === "string" || typeof target === "number") {
           if (inFlight.cancel(owner, target)) {
             log("info", "http", "request cancelled by the client", { requestId: target });
+          } else {
+            options.onCancelElsewhere?.(owner, target);
           }
         }
       }
@@ -290,6 +299,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       resolve({
         addr,
         finished: server.finished,
+        cancelRequest(owner, requestId) {
+          const done = inFlight.cancel(owner, requestId);
+          if (done) log("info", "http", "request cancelled at another replica", { requestId });
+          return done;
+        },
         async shutdown(graceMs: number) {
           await front.stopAccepting();
           let timer: ReturnType<typeof setTimeout> | undefined;

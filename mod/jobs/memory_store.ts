@@ -238,17 +238,6 @@ export class MemoryJobStore implements JobStore {
     return Promise.resolve([]);
   }
 
-  /** {@inheritDoc JobStore.renew} */
-  renew(_id: string, _worker: string): Promise<void> {
-    // One process: the runner cannot die without the store.
-    return Promise.resolve();
-  }
-
-  /** {@inheritDoc JobStore.expireLeases} */
-  expireLeases(_reason: string): Promise<string[]> {
-    return Promise.resolve([]);
-  }
-
   /** {@inheritDoc JobStore.purgeExpired} */
   purgeExpired(): Promise<number> {
     const now = this.#now();

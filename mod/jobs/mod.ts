@@ -8,10 +8,13 @@
  * @module
  */
 
-export { JobService, ownerOf } from "./service.ts";
+export { JobService, LEASE_EXPIRED_REASON, ownerOf } from "./service.ts";
 export type { JobHealth, JobServiceOptions } from "./service.ts";
 export { MemoryJobStore } from "./memory_store.ts";
-export { PostgresJobStore } from "./postgres_store.ts";
+export { PostgresJobStore, replicaApplicationName } from "./postgres_store.ts";
+export type { PostgresJobStoreOptions } from "./postgres_store.ts";
+export { JOB_CHANNEL, JobBus } from "./bus.ts";
+export type { BusMessage, JobBusOptions } from "./bus.ts";
 export { JobRunner } from "./runner.ts";
 export type { JobExecutor, JobRunnerOptions, RunningJob } from "./runner.ts";
 export { JOB_ID_PATTERN, newJobId } from "./job_id.ts";

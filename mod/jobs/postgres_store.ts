@@ -7,12 +7,9 @@
  * Shaped for a queue shared by replicas (issue 11): the queue is the
  * `state = 'queued'` rows in `seq` order, claimed with `FOR UPDATE SKIP
  * LOCKED` by a named worker; progress and cancellation requests are written
- * to the job row; a running job holds a lease (`worker`, `lease_expires_at`)
- * that every progress write and a heartbeat renew, and a job whose lease
- * runs out is failed by any process's sweep. Events reach subscribers in
- * this process at once, and those of other processes by reading the watched
- * job's row every `pollMs` (LISTEN/NOTIFY would push them instead; the
- * {@link Database} interface has no `listen` yet).
+ * to the job row; the `worker` and `lease_expires_at` columns are there for
+ * leases. Events reach subscribers in this process directly; a second
+ * process would hear them through LISTEN/NOTIFY on the same rows.
  *
  * Binary data (decoded input images, result PNGs) travels as base64 text
  * and is stored as `bytea` with `decode(…, 'base64')`, so the
@@ -24,6 +21,7 @@
 import type { Database, Queryable, Row } from "../db/mod.ts";
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
+import { JOB_CHANNEL, JobBus } from "./bus.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
 import { hasRoom, queueFullError } from "./queue_full.ts";
@@ -38,11 +36,11 @@ import type {
   JobState,
   JobStore,
   JobSummary,
+  LeaseRenewal,
   QueueCounts,
   QueuePosition,
   StoreLimits,
 } from "./types.ts";
-import { isTerminal } from "./types.ts";
 
 /**
  * Key of the advisory lock that serializes job creation, so the queue-limit
@@ -150,53 +148,118 @@ function serialized(db: Database): Database {
   };
 }
 
-/** One watched job: what its listeners have heard, and the row poller. */
-interface Watcher {
-  listeners: number;
-  state: JobState | null;
-  progress: string | null;
-  cancelled: boolean;
-  timer: ReturnType<typeof setInterval> | undefined;
-  polling?: boolean;
+/** Options of {@link PostgresJobStore} for a queue shared by replicas. */
+export interface PostgresJobStoreOptions {
+  /**
+   * This replica's name: the worker name its claims are made in, the origin of
+   * its notifications, and the `application_name` of its connections
+   * (`sd15-mcp/<name>`, see {@link replicaApplicationName}).
+   */
+  replica?: string;
+  /** How long a claim holds without renewal, in ms (`[jobs] lease_seconds`, default 30 s). */
+  leaseMs?: number;
+  /** How often the bus checks its own LISTEN, in ms (default 5000). */
+  pingMs?: number;
+}
+
+/** The `application_name` of a replica's connections: how others see it is alive. */
+export function replicaApplicationName(replica: string): string {
+  return `sd15-mcp/${replica}`.slice(0, 63);
 }
 
 /** See the module documentation. */
 export class PostgresJobStore implements JobStore {
   /** Always `postgres`. */
   readonly kind = "postgres" as const;
-  readonly #db: Database;
+  #db: Database;
   readonly #limits: StoreLimits;
   readonly #events = new JobEvents();
   readonly #pendingProgress = new Map<string, JobProgress>();
   readonly #writing = new Set<string>();
   readonly #writes = new Set<Promise<void>>();
-  readonly #watchers = new Map<string, Watcher>();
-  readonly #pollMs: number;
+  readonly #leaseMs: number;
+  readonly #replica: string;
+  #bus: JobBus | null;
+  readonly #queued = new Set<() => void>();
+  readonly #requestCancels = new Set<(owner: string, request: string | number) => void>();
 
-  /**
-   * Uses `db` (already migrated); the caller closes it. `pollMs` is how often
-   * a watched job's row is read for what other processes did to it.
-   */
-  constructor(db: Database, limits: StoreLimits, options: { pollMs?: number } = {}) {
+  /** Uses `db` (already migrated); the caller closes it. */
+  constructor(db: Database, limits: StoreLimits, options: PostgresJobStoreOptions = {}) {
     this.#db = db.kind === "embedded" ? serialized(db) : db;
     this.#limits = limits;
-    this.#pollMs = options.pollMs ?? 1000;
+    this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#replica = options.replica ?? `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
+    this.#bus = JobBus.for(db, this.#replica, { pingMs: options.pingMs });
+    this.#bus?.on((message) => {
+      if (message.t === "event") this.#events.emit(message.j, message.e);
+      else if (message.t === "queued") { for (const l of [...this.#queued]) l(); }
+      else if (message.t === "cancel_request") {
+        for (const l of [...this.#requestCancels]) l(message.owner, message.request);
+      }
+    });
+    this.#bus?.onReconnect(() => {
+      for (const l of [...this.#queued]) l();
+    });
   }
 
-  #lease(sql: string): string {
-    const ms = Math.round(this.#limits.leaseMs ?? 30_000);
-    return sql.replaceAll("$LEASE", `now() + (${ms}::double precision * interval '1 millisecond')`);
+  /** Whether other replicas hear this one (a server database, not the embedded one). */
+  get shared(): boolean {
+    return this.#bus !== null;
   }
 
-  /** Local delivery that the row watcher will not repeat. */
-  #emit(id: string, event: JobEvent): void {
-    const w = this.#watchers.get(id);
-    if (w) {
-      if (event.type === "progress") w.progress = JSON.stringify(event.progress);
-      else if (event.type === "state") w.state = event.state;
-      else w.cancelled = true;
+  /** Starts listening to the other replicas (nothing to do on the embedded database). */
+  async open(): Promise<void> {
+    if (this.#bus && await this.#isPglite()) {
+      // PGlite reached by URL (the tests' embedded database behind a proxy): one
+      // process, and its socket server needs statements one at a time (see `serialized`).
+      this.#bus = null;
+      this.#db = serialized(this.#db);
+      return;
     }
+    try {
+      await this.#bus?.start();
+    } catch (error) {
+      // Not fatal: the workers poll the queue and the waiters their jobs; the bus retries.
+      log("warn", "jobs", "cannot listen for other replicas; polling only until it can", {
+        error: String(error),
+      });
+    }
+  }
+
+  async #isPglite(): Promise<boolean> {
+    try {
+      const [row] = await this.#db.query<{ v: string }>("SELECT version() AS v");
+      return /PGlite/i.test(row?.v ?? "");
+    } catch {
+      return false;
+    }
+  }
+
+  /** Runs `listener` when another replica queued a job. */
+  onQueued(listener: () => void): () => void {
+    this.#queued.add(listener);
+    return () => this.#queued.delete(listener);
+  }
+
+  /** Passes a request cancellation to the other replicas. */
+  cancelRequestElsewhere(owner: string, request: string | number): void {
+    this.#bus?.publish({ t: "cancel_request", owner, request });
+  }
+
+  /** Runs `listener` for request cancellations passed on by other replicas. */
+  onRequestCancel(listener: (owner: string, request: string | number) => void): () => void {
+    this.#requestCancels.add(listener);
+    return () => this.#requestCancels.delete(listener);
+  }
+
+  /** Tells this process's subscribers and the other replicas. */
+  #emit(id: string, event: JobEvent): void {
     this.#events.emit(id, event);
+    this.#bus?.publish({ t: "event", j: id, e: event });
+  }
+
+  #lease(): string {
+    return `now() + (${Math.round(this.#leaseMs)}::double precision * interval '1 millisecond')`;
   }
 
   #ttl(sql: string): string {
@@ -229,6 +292,13 @@ export class PostgresJobStore implements JobStore {
          RETURNING ${SUMMARY}`,
         [job.id, job.owner, request.tool, requestJson(request), request.seeds.length, image, mask],
       );
+      // Delivered at commit, when the row is visible to the claimers.
+      if (this.#bus) {
+        await tx.query("SELECT pg_notify($1, $2)", [
+          JOB_CHANNEL,
+          this.#bus.payload({ t: "queued" }),
+        ]);
+      }
       return toSummary(row);
     });
   }
@@ -305,14 +375,12 @@ export class PostgresJobStore implements JobStore {
         cancel_requested: boolean;
       }
     >(
-      this.#lease(
-        `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
-               lease_expires_at = $LEASE
+      `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
+              lease_expires_at = ${this.#lease()}
         WHERE id = (SELECT id FROM mcp_generation_jobs WHERE state = 'queued'
                      ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
         RETURNING id, request::text AS request, ${b64("input_image")} AS image,
                   ${b64("input_mask")} AS mask, cancel_requested`,
-      ),
       [worker],
     );
     if (!row) return null;
@@ -329,7 +397,7 @@ export class PostgresJobStore implements JobStore {
    * one write per job in flight, later progress coalesced into the next.
    */
   progress(id: string, progress: JobProgress): void {
-    this.#emit(id, { type: "progress", progress: { ...progress } });
+    this.#events.emit(id, { type: "progress", progress: { ...progress } });
     this.#pendingProgress.set(id, { ...progress });
     if (this.#writing.has(id)) return;
     this.#writing.add(id);
@@ -339,16 +407,22 @@ export class PostgresJobStore implements JobStore {
           const next = this.#pendingProgress.get(id);
           if (!next) break;
           this.#pendingProgress.delete(id);
-          // Each progress write also renews the lease and reads a cancellation made elsewhere.
-          const [row] = await this.#db.query<{ cancel_requested: boolean }>(
-            this.#lease(
-              `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb, lease_expires_at = $LEASE
-                WHERE id = $1 AND state = 'running' RETURNING cancel_requested`,
-            ),
-            [id, JSON.stringify(next)],
-          );
-          if (row?.cancel_requested && !this.#watchers.get(id)?.cancelled) {
-            this.#emit(id, { type: "cancel" });
+          const update =
+            `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb WHERE id = $1 AND state = 'running'`;
+          if (this.#bus) {
+            // The row and the other replicas' waiters hear it in one round trip.
+            const event: JobEvent = { type: "progress", progress: next };
+            await this.#db.query(
+              `WITH u AS (${update} RETURNING id) SELECT pg_notify($3, $4) FROM u`,
+              [
+                id,
+                JSON.stringify(next),
+                JOB_CHANNEL,
+                this.#bus.payload({ t: "event", j: id, e: event }),
+              ],
+            );
+          } else {
+            await this.#db.query(update, [id, JSON.stringify(next)]);
           }
         }
       } catch (error) {
@@ -451,45 +525,57 @@ export class PostgresJobStore implements JobStore {
     return (await this.summary(id, owner)) ? "finished" : "unknown";
   }
 
-  /** Fails every job left `running` by a process that is gone. */
+  /**
+   * Fails every job left `running` by a process that is gone. On the embedded
+   * database there is one replica, so that is every running job. On a server
+   * other replicas may be running jobs: a job is taken as orphaned when its
+   * lease expired, or when no connection of its worker is open (a killed
+   * process's connections close at once; a live worker keeps its LISTEN
+   * connection and renews through its pool every third of a lease). The
+   * latter only when the worker last renewed after the server started: a
+   * worker cut off by a database restart has no connection until it renews.
+   */
   async recover(reason: string): Promise<string[]> {
+    const lease = `(${Math.round(this.#leaseMs)} * interval '1 millisecond')`;
+    const orphaned = this.#bus
+      ? `AND (lease_expires_at IS NULL OR lease_expires_at < now()
+             OR (lease_expires_at - ${lease} > pg_postmaster_start_time()
+                 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                                  WHERE application_name = left('sd15-mcp/' || worker, 63))))`
+      : "";
+    return await this.#fail(`state = 'running' ${orphaned}`, reason);
+  }
+
+  async #fail(where: string, reason: string): Promise<string[]> {
     const rows = await this.#db.query<{ id: string }>(
       this.#ttl(
         `UPDATE mcp_generation_jobs SET state = 'failed', error = $1, cancel_requested = false,
             finished_at = now(), expires_at = ${EXPIRES}, input_image = NULL, input_mask = NULL
-          WHERE state = 'running' RETURNING id`,
-      ),
-      [reason],
-    );
-    return rows.map((r) => r.id);
-  }
-
-  /** Renews the lease of a job `worker` runs, and hears of a cancellation made elsewhere. */
-  async renew(id: string, worker: string): Promise<void> {
-    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
-      this.#lease(
-        `UPDATE mcp_generation_jobs SET lease_expires_at = $LEASE
-          WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
-      ),
-      [id, worker],
-    );
-    if (row?.cancel_requested && !this.#watchers.get(id)?.cancelled) {
-      this.#emit(id, { type: "cancel" });
-    }
-  }
-
-  /** Fails running jobs whose worker stopped renewing their lease. */
-  async expireLeases(reason: string): Promise<string[]> {
-    const rows = await this.#db.query<{ id: string }>(
-      this.#ttl(
-        `UPDATE mcp_generation_jobs SET state = 'failed', error = $1, cancel_requested = false,
-            finished_at = now(), expires_at = ${EXPIRES}, input_image = NULL, input_mask = NULL
-          WHERE state = 'running' AND lease_expires_at < now() RETURNING id`,
+          WHERE ${where} RETURNING id`,
       ),
       [reason],
     );
     for (const { id } of rows) this.#emit(id, { type: "state", state: "failed" });
     return rows.map((r) => r.id);
+  }
+
+  /** Extends the lease of `worker`'s running job; reports a cancellation asked for meanwhile. */
+  async renew(id: string, worker: string): Promise<LeaseRenewal> {
+    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+      `UPDATE mcp_generation_jobs SET lease_expires_at = ${this.#lease()}
+        WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
+      [id, worker],
+      // Bounded, so a renewal lost with its connection does not hold up the next one.
+      { timeoutMs: Math.max(500, this.#leaseMs / 4) },
+    );
+    return row
+      ? { held: true, cancelRequested: row.cancel_requested }
+      : { held: false, cancelRequested: false };
+  }
+
+  /** Fails running jobs whose worker stopped renewing their lease. */
+  expireLeases(reason: string): Promise<string[]> {
+    return this.#fail(`state = 'running' AND lease_expires_at < now()`, reason);
   }
 
   /** Deletes expired jobs (their items go with them). */
@@ -500,72 +586,14 @@ export class PostgresJobStore implements JobStore {
     return rows.length;
   }
 
-  /**
-   * Listens to one job's events: those of this process at once, and what
-   * other processes (replicas sharing the database) do to the job by reading
-   * its row every `pollMs` while anyone listens.
-   */
+  /** Listens to one job's events in this process. */
   subscribe(id: string, listener: (event: JobEvent) => void): () => void {
-    const unsubscribe = this.#events.subscribe(id, listener);
-    let w = this.#watchers.get(id);
-    if (!w) {
-      w = { listeners: 0, state: null, progress: null, cancelled: false, timer: undefined };
-      this.#watchers.set(id, w);
-      const watcher = w;
-      watcher.timer = setInterval(() => this.#poll(id, watcher), this.#pollMs);
-    }
-    w.listeners++;
-    const watcher = w;
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      unsubscribe();
-      if (--watcher.listeners === 0) {
-        clearInterval(watcher.timer);
-        if (this.#watchers.get(id) === watcher) this.#watchers.delete(id);
-      }
-    };
+    return this.#events.subscribe(id, listener);
   }
 
-  #poll(id: string, w: Watcher): void {
-    if (w.polling) return;
-    w.polling = true;
-    const read = (async () => {
-      try {
-        const [row] = await this.#db.query<
-          { state: JobState; progress: string | null; cancel_requested: boolean }
-        >(
-          `SELECT state, progress::text AS progress, cancel_requested FROM mcp_generation_jobs
-            WHERE id = $1`,
-          [id],
-        );
-        if (!row || w.listeners === 0) return;
-        if (row.progress !== null && row.state === "running") {
-          const progress = JSON.parse(row.progress) as JobProgress;
-          if (JSON.stringify(progress) !== w.progress) {
-            this.#emit(id, { type: "progress", progress });
-          }
-        }
-        if (row.cancel_requested && !w.cancelled) this.#emit(id, { type: "cancel" });
-        // Only the end matters across processes (waiters wake on it); claims are local news.
-        if (row.state !== w.state && isTerminal(row.state)) {
-          this.#emit(id, { type: "state", state: row.state });
-        }
-      } catch (error) {
-        log("debug", "jobs", "job row not read", { job: id, error: String(error) });
-      } finally {
-        w.polling = false;
-      }
-    })();
-    this.#writes.add(read);
-    read.finally(() => this.#writes.delete(read));
-  }
-
-  /** Stops watching rows and waits for background writes and reads. */
+  /** Waits for background progress writes and stops listening. */
   async close(): Promise<void> {
-    for (const w of this.#watchers.values()) clearInterval(w.timer);
-    this.#watchers.clear();
     await Promise.allSettled([...this.#writes]);
+    await this.#bus?.close();
   }
 }

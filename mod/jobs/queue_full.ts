@@ -8,9 +8,14 @@
 import { ToolError } from "../mcp/tool.ts";
 import type { QueueCounts } from "./types.ts";
 
-/** Whether one more job fits: at most `limit` may wait behind the running one. */
+/**
+ * Whether one more job fits: at most `limit` may wait behind the running one.
+ * With several engines on one queue (issue 11) `limit` counts the jobs
+ * waiting in the whole queue, however many run; with one engine that is the
+ * same rule as before.
+ */
 export function hasRoom(counts: QueueCounts, limit: number): boolean {
-  return counts.running + counts.queued <= limit;
+  return Math.min(counts.running, 1) + counts.queued <= limit;
 }
 
 /** The error a full queue answers with. */

@@ -2,8 +2,10 @@
  * The engine's side of the queue: one loop that claims the oldest queued
  * job from the store, runs it, records its progress and items, and ends it.
  * One runner per engine, so jobs run one at a time (contract §2: "serialized
- * by one lock"). It wakes when a job is created in this process and, as a
- * safety net for jobs created elsewhere, polls.
+ * by one lock"). It wakes when a job is created in this process or, on a
+ * shared store, by another replica, and polls as a safety net. On a shared
+ * store it renews the lease of the running job (issue 11), which also
+ * brings a cancellation whose notification was missed.
  *
  * @module
  */
@@ -26,8 +28,8 @@ export interface JobRunnerOptions {
   worker: string;
   /** How often to look for jobs without being woken, in ms. */
   pollMs: number;
-  /** How often the running job's lease is renewed, in ms (a step may take longer than a lease). */
-  heartbeatMs?: number;
+  /** The store's lease, in ms: renewed every third of it (only on stores with leases). */
+  leaseMs?: number;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
@@ -147,14 +149,7 @@ export class JobRunner {
       if (event.type === "cancel") controller.abort(new Error("cancelled with cancel_generation"));
     });
     if (job.cancelRequested) controller.abort(new Error("cancelled with cancel_generation"));
-    const heartbeat = setInterval(() => {
-      this.#o.store.renew(job.id, this.#o.worker).catch((error) =>
-        log("warn", "jobs", "could not renew the lease of the running job", {
-          job: job.id,
-          error: (error as Error)?.message ?? String(error),
-        })
-      );
-    }, this.#o.heartbeatMs ?? 10_000);
+    const renewal = this.#renewLease(job.id, controller);
     let imagesDone = 0;
     let outcome: JobOutcome;
     try {
@@ -170,7 +165,12 @@ export class JobRunner {
           this.timer.imageDone();
           imagesDone = index;
           if (current.progress) current.progress = { ...current.progress, imagesDone };
-          await this.#o.store.append(job.id, items);
+          // A database restart must not lose finished images: retried like the end of the job.
+          await this.#persist(
+            job.id,
+            "could not store the images of a job",
+            () => this.#o.store.append(job.id, items),
+          );
         },
       });
       outcome = current.shutdown && result.state === "cancelled"
@@ -183,7 +183,7 @@ export class JobRunner {
       });
       outcome = { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
-      clearInterval(heartbeat);
+      clearInterval(renewal);
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;
@@ -191,20 +191,63 @@ export class JobRunner {
     await this.#finish(job.id, outcome);
   }
 
+  /** Renews the lease while the job runs; stops the job when the lease was lost. */
+  #renewLease(id: string, controller: AbortController): ReturnType<typeof setInterval> | undefined {
+    const renew = this.#o.store.renew?.bind(this.#o.store);
+    const leaseMs = this.#o.leaseMs;
+    if (!renew || !leaseMs) return undefined;
+    let busy = false;
+    return setInterval(async () => {
+      if (busy || controller.signal.aborted) return;
+      busy = true;
+      try {
+        const lease = await renew(id, this.#o.worker);
+        if (!lease.held) {
+          log("warn", "jobs", "lost the lease of the running job; stopping it", { job: id });
+          controller.abort(new Error("the worker running it stopped"));
+        } else if (lease.cancelRequested) {
+          controller.abort(new Error("cancelled with cancel_generation"));
+        }
+      } catch (error) {
+        // The database is away: the job goes on, and is failed elsewhere only if the lease runs out.
+        log("debug", "jobs", "could not renew the lease", { job: id, error: String(error) });
+      } finally {
+        busy = false;
+      }
+    }, Math.max(100, leaseMs / 3));
+  }
+
   async #finish(id: string, outcome: JobOutcome): Promise<void> {
+    try {
+      await this.#persist(
+        id,
+        "could not record the end of a job",
+        () => this.#o.store.finish(id, outcome),
+      );
+    } catch {
+      // A job left `running` is failed when its lease runs out, or by the next start-up's recovery.
+    }
+  }
+
+  /**
+   * Runs a store write, retrying it while the database is away. On a shared
+   * store it is retried while the lease could still hold (a database restart
+   * must not turn a finished job into a failed one); throws the last error.
+   */
+  async #persist(id: string, what: string, write: () => Promise<void>): Promise<void> {
+    const tries = Math.max(5, Math.ceil((this.#o.leaseMs ?? 0) / 1000));
     for (let attempt = 1;; attempt++) {
       try {
-        await this.#o.store.finish(id, outcome);
+        await write();
         return;
       } catch (error) {
-        log("warn", "jobs", "could not record the end of a job", {
+        log("warn", "jobs", what, {
           job: id,
           attempt,
           error: (error as Error)?.message ?? String(error),
         });
-        // A job left `running` is failed by the next start-up's recovery.
-        if (attempt >= 5 || (this.#stopping && !this.#drain)) return;
-        await new Promise((r) => setTimeout(r, 1000 * attempt));
+        if (attempt >= tries || (this.#stopping && !this.#drain)) throw error;
+        await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 2000)));
       }
     }
   }

@@ -35,25 +35,28 @@ export interface JobServiceOptions {
   stepsPerImage: number;
   /** This engine's name in the store. */
   worker: string;
-  /** False on a replica without an engine (`[server] role = "front"`): jobs run elsewhere. */
-  runsJobs?: boolean;
-  /** Fail every `running` job at start-up (default true: one server); false with replicas. */
-  recoverOnStart?: boolean;
   /** How often the runner looks for jobs without being woken, in ms (default 2000). */
   pollMs?: number;
   /** How often expired results are purged, in ms (default: a tenth of the TTL, 1 s to 60 s). */
   sweepMs?: number;
   /**
-   * `[jobs] lease_seconds` in ms: the running job's lease is renewed every
-   * third of it, and jobs whose lease ran out are failed every half of it.
+   * Whether this process runs jobs (default true). A `front` replica
+   * (issue 11) only queues them and waits for the workers of the shared store.
    */
+  engine?: boolean;
+  /** `[jobs] lease_seconds` in ms, on a store with leases (default 30 s). */
   leaseMs?: number;
 }
+
+/** Why a job whose worker stopped renewing its lease failed. */
+export const LEASE_EXPIRED_REASON = "the worker running it stopped";
 
 /** `/healthz` numbers: no prompts, no owners. */
 export interface JobHealth {
   /** Whether the engine runs a job, how many wait (null: store unreachable), the limit. */
   queue: { running: boolean; waiting: number | null; limit: number };
+  /** On a shared store: jobs running and waiting over all replicas (null: store unreachable). */
+  shared?: { running: number; waiting: number } | null;
   /** The running job's progress, or null. */
   running_job: {
     images: number;
@@ -64,6 +67,27 @@ export interface JobHealth {
     elapsed_seconds: number;
     eta_seconds: number | null;
   } | null;
+}
+
+/** A database error that means "unreachable now" (see `DatabaseError.unavailable`). */
+function isUnavailable(error: unknown): boolean {
+  return (error as { unavailable?: unknown } | null)?.unavailable === true;
+}
+
+/**
+ * Runs `read`, retrying for up to 30 s while the database is unreachable (a
+ * restart of PostgreSQL must not turn a job that goes on into a failed call).
+ */
+async function untilReachable<T>(read: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  const end = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await read();
+    } catch (error) {
+      if (!isUnavailable(error) || Date.now() > end || signal.aborted) throw error;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
 }
 
 /** Who owns the jobs of a call: its API key over HTTP, this process over stdio. */
@@ -78,6 +102,7 @@ export class JobService {
   #closedMessage: string | null = null;
   #sweep: ReturnType<typeof setInterval> | undefined;
   #leaseSweep: ReturnType<typeof setInterval> | undefined;
+  #unwatch: (() => void) | undefined;
   #stopped: Promise<void> | null = null;
   /** Waiters to wake when the engine loop stops (shutdown), and whether it has. */
   readonly #waiters = new Set<() => void>();
@@ -91,7 +116,7 @@ export class JobService {
       execute: options.execute,
       worker: options.worker,
       pollMs: options.pollMs ?? 2000,
-      heartbeatMs: Math.max(500, (options.leaseMs ?? 30_000) / 3),
+      leaseMs: options.store.renew ? options.leaseMs ?? 30_000 : undefined,
     });
   }
 
@@ -106,14 +131,11 @@ export class JobService {
    * expired results.
    */
   async start(): Promise<void> {
-    // A single server owns every running job, so at start-up they are all its own dead ones.
-    // Replicas with split roles must not fail each other's: they rely on leases alone.
-    if (this.#o.recoverOnStart ?? true) {
-      const failed = await this.#o.store.recover(
-        "the server restarted while this job was running",
-      );
-      if (failed.length) log("warn", "jobs", "jobs interrupted by a restart", { jobs: failed });
-    }
+    await this.#o.store.open?.();
+    const failed = await this.#o.store.recover(
+      "the server restarted while this job was running",
+    );
+    if (failed.length) log("warn", "jobs", "jobs interrupted by a restart", { jobs: failed });
     const purged = await this.#o.store.purgeExpired();
     if (purged) log("info", "jobs", "purged expired jobs", { count: purged });
     const sweepMs = this.#o.sweepMs ??
@@ -123,15 +145,19 @@ export class JobService {
         log("warn", "jobs", "could not purge expired jobs", { error: String(error) })
       );
     }, sweepMs);
-    // A worker that died (kill -9, power loss) stops renewing: its job fails, the queue flows on.
-    this.#leaseSweep = setInterval(() => {
-      this.#o.store.expireLeases("the worker running it stopped").then((ids) => {
-        if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
-      }).catch((error) =>
-        log("warn", "jobs", "could not check job leases", { error: String(error) })
-      );
-    }, Math.max(500, (this.#o.leaseMs ?? 30_000) / 2));
-    if (this.#o.runsJobs ?? true) this.#runner.start();
+    const expire = this.#o.store.expireLeases?.bind(this.#o.store);
+    if (expire) {
+      const leaseMs = this.#o.leaseMs ?? 30_000;
+      this.#leaseSweep = setInterval(() => {
+        expire(LEASE_EXPIRED_REASON).then((ids) => {
+          if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
+        }, (error) => log("debug", "jobs", "could not check leases", { error: String(error) }));
+      }, Math.max(100, Math.min(leaseMs / 2, 5000)));
+    }
+    if (this.#o.engine ?? true) {
+      this.#unwatch = this.#o.store.onQueued?.(() => this.#runner.wake());
+      this.#runner.start();
+    }
   }
 
   /** Throws the "busy" error a new job would get (full queue, or shutting down). */
@@ -193,13 +219,25 @@ export class JobService {
     } catch (error) {
       log("warn", "jobs", "queue depth unavailable", { error: String(error) });
     }
+    let shared: JobHealth["shared"];
+    if (this.#o.store.onQueued) {
+      try {
+        const counts = await this.#o.store.counts();
+        shared = { running: counts.running, waiting: counts.queued };
+      } catch {
+        shared = null;
+      }
+    }
     const current = this.#runner.current;
     const limit = this.#o.queueLimit;
-    if (!current) return { queue: { running: false, waiting, limit }, running_job: null };
+    if (!current) {
+      return { queue: { running: false, waiting, limit }, running_job: null, ...{ shared } };
+    }
     const p = current.progress;
     const eta = this.#runningEta(current.images, p);
     return {
       queue: { running: true, waiting, limit },
+      ...{ shared },
       running_job: {
         images: current.images,
         image: p?.image ?? null,
@@ -237,6 +275,7 @@ export class JobService {
     await this.close("the server is shutting down; no new generations are accepted", false);
     clearInterval(this.#sweep);
     clearInterval(this.#leaseSweep);
+    this.#unwatch?.();
     await this.#o.store.close();
   }
 
@@ -275,6 +314,15 @@ export class JobService {
     };
     context.signal.addEventListener("abort", onAbort, { once: true });
     const timer = Number.isFinite(waitMs) ? setTimeout(wake, waitMs) : undefined;
+    // Another replica may run the job: its notifications can be missed, the row cannot.
+    const poll = this.#o.store.onQueued
+      ? setInterval(() => {
+        this.#o.store.summary(id, owner).then((s) => {
+          if (!s || isTerminal(s.state)) wake();
+          else if (s.progress) this.#notify(context, s.progress);
+        }, () => {});
+      }, this.#o.pollMs ?? 2000)
+      : undefined;
     let note: string | undefined;
     // Shutting down: the engine loop has stopped, so no job this call waits for will run here now.
     const release = () => {
@@ -284,15 +332,20 @@ export class JobService {
     if (this.#released) release();
     this.#waiters.add(release);
     try {
-      const first = await this.#o.store.summary(id, owner);
+      const first = await this.#o.store.summary(id, owner).catch((error) => {
+        // The database is away: wait (the job goes on), and read it again below.
+        if (!isUnavailable(error)) throw error;
+        return { state: "queued" as const };
+      });
       if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
     } finally {
       this.#waiters.delete(release);
       unsubscribe();
       clearTimeout(timer);
+      clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
-    const record = await this.#o.store.get(id, owner);
+    const record = await untilReachable(() => this.#o.store.get(id, owner), context.signal);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     if (isTerminal(record.state)) return jobResult(record);
     return await this.#status(record, record.state === "queued" ? note : undefined);

@@ -44,7 +44,8 @@ const stores: Array<[string, Open]> = [
   }],
   ["postgres", async (limits) => {
     const tdb = await openTestDatabase("jobs_store");
-    const store = new PostgresJobStore(tdb.db, limits);
+    // A 1 ms lease: by the time recovery runs, the claims of the test's gone "worker" expired.
+    const store = new PostgresJobStore(tdb.db, limits, { leaseMs: 1 });
     return {
       store,
       withLimits: (other) => new PostgresJobStore(tdb.db, other),
@@ -209,62 +210,3 @@ for (const [kind, open] of stores) {
     }
   });
 }
-
-Deno.test("postgres store: two processes on one database see each other's progress, cancellations and ends; dead workers' leases run out", async () => {
-  const tdb = await openTestDatabase("jobs_replicas");
-  const limits = { ...LIMITS, leaseMs: 60_000 };
-  // Two replicas: a front that took the call and waits, a worker that runs it.
-  const front = new PostgresJobStore(tdb.db, limits, { pollMs: 20 });
-  const worker = new PostgresJobStore(tdb.db, limits, { pollMs: 20 });
-  const events: JobEvent[] = [];
-  let unsubscribe = () => {};
-  try {
-    const job = await front.create({ id: newJobId(), owner: "o", request: text("far", [1, 2]) });
-    unsubscribe = front.subscribe(job.id, (e) => events.push(e));
-    const claimed = await worker.claim("w2");
-    assert.equal(claimed?.id, job.id);
-    const heard: JobEvent[] = [];
-    const stopListening = worker.subscribe(job.id, (e) => heard.push(e));
-    worker.progress(job.id, { image: 1, images: 2, step: 3, steps: 9, imagesDone: 0 });
-    const until = async (what: () => boolean) => {
-      for (let i = 0; i < 500 && !what(); i++) await sleep(10);
-      assert.ok(what());
-    };
-    await until(() => events.some((e) => e.type === "progress"));
-    assert.deepEqual(events.find((e) => e.type === "progress"), {
-      type: "progress",
-      progress: { image: 1, images: 2, step: 3, steps: 9, imagesDone: 0 },
-    });
-    // cancel_generation on the front reaches the worker.
-    assert.equal(await front.cancel(job.id, "o"), "stopping");
-    await until(() => heard.some((e) => e.type === "cancel"));
-    await worker.finish(job.id, { state: "cancelled", error: null });
-    stopListening();
-    await until(() => events.some((e) => e.type === "state" && e.state === "cancelled"));
-
-    // A worker that claims and then dies: its lease runs out, any process fails the job.
-    const dying = new PostgresJobStore(tdb.db, { ...LIMITS, leaseMs: 200 });
-    const orphan = await front.create({ id: newJobId(), owner: "o", request: text("lost") });
-    assert.equal((await dying.claim("w3"))?.id, orphan.id);
-    assert.deepEqual(await front.expireLeases("the worker running it stopped"), []);
-    await sleep(300);
-    assert.deepEqual(await front.expireLeases("the worker running it stopped"), [orphan.id]);
-    const failed = await front.summary(orphan.id, "o");
-    assert.equal(failed?.state, "failed");
-    assert.equal(failed?.error, "the worker running it stopped");
-    // A renewed lease holds.
-    const kept = await front.create({ id: newJobId(), owner: "o", request: text("kept") });
-    assert.equal((await dying.claim("w3"))?.id, kept.id);
-    for (let i = 0; i < 4; i++) {
-      await sleep(100);
-      await dying.renew(kept.id, "w3");
-    }
-    assert.deepEqual(await front.expireLeases("the worker running it stopped"), []);
-    await dying.close();
-  } finally {
-    unsubscribe();
-    await front.close();
-    await worker.close();
-    await tdb.close();
-  }
-});

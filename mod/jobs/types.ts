@@ -115,11 +115,6 @@ export interface StoreLimits {
   resultTtlMs: number;
   /** Most result bytes kept over all finished jobs (`[jobs] max_result_mib`). */
   maxResultBytes: number;
-  /**
-   * How long a claim holds without renewal, in ms (`[jobs] lease_seconds`):
-   * a job whose worker stops renewing fails when its lease runs out.
-   */
-  leaseMs?: number;
 }
 
 /** Counts for `/healthz` and the queue-full message. */
@@ -171,14 +166,36 @@ export interface JobStore {
   cancel(id: string, owner: string): Promise<CancelResult>;
   /** Ends every `running` job as `failed` with `reason` (after a restart); returns their ids. */
   recover(reason: string): Promise<string[]>;
-  /** Renews the lease of a running job this worker holds. */
-  renew(id: string, worker: string): Promise<void>;
-  /** Ends every `running` job whose lease ran out as `failed` with `reason`; returns their ids. */
-  expireLeases(reason: string): Promise<string[]>;
   /** Deletes jobs whose results expired; returns how many. */
   purgeExpired(): Promise<number>;
   /** Listens to one job's events; returns the unsubscribe function. */
   subscribe(id: string, listener: (event: JobEvent) => void): () => void;
   /** Releases what the store holds (the database stays open: it is not the store's). */
   close(): Promise<void>;
+
+  // Shared stores only (PostgreSQL with several replicas, issue 11).
+
+  /** Starts hearing the other replicas (jobs queued, job events, request cancellations). */
+  open?(): Promise<void>;
+  /** Runs `listener` when another replica queued a job (or events may have been missed). */
+  onQueued?(listener: () => void): () => void;
+  /**
+   * Extends the lease of `worker`'s running job. `held` is false when the
+   * job is no longer this worker's (its lease expired and it was failed).
+   */
+  renew?(id: string, worker: string): Promise<LeaseRenewal>;
+  /** Fails every running job whose lease expired, with `reason`; returns their ids. */
+  expireLeases?(reason: string): Promise<string[]>;
+  /** Tells the other replicas that `owner` cancelled its request `request` (not in flight here). */
+  cancelRequestElsewhere?(owner: string, request: string | number): void;
+  /** Runs `listener` when another replica passes on a request cancellation. */
+  onRequestCancel?(listener: (owner: string, request: string | number) => void): () => void;
+}
+
+/** What {@link JobStore.renew} found. */
+export interface LeaseRenewal {
+  /** The job is still running under this worker's lease. */
+  held: boolean;
+  /** A cancellation was asked for (a fallback for a missed notification). */
+  cancelRequested: boolean;
 }

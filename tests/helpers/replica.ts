@@ -1,0 +1,135 @@
+/**
+ * Server replicas as real processes (`main.ts --transport http`) on one
+ * database, for the scale-out tests and benchmark (issue 11).
+ *
+ * @module
+ */
+
+import { ROOT } from "./paths.ts";
+import { writeTinyConfig } from "./tiny_config.ts";
+
+/** A running replica. */
+export interface Replica {
+  /** Its `[server] role`. */
+  role: "all" | "front" | "worker";
+  /** Its HTTP port (`/mcp` for all/front, `/healthz` only for workers). */
+  port: number;
+  /** Its process id (the prefix of its worker name in the job rows). */
+  pid: number;
+  /** What it printed on stderr so far. */
+  stderr(): string;
+  /** Sends SIGKILL (no clean-up at all, as a crash). */
+  kill(): Promise<void>;
+  /** Stops it (SIGTERM, then SIGKILL after `graceMs`) and removes its config. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Starts `main.ts` with the tiny models (or `models.root`), `role`,
+ * `sections` (TOML) and `DATABASE_URL = url`, and waits until it listens.
+ */
+export async function startReplica(
+  role: Replica["role"],
+  url: string,
+  sections: string,
+  models: { root?: string } = {},
+): Promise<Replica> {
+  const temp = await writeTinyConfig(sections, { role });
+  if (models.root) {
+    // Another models folder (one that does not exist, for a front that must not need it).
+    const text = await Deno.readTextFile(temp.path);
+    await Deno.writeTextFile(
+      temp.path,
+      text.replace(/^root = .*$/m, `root = ${JSON.stringify(models.root)}`),
+    );
+  }
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path, "--transport", "http"],
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1", DATABASE_URL: url, SD_MCP_LOG_LEVEL: level() },
+  }).spawn();
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
+  const listening = /(?:listening on|worker health on) http:\/\/127\.0\.0\.1:(\d+)\//;
+  let port: number;
+  try {
+    port = await (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`replica (${role}) exited before listening:\n${text}`);
+        text += value;
+        const m = text.match(listening);
+        if (m) return Number(m[1]);
+      }
+    })();
+  } catch (error) {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await status;
+    await temp.remove();
+    throw error;
+  }
+  const drained = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      text += value;
+    }
+  })();
+  const end = async () => {
+    await status;
+    await drained;
+    await temp.remove().catch(() => {});
+  };
+  return {
+    role,
+    port,
+    pid: child.pid,
+    stderr: () => text,
+    async kill() {
+      if (!exited) child.kill("SIGKILL");
+      await end();
+    },
+    async stop(graceMs = 15_000) {
+      if (!exited) child.kill("SIGTERM");
+      const timer = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch { /* gone */ }
+      }, graceMs);
+      await end();
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Polls `condition` every 25 ms until it holds or `timeoutMs` passes; returns whether it held. */
+export async function until(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 60_000,
+): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await condition()) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return false;
+}
+
+/** The replicas' log level: `REPLICA_LOG_LEVEL` when set (e.g. `debug` to see lease renewals), else info. */
+function level(): string {
+  try {
+    return Deno.env.get("REPLICA_LOG_LEVEL") ?? "info";
+  } catch {
+    return "info";
+  }
+}

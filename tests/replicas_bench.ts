@@ -1,0 +1,143 @@
+/**
+ * Scale-out benchmark (issue 11): jobs per minute through one `front` with
+ * one and then two `worker` replicas on the test-sized models, and the claim
+ * latency from enqueue (`created_at`) to start (`started_at`) on an idle
+ * worker, both read from the job rows. Needs a PostgreSQL server
+ * (`DATABASE_URL`); without it the benches are ignored.
+ *
+ * Expect close to 2× with two workers only where two cores are free for them
+ * (each worker runs ONNX Runtime with one intra-op thread here).
+ */
+
+import { createKey } from "../mod/auth/create_key.ts";
+import type { Client } from "../mod/mcp/sdk.ts";
+import { connectHttp } from "./helpers/http_client.ts";
+import { openTestDatabase, type TestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
+import { type Replica, startReplica } from "./helpers/replica.ts";
+
+const ignore = !usingPostgresServer();
+if (ignore) console.log("tests/replicas_bench.ts ignored: DATABASE_URL is unset");
+
+const JOBS = 8;
+const SECTIONS = `[generation]\nsteps = 40\nseed = 3\nqueue_limit = 32\nmax_wait_seconds = 300\n`;
+
+interface Setup {
+  tdb: TestDatabase;
+  front: Replica;
+  workers: Replica[];
+  client: Client;
+}
+let setup: Setup | null = null;
+
+async function ready(workers: number): Promise<Setup> {
+  if (!setup) {
+    const tdb = await openTestDatabase("replicas_bench");
+    const key = (await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" })).key;
+    const front = await startReplica("front", tdb.url, SECTIONS);
+    const client = await connectHttp(front.port, { "MCP-API-Key": key });
+    setup = { tdb, front, workers: [], client };
+    addEventListener("unload", () => {
+      // Deno.bench has no "after all": the processes are killed when the bench process ends.
+      for (const r of setup ? [setup.front, ...setup.workers] : []) {
+        try {
+          Deno.kill(r.pid, "SIGKILL");
+        } catch { /* gone */ }
+      }
+    });
+  }
+  // Workers are only ever added: the one-worker bench runs before the two-worker one.
+  while (setup.workers.length < workers) {
+    setup.workers.push(await startReplica("worker", setup.tdb.url, SECTIONS));
+  }
+  return setup;
+}
+
+async function runJobs(client: Client, n: number): Promise<void> {
+  const results = await Promise.all(
+    Array.from(
+      { length: n },
+      (_, i) =>
+        client.callTool(
+          { name: "generate_image", arguments: { positive_prompt: `bench ${i}` } },
+          undefined,
+          {
+            timeout: 600_000,
+          },
+        ),
+    ),
+  );
+  for (const r of results) if (r.isError) throw new Error(JSON.stringify(r.content));
+}
+
+async function throughput(b: Deno.BenchContext, workers: number) {
+  const s = await ready(workers);
+  await runJobs(s.client, workers); // every worker warm
+  b.start();
+  const t0 = performance.now();
+  await runJobs(s.client, JOBS);
+  const ms = performance.now() - t0;
+  b.end();
+  console.log(
+    `replicas: ${workers} worker(s): ${JOBS} jobs in ${(ms / 1000).toFixed(1)} s = ${
+      (JOBS / (ms / 60_000)).toFixed(1)
+    } jobs/min`,
+  );
+}
+
+Deno.bench({
+  name: `${JOBS} jobs through a front, one worker`,
+  group: "replicas",
+  baseline: true,
+  n: 1,
+  warmup: 0,
+  ignore,
+  // Async functions: the bench runner awaits only those.
+  async fn(b) {
+    await throughput(b, 1);
+  },
+});
+
+Deno.bench({
+  name: `${JOBS} jobs through a front, two workers`,
+  group: "replicas",
+  n: 1,
+  warmup: 0,
+  ignore,
+  async fn(b) {
+    await throughput(b, 2);
+  },
+});
+
+Deno.bench({
+  name: "claim latency: enqueue to start on an idle worker",
+  n: 1,
+  warmup: 0,
+  ignore,
+  async fn(b) {
+    const s = await ready(2);
+    const before = Number(
+      (await s.tdb.db.query<{ n: string }>("SELECT count(*) AS n FROM mcp_generation_jobs"))[0].n,
+    );
+    b.start();
+    // One at a time, so a worker is idle when each is created.
+    for (let i = 0; i < 5; i++) await runJobs(s.client, 1);
+    b.end();
+    const rows = await s.tdb.db.query<{ ms: number }>(
+      `SELECT extract(epoch FROM started_at - created_at) * 1000 AS ms FROM mcp_generation_jobs
+        ORDER BY seq OFFSET $1`,
+      [before],
+    );
+    const ms = rows.map((r) => Number(r.ms)).sort((x, y) => x - y);
+    console.log(
+      `replicas: claim latency over ${ms.length} jobs: median ${
+        ms[Math.floor(ms.length / 2)].toFixed(1)
+      } ms, ` +
+        `max ${ms[ms.length - 1].toFixed(1)} ms`,
+    );
+    // The last bench: stop everything.
+    await s.client.close();
+    for (const r of [s.front, ...s.workers]) await r.stop();
+    await s.tdb.close();
+    setup = null;
+  },
+});
