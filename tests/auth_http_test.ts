@@ -1,7 +1,7 @@
 /**
  * The issue-5 matrix end to end: the app started in-process over real
  * streamable HTTP (tiny models), API keys in the test database (a real
- * PostgreSQL server with DATABASE_URL, else embedded PGlite), the SDK client
+ * PostgreSQL server with DATABASE_URL, else embedded PostgreSQL), the SDK client
  * and raw fetch for status codes and headers, a fake backend for the
  * project-scope checks, and the `keys` CLI as a subprocess.
  */

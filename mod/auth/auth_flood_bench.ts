@@ -9,7 +9,7 @@
  * with the real authenticator in production mode (the `X-MCP-Token` check
  * runs; the key row is read from the test database on every request; the
  * `[auth]` defaults of config.toml), listing the six design-code tools (no
- * models needed). The test database is embedded PGlite, or the server named
+ * models needed). The test database is embedded PostgreSQL, or the server named
  * by `DATABASE_URL`; the authenticator's pool connects to it directly.
  *
  * The attack: {@link ATTACKERS} loops in a Worker (flood_attacker.ts: another

@@ -1,6 +1,6 @@
 /**
  * The issue-5 matrix at the `authenticate()` level, against the test
- * database (a real PostgreSQL server with DATABASE_URL, else embedded PGlite).
+ * database (a real PostgreSQL server with DATABASE_URL, else embedded PostgreSQL).
  */
 import { deepStrictEqual, match, ok, strictEqual, throws } from "node:assert";
 import type { Queryable, Row, SqlParam } from "../db/mod.ts";

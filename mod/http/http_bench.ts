@@ -6,7 +6,7 @@
  * Set-up, as tests/http_test.ts does it: the app started in-process
  * (`startApp`, HTTP transport, port 0) on the tiny model set
  * (`tests/fixtures/tiny`, built here if missing) with `[generation] steps =
- * 200`, a test database (`openTestDatabase`: embedded PGlite, or
+ * 200`, a test database (`openTestDatabase`: embedded PostgreSQL, or
  * `DATABASE_URL`) holding one write API key. Requests are raw `fetch` POSTs
  * of `{"jsonrpc":"2.0","method":"tools/list"}` with `Accept:
  * application/json, text/event-stream` and `MCP-API-Key`; the whole SSE

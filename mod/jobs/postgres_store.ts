@@ -124,30 +124,6 @@ function parseRequest(json: string, image: string | null, mask: string | null): 
   return request;
 }
 
-/**
- * The embedded PGlite server (pglite-socket 0.2) runs one backend for all
- * connections and queues each connection's data chunk by chunk, so a large
- * message (a base64 PNG) split over TCP reads can interleave with another
- * connection's messages and break the extended protocol ("bind message
- * supplies 2 parameters, but prepared statement requires 1"). On it, the
- * store runs its statements one at a time. A real server needs none of this.
- */
-function serialized(db: Database): Database {
-  let chain: Promise<unknown> = Promise.resolve();
-  const next = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = chain.then(fn, fn);
-    chain = run.catch(() => {});
-    return run;
-  };
-  return {
-    target: db.target,
-    kind: db.kind,
-    query: (text, params, options) => next(() => db.query(text, params, options)),
-    transaction: (fn) => next(() => db.transaction(fn)),
-    close: () => db.close(),
-  };
-}
-
 /** Options of {@link PostgresJobStore} for a queue shared by replicas. */
 export interface PostgresJobStoreOptions {
   /**
@@ -171,7 +147,7 @@ export function replicaApplicationName(replica: string): string {
 export class PostgresJobStore implements JobStore {
   /** Always `postgres`. */
   readonly kind = "postgres" as const;
-  #db: Database;
+  readonly #db: Database;
   readonly #limits: StoreLimits;
   readonly #events = new JobEvents();
   readonly #pendingProgress = new Map<string, JobProgress>();
@@ -185,7 +161,7 @@ export class PostgresJobStore implements JobStore {
 
   /** Uses `db` (already migrated); the caller closes it. */
   constructor(db: Database, limits: StoreLimits, options: PostgresJobStoreOptions = {}) {
-    this.#db = db.kind === "embedded" ? serialized(db) : db;
+    this.#db = db;
     this.#limits = limits;
     this.#leaseMs = options.leaseMs ?? 30_000;
     this.#replica = options.replica ?? `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
@@ -209,13 +185,6 @@ export class PostgresJobStore implements JobStore {
 
   /** Starts listening to the other replicas (nothing to do on the embedded database). */
   async open(): Promise<void> {
-    if (this.#bus && await this.#isPglite()) {
-      // PGlite reached by URL (the tests' embedded database behind a proxy): one
-      // process, and its socket server needs statements one at a time (see `serialized`).
-      this.#bus = null;
-      this.#db = serialized(this.#db);
-      return;
-    }
     try {
       await this.#bus?.start();
     } catch (error) {
@@ -223,15 +192,6 @@ export class PostgresJobStore implements JobStore {
       log("warn", "jobs", "cannot listen for other replicas; polling only until it can", {
         error: String(error),
       });
-    }
-  }
-
-  async #isPglite(): Promise<boolean> {
-    try {
-      const [row] = await this.#db.query<{ v: string }>("SELECT version() AS v");
-      return /PGlite/i.test(row?.v ?? "");
-    } catch {
-      return false;
     }
   }
 
