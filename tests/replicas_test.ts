@@ -72,6 +72,12 @@ async function jobRows(db: Database): Promise<JobRow[]> {
 /** The replica whose worker name is in `row` (worker names start with the pid). */
 const ranOn = (row: JobRow, replica: Replica) => row.worker?.startsWith(`${replica.pid}-`) ?? false;
 
+/**
+ * The client id a raw client sends back (`Mcp-Session-Id`, issued at
+ * `initialize`): cancellation belongs to the key and this id (mod/http/in_flight.ts).
+ */
+const CLIENT_ID = crypto.randomUUID().replaceAll("-", "");
+
 /** A raw `tools/call` over streamable HTTP with a chosen JSON-RPC id; resolves with the SSE text. */
 async function rawCall(
   port: number,
@@ -86,6 +92,7 @@ async function rawCall(
       "content-type": "application/json",
       accept: "application/json, text/event-stream",
       "MCP-API-Key": key,
+      "Mcp-Session-Id": CLIENT_ID,
     },
     body: JSON.stringify({
       jsonrpc: "2.0",
@@ -104,6 +111,7 @@ async function notifyCancelled(port: number, key: string, requestId: string): Pr
       "content-type": "application/json",
       accept: "application/json, text/event-stream",
       "MCP-API-Key": key,
+      "Mcp-Session-Id": CLIENT_ID,
     },
     body: JSON.stringify({
       jsonrpc: "2.0",
