@@ -23,14 +23,11 @@
 
 import { parse as parseToml } from "smol-toml";
 
-/** Every component a lock entry may belong to. */
-export const MODEL_COMPONENTS = [
-  "text_encoder",
-  "unet",
-  "vae_decoder",
-  "vae_encoder",
-  "tokenizer",
-  "scheduler",
+/**
+ * The components outside a base set (ControlNets, preprocessors, LoRA): the
+ * ones `deno task models add --component` locks one file of.
+ */
+export const EXTRA_COMPONENTS = [
   "controlnet_depth",
   "controlnet_openpose",
   "controlnet_inpaint",
@@ -39,6 +36,17 @@ export const MODEL_COMPONENTS = [
   "pose_detector",
   "pose_estimator",
   "lora",
+] as const;
+
+/** Every component a lock entry may belong to. */
+export const MODEL_COMPONENTS = [
+  "text_encoder",
+  "unet",
+  "vae_decoder",
+  "vae_encoder",
+  "tokenizer",
+  "scheduler",
+  ...EXTRA_COMPONENTS,
 ] as const;
 
 /** One of {@link MODEL_COMPONENTS}. */
