@@ -222,21 +222,11 @@ export class Graph {
       const ext = options.externalData;
       if (ext && bytes.byteLength >= ext.minBytes) {
         chunks.push(bytes);
-        const entry: onnx.onnx.ITensorProto = {
-          name: t.name,
-          dims: t.dims,
-          dataType: DATA_TYPE[t.type],
-          dataLocation: P.TensorProto.DataLocation.EXTERNAL,
-          externalData: [
-            { key: "location", value: ext.location },
-            { key: "offset", value: String(offset) },
-            { key: "length", value: String(bytes.byteLength) },
-          ],
-        };
+        const entry = externalTensor(t, t.type, ext.location, offset, bytes.byteLength);
         offset += bytes.byteLength;
         return entry;
       }
-      return { name: t.name, dims: t.dims, dataType: DATA_TYPE[t.type], rawData: bytes.slice() };
+      return inlineTensor(t, t.type, bytes);
     });
     const model = P.ModelProto.create({
       irVersion: 8,
@@ -298,25 +288,10 @@ export class Graph {
         if (bytes.byteLength >= ext.minBytes) {
           let at = 0;
           while (at < bytes.byteLength) at += file.writeSync(bytes.subarray(at));
-          initializer.push({
-            name: t.name,
-            dims: t.dims,
-            dataType: DATA_TYPE[type],
-            dataLocation: P.TensorProto.DataLocation.EXTERNAL,
-            externalData: [
-              { key: "location", value: ext.location },
-              { key: "offset", value: String(offset) },
-              { key: "length", value: String(bytes.byteLength) },
-            ],
-          });
+          initializer.push(externalTensor(t, type, ext.location, offset, bytes.byteLength));
           offset += bytes.byteLength;
         } else {
-          initializer.push({
-            name: t.name,
-            dims: t.dims,
-            dataType: DATA_TYPE[type],
-            rawData: bytes.slice(),
-          });
+          initializer.push(inlineTensor(t, type, bytes));
         }
       }
     } finally {
@@ -359,6 +334,35 @@ export class Graph {
     }
     return name;
   }
+}
+
+/**
+ * An initializer whose bytes lie in the external file `location`, `length`
+ * bytes from `offset` (the ONNX external-data keys, onnx.proto `TensorProto`).
+ */
+function externalTensor(
+  t: Initializer,
+  type: ElemType,
+  location: string,
+  offset: number,
+  length: number,
+): onnx.onnx.ITensorProto {
+  return {
+    name: t.name,
+    dims: t.dims,
+    dataType: DATA_TYPE[type],
+    dataLocation: P.TensorProto.DataLocation.EXTERNAL,
+    externalData: [
+      { key: "location", value: location },
+      { key: "offset", value: String(offset) },
+      { key: "length", value: String(length) },
+    ],
+  };
+}
+
+/** An initializer with its bytes inline (`raw_data`; copied, so `bytes` may be reused). */
+function inlineTensor(t: Initializer, type: ElemType, bytes: Uint8Array): onnx.onnx.ITensorProto {
+  return { name: t.name, dims: t.dims, dataType: DATA_TYPE[type], rawData: bytes.slice() };
 }
 
 function materialize(t: Initializer): InitData {
