@@ -32,14 +32,11 @@
  * @module
  */
 
-import { createBackendClient } from "../backend/mod.ts";
 import { openDatabase } from "../db/mod.ts";
-import { startHttpServer } from "../http/mod.ts";
 import { log, setLogLevel } from "../log/mod.ts";
-import { createMcpServer, type Scope } from "../mcp/mod.ts";
+import { startDesignCodeServer } from "../../tests/helpers/design_code_server.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
-import { createDesignCodeTools } from "../../tools/design_code.ts";
-import { authFailureResponse } from "./auth_response.ts";
+import { percentile as nearestRank, timeToolsList } from "../../tests/helpers/tools_list_bench.ts";
 import { createAuthenticator } from "./authenticator.ts";
 import { type CreatedKey, createKey } from "./create_key.ts";
 import type { AttackStart } from "./flood_attacker.ts";
@@ -76,35 +73,12 @@ const authenticator = createAuthenticator({
   failuresPerMinute: 10,
   unknownPrefixCacheMs: 2_000,
 });
-const tools = createDesignCodeTools(
-  createBackendClient({ baseUrl: "http://127.0.0.1:9", timeoutMs: 1_000 }),
-);
-const server = await startHttpServer({
-  hostname: "127.0.0.1",
-  port: 0,
-  allowedOrigins: [],
-  authenticator,
-  authFailureResponse: (outcome) => authFailureResponse(outcome),
-  createServer: (scope: Scope) => createMcpServer({ tools, scope }),
-});
+const server = await startDesignCodeServer(authenticator);
 const url = `http://127.0.0.1:${server.addr.port}/mcp`;
-const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
 
 /** One tools/list round trip with `key`; returns status and latency. */
-async function listTools(key: string): Promise<{ status: number; ms: number }> {
-  const started = performance.now();
-  const response = await fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "x-mcp-token": cloudfrontSecret,
-      "mcp-api-key": key,
-    },
-    body: BODY,
-  });
-  await response.text();
-  return { status: response.status, ms: performance.now() - started };
+function listTools(key: string): Promise<{ status: number; ms: number }> {
+  return timeToolsList(url, { "x-mcp-token": cloudfrontSecret, "mcp-api-key": key });
 }
 
 /** A valid user's request; throws unless it succeeded. */
@@ -183,10 +157,9 @@ Deno.bench({
   },
 });
 
+/** {@link nearestRank}, to 0.01 ms. */
 function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return +sorted[i].toFixed(2);
+  return +nearestRank(values, p).toFixed(2);
 }
 
 let finished = false;
