@@ -11,6 +11,7 @@ import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 
 Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep serving", async (t) => {
   const session = await connectStdio(["--config", TINY_CONFIG]);
@@ -19,14 +20,7 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
 
     await t.step("tools/list shows exactly the documented tools", async (t) => {
       const listed = await session.client.listTools();
-      assert.deepEqual(listed.tools.map((tool) => tool.name), [
-        "generate_image",
-        "generate_guided_image",
-        "inpaint_image",
-        "get_generation",
-        "cancel_generation",
-        "list_generations",
-      ]);
+      assert.deepEqual(listed.tools.map((tool) => tool.name), IMAGE_TOOL_NAMES);
       await t.assertSnapshot(listed);
     });
 
