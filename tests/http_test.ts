@@ -16,6 +16,7 @@ import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { DESIGN_CODE_TOOL_NAMES, IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
+import { initializeRequest } from "./helpers/json_rpc.ts";
 
 async function setup(
   sections = "",
@@ -435,16 +436,7 @@ Deno.test("http: only the client that sent a request can cancel it; requests in 
     await running;
 
     await t.step("another client of the same key cannot cancel request 1", async () => {
-      const init = await post({
-        jsonrpc: "2.0",
-        id: 0,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "b", version: "1" },
-        },
-      });
+      const init = await post(initializeRequest(0, "b"));
       const bSession = init.headers.get("mcp-session-id")!;
       await init.body?.cancel();
       assert.match(bSession, /^[0-9a-f]{32}$/);
