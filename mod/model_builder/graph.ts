@@ -228,21 +228,9 @@ export class Graph {
       }
       return inlineTensor(t, t.type, bytes);
     });
-    const model = P.ModelProto.create({
-      irVersion: 8,
-      producerName: "generate-image-sd15-mcp model_builder",
-      producerVersion: "1",
-      docString: options.docString ?? "",
-      opsetImport: [{ domain: "", version: options.opset }],
-      graph: {
-        name: this.#name,
-        node: this.#nodes,
-        initializer,
-        input: this.#inputs,
-        output: this.#outputs,
-      },
-    });
-    const out: EncodedModel = { model: P.ModelProto.encode(model).finish() };
+    const out: EncodedModel = {
+      model: this.#modelBytes(this.#nodes, initializer, this.#inputs, this.#outputs, options),
+    };
     if (options.externalData && chunks.length > 0) {
       const data = new Uint8Array(offset);
       let at = 0;
@@ -308,22 +296,36 @@ export class Graph {
           : n
       )
       : this.#nodes;
+    Deno.writeFileSync(
+      modelPath,
+      this.#modelBytes(
+        nodes,
+        initializer,
+        this.#inputs.map(retype),
+        this.#outputs.map(retype),
+        options,
+      ),
+    );
+    return { externalBytes: offset };
+  }
+
+  /** The serialized ModelProto around this graph's name with these parts (IR 8, one opset). */
+  #modelBytes(
+    node: onnx.onnx.INodeProto[],
+    initializer: onnx.onnx.ITensorProto[],
+    input: onnx.onnx.IValueInfoProto[],
+    output: onnx.onnx.IValueInfoProto[],
+    options: EncodeOptions,
+  ): Uint8Array {
     const model = P.ModelProto.create({
       irVersion: 8,
       producerName: "generate-image-sd15-mcp model_builder",
       producerVersion: "1",
       docString: options.docString ?? "",
       opsetImport: [{ domain: "", version: options.opset }],
-      graph: {
-        name: this.#name,
-        node: nodes,
-        initializer,
-        input: this.#inputs.map(retype),
-        output: this.#outputs.map(retype),
-      },
+      graph: { name: this.#name, node, initializer, input, output },
     });
-    Deno.writeFileSync(modelPath, P.ModelProto.encode(model).finish());
-    return { externalBytes: offset };
+    return P.ModelProto.encode(model).finish();
   }
 
   #cached(key: string, make: () => string): string {
