@@ -38,16 +38,18 @@ export const EXTRA_COMPONENTS = [
   "lora",
 ] as const;
 
-/** Every component a lock entry may belong to. */
-export const MODEL_COMPONENTS = [
+/** The SD 1.5 base components every configuration needs. */
+export const BASE_COMPONENTS = [
   "text_encoder",
   "unet",
   "vae_decoder",
   "vae_encoder",
   "tokenizer",
   "scheduler",
-  ...EXTRA_COMPONENTS,
 ] as const;
+
+/** Every component a lock entry may belong to. */
+export const MODEL_COMPONENTS = [...BASE_COMPONENTS, ...EXTRA_COMPONENTS] as const;
 
 /** One of {@link MODEL_COMPONENTS}. */
 export type ModelComponent = typeof MODEL_COMPONENTS[number];
