@@ -31,7 +31,12 @@ import { log, setLogLevel } from "../log/mod.ts";
 import type { Scope } from "../mcp/mod.ts";
 import { startDesignCodeServer } from "../../tests/helpers/design_code_server.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
-import { inLanes, percentile, timeToolsList } from "../../tests/helpers/tools_list_bench.ts";
+import {
+  benchSummaryAndShutdown,
+  inLanes,
+  percentile,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { createAuthenticator } from "./authenticator.ts";
 import { createKey } from "./create_key.ts";
 
@@ -126,39 +131,30 @@ for (const [variant, port] of VARIANTS) {
   });
 }
 
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    setLogLevel("info");
-    const perSecond: Record<string, number> = {};
-    for (const [variant, ms] of Object.entries(samples)) {
-      const sorted = [...ms].sort((a, b) => a - b);
-      const total = totals[variant];
-      perSecond[variant] = (total.requests / total.ms) * 1000;
-      log("info", "bench", variant, {
-        requests: sorted.length,
-        p50Ms: +percentile(sorted, 50).toFixed(2),
-        p99Ms: +percentile(sorted, 99).toFixed(2),
-        requestsPerSecond: Math.round(perSecond[variant]),
-      });
-    }
-    for (const mode of ["sequential", "concurrent"]) {
-      const ratio = perSecond[`${mode} authenticated`] / perSecond[`${mode} unauthenticated`];
-      log("info", "bench", `${mode}: authenticated / unauthenticated throughput`, {
-        ratio: +ratio.toFixed(3),
-        atLeastHalf: ratio >= 0.5,
-      });
-    }
-    await withAuth.shutdown(5_000);
-    await withoutAuth.shutdown(5_000);
-    await authenticator.close();
-    await db.close();
-    await tdb.close();
-  },
+benchSummaryAndShutdown(async () => {
+  setLogLevel("info");
+  const perSecond: Record<string, number> = {};
+  for (const [variant, ms] of Object.entries(samples)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const total = totals[variant];
+    perSecond[variant] = (total.requests / total.ms) * 1000;
+    log("info", "bench", variant, {
+      requests: sorted.length,
+      p50Ms: +percentile(sorted, 50).toFixed(2),
+      p99Ms: +percentile(sorted, 99).toFixed(2),
+      requestsPerSecond: Math.round(perSecond[variant]),
+    });
+  }
+  for (const mode of ["sequential", "concurrent"]) {
+    const ratio = perSecond[`${mode} authenticated`] / perSecond[`${mode} unauthenticated`];
+    log("info", "bench", `${mode}: authenticated / unauthenticated throughput`, {
+      ratio: +ratio.toFixed(3),
+      atLeastHalf: ratio >= 0.5,
+    });
+  }
+  await withAuth.shutdown(5_000);
+  await withoutAuth.shutdown(5_000);
+  await authenticator.close();
+  await db.close();
+  await tdb.close();
 });

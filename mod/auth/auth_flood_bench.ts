@@ -36,7 +36,11 @@ import { openDatabase } from "../db/mod.ts";
 import { log, setLogLevel } from "../log/mod.ts";
 import { startDesignCodeServer } from "../../tests/helpers/design_code_server.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
-import { percentile as nearestRank, timeToolsList } from "../../tests/helpers/tools_list_bench.ts";
+import {
+  benchSummaryAndShutdown,
+  percentile as nearestRank,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { createAuthenticator } from "./authenticator.ts";
 import { type CreatedKey, createKey } from "./create_key.ts";
 import type { AttackStart } from "./flood_attacker.ts";
@@ -162,57 +166,48 @@ function percentile(values: number[], p: number): number {
   return +nearestRank(values, p).toFixed(2);
 }
 
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    const done = attackerSays("done");
-    attacker.postMessage({ type: "stop" });
-    attack.statuses = (await done).statuses as Record<string, number>;
-    attack.stopped = performance.now();
-    setLogLevel("info");
-    const seconds = (attack.stopped - attack.started) / 1000;
-    const total = Object.values(attack.statuses).reduce((a, b) => a + b, 0);
-    log("info", "bench", "active key, no attack", {
-      requests: idle.length,
-      p50Ms: percentile(idle, 50),
-      p99Ms: percentile(idle, 99),
-      maxMs: percentile(idle, 100),
-    });
-    log("info", "bench", `active key during the ${ATTACKERS}-way wrong-secret flood`, {
-      requests: underAttack.length,
-      p50Ms: percentile(underAttack, 50),
-      p99Ms: percentile(underAttack, 99),
-      maxMs: percentile(underAttack, 100),
-      p99UnderTarget: percentile(underAttack, 99) < P99_TARGET_MS,
-      neverWaitedOneSecond: percentile(underAttack, 100) < FRESH_TARGET_MS,
-    });
-    log("info", "bench", "fresh keys' first request, no attack", {
-      keys: freshIdle.length,
-      msEach: freshIdle.map((ms) => +ms.toFixed(1)),
-      maxMs: percentile(freshIdle, 100),
-    });
-    log("info", "bench", "fresh keys' first request during the flood", {
-      keys: freshFirst.length,
-      msEach: freshFirst.map((ms) => +ms.toFixed(1)),
-      maxMs: percentile(freshFirst, 100),
-      underOneSecond: percentile(freshFirst, 100) < FRESH_TARGET_MS,
-    });
-    log("info", "bench", "the attack", {
-      concurrent: ATTACKERS,
-      seconds: +seconds.toFixed(1),
-      requests: total,
-      requestsPerSecond: Math.round(total / seconds),
-      statuses: attack.statuses,
-    });
-    await server.shutdown(5_000);
-    await authenticator.close();
-    await db.close();
-    await tdb.close();
-  },
+benchSummaryAndShutdown(async () => {
+  const done = attackerSays("done");
+  attacker.postMessage({ type: "stop" });
+  attack.statuses = (await done).statuses as Record<string, number>;
+  attack.stopped = performance.now();
+  setLogLevel("info");
+  const seconds = (attack.stopped - attack.started) / 1000;
+  const total = Object.values(attack.statuses).reduce((a, b) => a + b, 0);
+  log("info", "bench", "active key, no attack", {
+    requests: idle.length,
+    p50Ms: percentile(idle, 50),
+    p99Ms: percentile(idle, 99),
+    maxMs: percentile(idle, 100),
+  });
+  log("info", "bench", `active key during the ${ATTACKERS}-way wrong-secret flood`, {
+    requests: underAttack.length,
+    p50Ms: percentile(underAttack, 50),
+    p99Ms: percentile(underAttack, 99),
+    maxMs: percentile(underAttack, 100),
+    p99UnderTarget: percentile(underAttack, 99) < P99_TARGET_MS,
+    neverWaitedOneSecond: percentile(underAttack, 100) < FRESH_TARGET_MS,
+  });
+  log("info", "bench", "fresh keys' first request, no attack", {
+    keys: freshIdle.length,
+    msEach: freshIdle.map((ms) => +ms.toFixed(1)),
+    maxMs: percentile(freshIdle, 100),
+  });
+  log("info", "bench", "fresh keys' first request during the flood", {
+    keys: freshFirst.length,
+    msEach: freshFirst.map((ms) => +ms.toFixed(1)),
+    maxMs: percentile(freshFirst, 100),
+    underOneSecond: percentile(freshFirst, 100) < FRESH_TARGET_MS,
+  });
+  log("info", "bench", "the attack", {
+    concurrent: ATTACKERS,
+    seconds: +seconds.toFixed(1),
+    requests: total,
+    requestsPerSecond: Math.round(total / seconds),
+    statuses: attack.statuses,
+  });
+  await server.shutdown(5_000);
+  await authenticator.close();
+  await db.close();
+  await tdb.close();
 });

@@ -42,7 +42,12 @@ import { buildTinyModelSet } from "../model_builder/mod.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { connectHttp } from "../../tests/helpers/http_client.ts";
 import { ROOT } from "../../tests/helpers/paths.ts";
-import { inLanes, percentile, timeToolsList } from "../../tests/helpers/tools_list_bench.ts";
+import {
+  benchSummaryAndShutdown,
+  inLanes,
+  percentile,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { writeTinyConfig } from "../../tests/helpers/tiny_config.ts";
 
 /** Requests per iteration of a concurrent bench. */
@@ -170,40 +175,31 @@ benchConcurrent("idle", IDLE, false);
 benchSequential("generating", BUSY, true);
 benchConcurrent("generating", BUSY, true);
 
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    setLogLevel("info");
-    for (const [scenario, ms] of Object.entries(samples)) {
-      const sorted = [...ms].sort((a, b) => a - b);
-      const p99 = percentile(sorted, 99);
-      log("info", "bench", scenario, {
-        requests: sorted.length,
-        p50Ms: +percentile(sorted, 50).toFixed(2),
-        p99Ms: +p99.toFixed(2),
-        maxMs: +sorted[sorted.length - 1].toFixed(2),
-        ...(scenario.includes("generating") ? { within100msAtP99: p99 < TARGET_MS } : {}),
-      });
-    }
-    for (const [scenario, t] of Object.entries(batches)) {
-      log("info", "bench", `throughput ${scenario}`, {
-        requests: t.requests,
-        concurrency: CONCURRENCY,
-        requestsPerSecond: Math.round((t.requests / t.ms) * 1000),
-      });
-    }
-    log("info", "bench", "background generations", { started: generations, stepsSeen });
-    stop.abort(new Error("benchmark finished"));
-    await running;
-    await generator.close();
-    await app.shutdown();
-    await tdb.close();
-    await temp.remove();
-  },
+benchSummaryAndShutdown(async () => {
+  setLogLevel("info");
+  for (const [scenario, ms] of Object.entries(samples)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const p99 = percentile(sorted, 99);
+    log("info", "bench", scenario, {
+      requests: sorted.length,
+      p50Ms: +percentile(sorted, 50).toFixed(2),
+      p99Ms: +p99.toFixed(2),
+      maxMs: +sorted[sorted.length - 1].toFixed(2),
+      ...(scenario.includes("generating") ? { within100msAtP99: p99 < TARGET_MS } : {}),
+    });
+  }
+  for (const [scenario, t] of Object.entries(batches)) {
+    log("info", "bench", `throughput ${scenario}`, {
+      requests: t.requests,
+      concurrency: CONCURRENCY,
+      requestsPerSecond: Math.round((t.requests / t.ms) * 1000),
+    });
+  }
+  log("info", "bench", "background generations", { started: generations, stepsSeen });
+  stop.abort(new Error("benchmark finished"));
+  await running;
+  await generator.close();
+  await app.shutdown();
+  await tdb.close();
+  await temp.remove();
 });

@@ -85,3 +85,25 @@ export function percentile(values: readonly number[], p: number): number {
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[i];
 }
+
+/**
+ * Registers the last bench of a file: not a measurement, it runs `fn` once
+ * (logging the summary, shutting servers down) however often `Deno.bench`
+ * calls it.
+ *
+ * @param fn The summary and shutdown.
+ */
+export function benchSummaryAndShutdown(fn: () => Promise<void>): void {
+  let finished = false;
+  Deno.bench({
+    name: "summary and shutdown (not a measurement)",
+    group: "teardown",
+    n: 1,
+    warmup: 0,
+    async fn() {
+      if (finished) return;
+      finished = true;
+      await fn();
+    },
+  });
+}
