@@ -17,10 +17,10 @@ import { deleteKey, revokeKey } from "../mod/auth/key_store.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { runKeysCli } from "./helpers/keys_cli.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -80,17 +80,10 @@ async function rawList(port: number, headers: Record<string, string>) {
 }
 
 async function keysCli(args: string[], databaseUrl: string) {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=keys", "mod/auth/cli.ts", ...args],
-    cwd: ROOT,
-    env: { DATABASE_URL: databaseUrl, NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const stdout = new TextDecoder().decode(output.stdout);
-  const key = registerPrintedKey(stdout);
+  const output = await runKeysCli(args, { env: { DATABASE_URL: databaseUrl } });
+  const key = registerPrintedKey(output.stdout);
   teeChildLog(`keys ${args[0]}`, output.stderr);
-  assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+  assert.equal(output.code, 0, output.stderr);
   return key;
 }
 

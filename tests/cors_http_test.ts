@@ -12,18 +12,10 @@ import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { initializeRequest } from "./helpers/json_rpc.ts";
 
 const LIST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} });
-const INIT = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 0,
-  method: "initialize",
-  params: {
-    protocolVersion: "2025-06-18",
-    capabilities: {},
-    clientInfo: { name: "browser", version: "1" },
-  },
-});
+const INIT = JSON.stringify(initializeRequest(0, "browser"));
 
 Deno.test("http CORS: preflight and actual responses for allowed Origins, 403 for others", async (t) => {
   const tdb = await openTestDatabase("cors_e2e");

@@ -15,6 +15,8 @@ import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { DESIGN_CODE_TOOL_NAMES, IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
+import { initializeRequest } from "./helpers/json_rpc.ts";
 
 async function setup(
   sections = "",
@@ -53,14 +55,7 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
     try {
       await t.step("tools/list shows the image and job tools", async () => {
         const listed = await client.listTools();
-        assert.deepEqual(listed.tools.map((tool) => tool.name), [
-          "generate_image",
-          "generate_guided_image",
-          "inpaint_image",
-          "get_generation",
-          "cancel_generation",
-          "list_generations",
-        ]);
+        assert.deepEqual(listed.tools.map((tool) => tool.name), IMAGE_TOOL_NAMES);
       });
       await t.step("a bad call is a tool error and the server keeps serving", async () => {
         const bad = await client.callTool({
@@ -317,20 +312,7 @@ Deno.test("http: the design-code tools are listed only with BACKEND_INTERNAL_URL
     const client = await connectHttp(s.port, { "MCP-API-Key": s.writeKey });
     try {
       const names = (await client.listTools()).tools.map((t) => t.name);
-      assert.deepEqual(names, [
-        "generate_image",
-        "generate_guided_image",
-        "inpaint_image",
-        "get_generation",
-        "cancel_generation",
-        "list_generations",
-        "trigger-des2code",
-        "get-des2code",
-        "list-designs",
-        "list-code",
-        "get-design-detail",
-        "get-code-detail",
-      ]);
+      assert.deepEqual(names, [...IMAGE_TOOL_NAMES, ...DESIGN_CODE_TOOL_NAMES]);
     } finally {
       await client.close();
     }
@@ -454,16 +436,7 @@ Deno.test("http: only the client that sent a request can cancel it; requests in 
     await running;
 
     await t.step("another client of the same key cannot cancel request 1", async () => {
-      const init = await post({
-        jsonrpc: "2.0",
-        id: 0,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "b", version: "1" },
-        },
-      });
+      const init = await post(initializeRequest(0, "b"));
       const bSession = init.headers.get("mcp-session-id")!;
       await init.body?.cancel();
       assert.match(bSession, /^[0-9a-f]{32}$/);

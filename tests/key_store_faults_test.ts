@@ -15,6 +15,7 @@ import { loadConfig } from "../mod/config/mod.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { type KeysRun, runKeysCli } from "./helpers/keys_cli.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -33,22 +34,8 @@ interface Harness {
   close(): Promise<void>;
 }
 
-async function runKeys(args: string[], env: Record<string, string>) {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=keys", "--quiet", "mod/auth/cli.ts", ...args],
-    cwd: ROOT,
-    stdin: "null",
-    env: { NO_COLOR: "1", ...env },
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decoder = new TextDecoder();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-  };
+function runKeys(args: string[], env: Record<string, string>): Promise<KeysRun> {
+  return runKeysCli(args, { env, clearEnv: true, quiet: true });
 }
 
 async function postmasterPid(dataDir: string): Promise<number> {

@@ -7,23 +7,17 @@ import assert from "node:assert/strict";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { registerPrintedKey, teeChildLog } from "./helpers/log_secrets.ts";
+import { runKeysCli } from "./helpers/keys_cli.ts";
 
 async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=keys", "--quiet", "mod/auth/cli.ts", ...args],
-    cwd: ROOT,
-    stdin: "null",
-    env: { NO_COLOR: "1", DATABASE_URL: databaseUrl },
-  }).output();
-  const stdout = new TextDecoder().decode(output.stdout);
-  registerPrintedKey(stdout);
+  const output = await runKeysCli(args, { env: { DATABASE_URL: databaseUrl }, quiet: true });
+  registerPrintedKey(output.stdout);
   teeChildLog(`keys ${args[0]}`, output.stderr);
-  assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
-  return stdout;
+  assert.equal(output.code, 0, output.stderr);
+  return output.stdout;
 }
 
 Deno.test("a CLI-created key works over HTTP and stops working after keys revoke", async () => {
@@ -74,12 +68,8 @@ Deno.test("a CLI-created key works over HTTP and stops working after keys revoke
 Deno.test("with no DATABASE_URL, keys --config writes where the server reads (embedded)", async () => {
   const temp = await writeTinyConfig();
   try {
-    const output = await new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "-P=keys",
-        "--quiet",
-        "mod/auth/cli.ts",
+    const output = await runKeysCli(
+      [
         "create",
         "--config",
         temp.path,
@@ -90,14 +80,11 @@ Deno.test("with no DATABASE_URL, keys --config writes where the server reads (em
         "--permission",
         "write",
       ],
-      cwd: ROOT,
-      stdin: "null",
-      env: { NO_COLOR: "1" },
-      clearEnv: true,
-    }).output();
-    const key = registerPrintedKey(new TextDecoder().decode(output.stdout));
+      { clearEnv: true, quiet: true },
+    );
+    const key = registerPrintedKey(output.stdout);
     teeChildLog("keys create --config", output.stderr);
-    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    assert.equal(output.code, 0, output.stderr);
     const config = await loadConfig({ path: temp.path, overrides: { transport: "http" }, env: {} });
     assert.equal(config.auth.databaseUrl, undefined);
     const app = await startApp(config);

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { createTestKey as createKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, texts } from "./helpers/results.ts";
@@ -23,24 +24,9 @@ Deno.test("SIGTERM lets the running generation finish, then exits 0", async () =
     stderr: "piped",
     env: { NO_COLOR: "1", DATABASE_URL: tdb.url },
   }).spawn();
-  let stderr = "";
-  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  const port = await (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`server exited before listening:\n${stderr}`);
-      stderr += value;
-      const m = stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/);
-      if (m) return Number(m[1]);
-    }
-  })();
-  const drained = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      stderr += value;
-    }
-  })();
+  const stderr = followStderr(child.stderr);
+  const port = Number((await stderr.waitFor(HTTP_LISTENING, "listening"))[1]);
+  const drained = stderr.drain();
   try {
     const client = await connectHttp(port, { "MCP-API-Key": key.key });
     let started!: () => void;
@@ -57,14 +43,17 @@ Deno.test("SIGTERM lets the running generation finish, then exits 0", async () =
     assert.equal(pngs(result).length, 1);
     const status = await child.status;
     await drained;
-    teeChildLog("http server (SIGTERM)", stderr);
-    assert.equal(status.code, 0, stderr);
+    teeChildLog("http server (SIGTERM)", stderr.text());
+    assert.equal(status.code, 0, stderr.text());
     // Every shutdown wait is bounded by one finite deadline (no setTimeout(Infinity)).
-    assert.doesNotMatch(stderr, /TimeoutOverflowWarning/);
+    assert.doesNotMatch(stderr.text(), /TimeoutOverflowWarning/);
     // The signal was handled while the generation ran, and it still finished.
-    const stop = stderr.indexOf("shutting down");
-    const done = stderr.indexOf("[generation] done");
-    assert.ok(stop >= 0 && done > stop, `shutdown did not wait for the generation:\n${stderr}`);
+    const stop = stderr.text().indexOf("shutting down");
+    const done = stderr.text().indexOf("[generation] done");
+    assert.ok(
+      stop >= 0 && done > stop,
+      `shutdown did not wait for the generation:\n${stderr.text()}`,
+    );
     await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`));
     await client.close().catch(() => {});
   } finally {

@@ -7,7 +7,6 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { createKey } from "../mod/auth/create_key.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
@@ -17,7 +16,8 @@ import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs } from "./helpers/results.ts";
-import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { emptyModelsRoot, writeTinyConfig } from "./helpers/tiny_config.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 
 /** A generator that paints a grey image. */
 const grey: Generator = {
@@ -77,14 +77,7 @@ Deno.test("http: initialize is answered while the engine starts; tools/list and 
       assert.equal(await pending(listed), true, "tools/list waits for the engine");
       assert.equal(await pending(called), true, "tools/call waits for the engine");
       start(grey);
-      assert.deepEqual((await listed).tools.map((t) => t.name), [
-        "generate_image",
-        "generate_guided_image",
-        "inpaint_image",
-        "get_generation",
-        "cancel_generation",
-        "list_generations",
-      ]);
+      assert.deepEqual((await listed).tools.map((t) => t.name), IMAGE_TOOL_NAMES);
       const result = await called;
       assert.equal(result.isError, undefined);
       assert.equal(pngs(result).length, 1);
@@ -120,13 +113,7 @@ Deno.test("stdio: the real program answers initialize, then a failing model chec
   const temp = await writeTinyConfig();
   try {
     // A models root without the files: the model check fails after initialize.
-    await Deno.writeTextFile(
-      temp.path,
-      (await Deno.readTextFile(temp.path)).replace(
-        /root = .*/,
-        `root = ${JSON.stringify(join(temp.dir, "empty"))}`,
-      ),
-    );
+    await emptyModelsRoot(temp);
     const transport = new StdioClientTransport({
       command: Deno.execPath(),
       args: ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path],

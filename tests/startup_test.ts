@@ -9,7 +9,7 @@ import { readPngText } from "../mod/image/mod.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { emptyModelsRoot, writeTinyConfig } from "./helpers/tiny_config.ts";
 import { teeChildLog } from "./helpers/log_secrets.ts";
 
 async function copyDir(from: string, to: string) {
@@ -59,13 +59,7 @@ Deno.test("start-up refuses a model file whose hash is not the lock's", async ()
 Deno.test("start-up refuses a missing model file and names it", async () => {
   const temp = await writeTinyConfig();
   try {
-    await Deno.writeTextFile(
-      temp.path,
-      (await Deno.readTextFile(temp.path)).replace(
-        /root = .*/,
-        `root = ${JSON.stringify(join(temp.dir, "empty"))}`,
-      ),
-    );
+    await emptyModelsRoot(temp);
     const output = await serveOnce(temp.path);
     const stderr = new TextDecoder().decode(output.stderr);
     assert.notEqual(output.code, 0);

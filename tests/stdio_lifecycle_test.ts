@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { ROOT } from "./helpers/paths.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { INITIALIZED, initializeRequest, jsonLines } from "./helpers/json_rpc.ts";
 
 const enc = new TextEncoder();
 
@@ -28,17 +29,8 @@ async function startLongCall(configPath: string) {
   );
   const writer = child.stdin.getWriter();
   const lines = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "crashy", version: "1" },
-      },
-    },
-    { jsonrpc: "2.0", method: "notifications/initialized" },
+    initializeRequest(1, "crashy"),
+    INITIALIZED,
     {
       jsonrpc: "2.0",
       id: 2,
@@ -50,7 +42,7 @@ async function startLongCall(configPath: string) {
       },
     },
   ];
-  await writer.write(enc.encode(lines.map((m) => JSON.stringify(m) + "\n").join("")));
+  await writer.write(enc.encode(jsonLines(lines)));
   // Read stdout until the first progress notification: the generation runs.
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let out = "";

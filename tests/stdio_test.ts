@@ -11,6 +11,8 @@ import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
+import { INITIALIZED, initializeRequest, jsonLines } from "./helpers/json_rpc.ts";
 
 Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep serving", async (t) => {
   const session = await connectStdio(["--config", TINY_CONFIG]);
@@ -19,14 +21,7 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
 
     await t.step("tools/list shows exactly the documented tools", async (t) => {
       const listed = await session.client.listTools();
-      assert.deepEqual(listed.tools.map((tool) => tool.name), [
-        "generate_image",
-        "generate_guided_image",
-        "inpaint_image",
-        "get_generation",
-        "cancel_generation",
-        "list_generations",
-      ]);
+      assert.deepEqual(listed.tools.map((tool) => tool.name), IMAGE_TOOL_NAMES);
       await t.assertSnapshot(listed);
     });
 
@@ -213,25 +208,16 @@ Deno.test("stdio: a piped client that closes stdin after its call still gets the
     stderr: "null",
     env: { NO_COLOR: "1" },
   }).spawn();
-  const lines = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "pipe", version: "1" },
-      },
-    },
-    { jsonrpc: "2.0", method: "notifications/initialized" },
+  const lines = jsonLines([
+    initializeRequest(1, "pipe"),
+    INITIALIZED,
     {
       jsonrpc: "2.0",
       id: 2,
       method: "tools/call",
       params: { name: "generate_image", arguments: { positive_prompt: "a pipe" } },
     },
-  ].map((m) => JSON.stringify(m) + "\n").join("");
+  ]);
   const writer = child.stdin.getWriter();
   await writer.write(new TextEncoder().encode(lines));
   await writer.close();

@@ -26,14 +26,17 @@
  * @module
  */
 
-import { createBackendClient } from "../backend/mod.ts";
 import { openDatabase } from "../db/mod.ts";
-import { startHttpServer } from "../http/mod.ts";
 import { log, setLogLevel } from "../log/mod.ts";
-import { createMcpServer, type Scope } from "../mcp/mod.ts";
+import type { Scope } from "../mcp/mod.ts";
+import { startDesignCodeServer } from "../../tests/helpers/design_code_server.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
-import { createDesignCodeTools } from "../../tools/design_code.ts";
-import { authFailureResponse } from "./auth_response.ts";
+import {
+  benchSummaryAndShutdown,
+  inLanes,
+  percentile,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { createAuthenticator } from "./authenticator.ts";
 import { createKey } from "./create_key.ts";
 
@@ -57,60 +60,26 @@ const authenticator = createAuthenticator({
   lastUsedIntervalMs: 60_000,
   dbTimeoutMs: 2_000,
 });
-const tools = createDesignCodeTools(
-  createBackendClient({ baseUrl: "http://127.0.0.1:9", timeoutMs: 1_000 }),
-);
 const fixedScope: Scope = { keyPrefix: prefix, projectId: 1, userId: 1, permission: "read" };
-const common = {
-  hostname: "127.0.0.1",
-  port: 0,
-  allowedOrigins: [],
-  authFailureResponse: (outcome: Parameters<typeof authFailureResponse>[0]) =>
-    authFailureResponse(outcome),
-  createServer: (scope: Scope) => createMcpServer({ tools, scope }),
-};
-const withAuth = await startHttpServer({ ...common, authenticator });
-const withoutAuth = await startHttpServer({
-  ...common,
-  authenticator: { authenticate: () => Promise.resolve({ ok: true as const, scope: fixedScope }) },
+const withAuth = await startDesignCodeServer(authenticator);
+const withoutAuth = await startDesignCodeServer({
+  authenticate: () => Promise.resolve({ ok: true as const, scope: fixedScope }),
 });
 
-const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
-const HEADERS = {
-  "content-type": "application/json",
-  accept: "application/json, text/event-stream",
-  "x-mcp-token": cloudfrontSecret,
-  "mcp-api-key": key,
-};
+const HEADERS = { "x-mcp-token": cloudfrontSecret, "mcp-api-key": key };
 
 /** One tools/list round trip to `port`; returns its latency in ms. */
 async function listTools(port: number): Promise<number> {
-  const started = performance.now();
-  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
-    method: "POST",
-    headers: HEADERS,
-    body: BODY,
-  });
-  const text = await response.text();
-  const ms = performance.now() - started;
-  if (response.status !== 200 || !text.includes('"list-designs"')) {
-    throw new Error(`tools/list failed: HTTP ${response.status}: ${text.slice(0, 200)}`);
+  const { status, text, ms } = await timeToolsList(`http://127.0.0.1:${port}/mcp`, HEADERS);
+  if (status !== 200 || !text.includes('"list-designs"')) {
+    throw new Error(`tools/list failed: HTTP ${status}: ${text.slice(0, 200)}`);
   }
   return ms;
 }
 
 /** BATCH requests, CONCURRENCY at a time; returns each latency. */
-async function listToolsConcurrently(port: number): Promise<number[]> {
-  const latencies: number[] = [];
-  let next = 0;
-  const lane = async () => {
-    while (next < BATCH) {
-      next++;
-      latencies.push(await listTools(port));
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
-  return latencies;
+function listToolsConcurrently(port: number): Promise<number[]> {
+  return inLanes(BATCH, CONCURRENCY, () => listTools(port));
 }
 
 /** The two servers compared: same app, with and without API-key checks. */
@@ -162,44 +131,30 @@ for (const [variant, port] of VARIANTS) {
   });
 }
 
-function percentile(sorted: number[], p: number): number {
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i];
-}
-
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    setLogLevel("info");
-    const perSecond: Record<string, number> = {};
-    for (const [variant, ms] of Object.entries(samples)) {
-      const sorted = [...ms].sort((a, b) => a - b);
-      const total = totals[variant];
-      perSecond[variant] = (total.requests / total.ms) * 1000;
-      log("info", "bench", variant, {
-        requests: sorted.length,
-        p50Ms: +percentile(sorted, 50).toFixed(2),
-        p99Ms: +percentile(sorted, 99).toFixed(2),
-        requestsPerSecond: Math.round(perSecond[variant]),
-      });
-    }
-    for (const mode of ["sequential", "concurrent"]) {
-      const ratio = perSecond[`${mode} authenticated`] / perSecond[`${mode} unauthenticated`];
-      log("info", "bench", `${mode}: authenticated / unauthenticated throughput`, {
-        ratio: +ratio.toFixed(3),
-        atLeastHalf: ratio >= 0.5,
-      });
-    }
-    await withAuth.shutdown(5_000);
-    await withoutAuth.shutdown(5_000);
-    await authenticator.close();
-    await db.close();
-    await tdb.close();
-  },
+benchSummaryAndShutdown(async () => {
+  setLogLevel("info");
+  const perSecond: Record<string, number> = {};
+  for (const [variant, ms] of Object.entries(samples)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const total = totals[variant];
+    perSecond[variant] = (total.requests / total.ms) * 1000;
+    log("info", "bench", variant, {
+      requests: sorted.length,
+      p50Ms: +percentile(sorted, 50).toFixed(2),
+      p99Ms: +percentile(sorted, 99).toFixed(2),
+      requestsPerSecond: Math.round(perSecond[variant]),
+    });
+  }
+  for (const mode of ["sequential", "concurrent"]) {
+    const ratio = perSecond[`${mode} authenticated`] / perSecond[`${mode} unauthenticated`];
+    log("info", "bench", `${mode}: authenticated / unauthenticated throughput`, {
+      ratio: +ratio.toFixed(3),
+      atLeastHalf: ratio >= 0.5,
+    });
+  }
+  await withAuth.shutdown(5_000);
+  await withoutAuth.shutdown(5_000);
+  await authenticator.close();
+  await db.close();
+  await tdb.close();
 });

@@ -32,14 +32,15 @@
  * @module
  */
 
-import { createBackendClient } from "../backend/mod.ts";
 import { openDatabase } from "../db/mod.ts";
-import { startHttpServer } from "../http/mod.ts";
 import { log, setLogLevel } from "../log/mod.ts";
-import { createMcpServer, type Scope } from "../mcp/mod.ts";
+import { startDesignCodeServer } from "../../tests/helpers/design_code_server.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
-import { createDesignCodeTools } from "../../tools/design_code.ts";
-import { authFailureResponse } from "./auth_response.ts";
+import {
+  benchSummaryAndShutdown,
+  percentile as nearestRank,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { createAuthenticator } from "./authenticator.ts";
 import { type CreatedKey, createKey } from "./create_key.ts";
 import type { AttackStart } from "./flood_attacker.ts";
@@ -76,35 +77,12 @@ const authenticator = createAuthenticator({
   failuresPerMinute: 10,
   unknownPrefixCacheMs: 2_000,
 });
-const tools = createDesignCodeTools(
-  createBackendClient({ baseUrl: "http://127.0.0.1:9", timeoutMs: 1_000 }),
-);
-const server = await startHttpServer({
-  hostname: "127.0.0.1",
-  port: 0,
-  allowedOrigins: [],
-  authenticator,
-  authFailureResponse: (outcome) => authFailureResponse(outcome),
-  createServer: (scope: Scope) => createMcpServer({ tools, scope }),
-});
+const server = await startDesignCodeServer(authenticator);
 const url = `http://127.0.0.1:${server.addr.port}/mcp`;
-const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
 
 /** One tools/list round trip with `key`; returns status and latency. */
-async function listTools(key: string): Promise<{ status: number; ms: number }> {
-  const started = performance.now();
-  const response = await fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "x-mcp-token": cloudfrontSecret,
-      "mcp-api-key": key,
-    },
-    body: BODY,
-  });
-  await response.text();
-  return { status: response.status, ms: performance.now() - started };
+function listTools(key: string): Promise<{ status: number; ms: number }> {
+  return timeToolsList(url, { "x-mcp-token": cloudfrontSecret, "mcp-api-key": key });
 }
 
 /** A valid user's request; throws unless it succeeded. */
@@ -183,63 +161,53 @@ Deno.bench({
   },
 });
 
+/** {@link nearestRank}, to 0.01 ms. */
 function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return +sorted[i].toFixed(2);
+  return +nearestRank(values, p).toFixed(2);
 }
 
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    const done = attackerSays("done");
-    attacker.postMessage({ type: "stop" });
-    attack.statuses = (await done).statuses as Record<string, number>;
-    attack.stopped = performance.now();
-    setLogLevel("info");
-    const seconds = (attack.stopped - attack.started) / 1000;
-    const total = Object.values(attack.statuses).reduce((a, b) => a + b, 0);
-    log("info", "bench", "active key, no attack", {
-      requests: idle.length,
-      p50Ms: percentile(idle, 50),
-      p99Ms: percentile(idle, 99),
-      maxMs: percentile(idle, 100),
-    });
-    log("info", "bench", `active key during the ${ATTACKERS}-way wrong-secret flood`, {
-      requests: underAttack.length,
-      p50Ms: percentile(underAttack, 50),
-      p99Ms: percentile(underAttack, 99),
-      maxMs: percentile(underAttack, 100),
-      p99UnderTarget: percentile(underAttack, 99) < P99_TARGET_MS,
-      neverWaitedOneSecond: percentile(underAttack, 100) < FRESH_TARGET_MS,
-    });
-    log("info", "bench", "fresh keys' first request, no attack", {
-      keys: freshIdle.length,
-      msEach: freshIdle.map((ms) => +ms.toFixed(1)),
-      maxMs: percentile(freshIdle, 100),
-    });
-    log("info", "bench", "fresh keys' first request during the flood", {
-      keys: freshFirst.length,
-      msEach: freshFirst.map((ms) => +ms.toFixed(1)),
-      maxMs: percentile(freshFirst, 100),
-      underOneSecond: percentile(freshFirst, 100) < FRESH_TARGET_MS,
-    });
-    log("info", "bench", "the attack", {
-      concurrent: ATTACKERS,
-      seconds: +seconds.toFixed(1),
-      requests: total,
-      requestsPerSecond: Math.round(total / seconds),
-      statuses: attack.statuses,
-    });
-    await server.shutdown(5_000);
-    await authenticator.close();
-    await db.close();
-    await tdb.close();
-  },
+benchSummaryAndShutdown(async () => {
+  const done = attackerSays("done");
+  attacker.postMessage({ type: "stop" });
+  attack.statuses = (await done).statuses as Record<string, number>;
+  attack.stopped = performance.now();
+  setLogLevel("info");
+  const seconds = (attack.stopped - attack.started) / 1000;
+  const total = Object.values(attack.statuses).reduce((a, b) => a + b, 0);
+  log("info", "bench", "active key, no attack", {
+    requests: idle.length,
+    p50Ms: percentile(idle, 50),
+    p99Ms: percentile(idle, 99),
+    maxMs: percentile(idle, 100),
+  });
+  log("info", "bench", `active key during the ${ATTACKERS}-way wrong-secret flood`, {
+    requests: underAttack.length,
+    p50Ms: percentile(underAttack, 50),
+    p99Ms: percentile(underAttack, 99),
+    maxMs: percentile(underAttack, 100),
+    p99UnderTarget: percentile(underAttack, 99) < P99_TARGET_MS,
+    neverWaitedOneSecond: percentile(underAttack, 100) < FRESH_TARGET_MS,
+  });
+  log("info", "bench", "fresh keys' first request, no attack", {
+    keys: freshIdle.length,
+    msEach: freshIdle.map((ms) => +ms.toFixed(1)),
+    maxMs: percentile(freshIdle, 100),
+  });
+  log("info", "bench", "fresh keys' first request during the flood", {
+    keys: freshFirst.length,
+    msEach: freshFirst.map((ms) => +ms.toFixed(1)),
+    maxMs: percentile(freshFirst, 100),
+    underOneSecond: percentile(freshFirst, 100) < FRESH_TARGET_MS,
+  });
+  log("info", "bench", "the attack", {
+    concurrent: ATTACKERS,
+    seconds: +seconds.toFixed(1),
+    requests: total,
+    requestsPerSecond: Math.round(total / seconds),
+    statuses: attack.statuses,
+  });
+  await server.shutdown(5_000);
+  await authenticator.close();
+  await db.close();
+  await tdb.close();
 });

@@ -3,34 +3,14 @@
  * create → authenticate → list → revoke → delete.
  */
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
-import { fileURLToPath } from "node:url";
 import { openDatabase } from "../db/mod.ts";
 import { makeReachableTempDir, openTestDatabase } from "../../tests/helpers/postgres.ts";
+import { type KeysRun, runKeysCli } from "../../tests/helpers/keys_cli.ts";
 import { API_KEY_PATTERN } from "./api_key.ts";
 import { createAuthenticator } from "./authenticator.ts";
 
-const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function keys(args: string[], env: Record<string, string>): Promise<Run> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=keys", "mod/auth/cli.ts", ...args],
-    cwd: repoRoot,
-    env: { ...env, NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decoder = new TextDecoder();
-  return {
-    code: output.code,
-    stdout: decoder.decode(output.stdout),
-    stderr: decoder.decode(output.stderr),
-  };
+function keys(args: string[], env: Record<string, string>): Promise<KeysRun> {
+  return runKeysCli(args, { env });
 }
 
 function lastLine(text: string): string {

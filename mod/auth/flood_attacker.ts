@@ -9,6 +9,7 @@
  * @module
  */
 
+import { timeToolsList } from "../../tests/helpers/tools_list_bench.ts";
 import { randomBase62 } from "./api_key.ts";
 
 /** What the bench sends to start the attack. */
@@ -25,7 +26,6 @@ export interface AttackStart {
   concurrency: number;
 }
 
-const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
 let running = false;
 const statuses: Record<number, number> = {};
 const loops: Promise<void>[] = [];
@@ -33,18 +33,11 @@ const loops: Promise<void>[] = [];
 async function attackLoop(start: AttackStart): Promise<void> {
   while (running) {
     try {
-      const response = await fetch(start.url, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          accept: "application/json, text/event-stream",
-          "x-mcp-token": start.token,
-          "mcp-api-key": `guinness_${start.prefix}_${randomBase62(43)}`,
-        },
-        body: BODY,
+      const { status } = await timeToolsList(start.url, {
+        "x-mcp-token": start.token,
+        "mcp-api-key": `guinness_${start.prefix}_${randomBase62(43)}`,
       });
-      await response.text();
-      statuses[response.status] = (statuses[response.status] ?? 0) + 1;
+      statuses[status] = (statuses[status] ?? 0) + 1;
     } catch {
       statuses[0] = (statuses[0] ?? 0) + 1;
     }

@@ -22,6 +22,15 @@ function sleep(ms: number): Promise<void> {
 }
 
 // The embedded default is tested on its own, whatever DATABASE_URL says.
+/** Connects to a Unix socket (no timeout: the tests' clusters are up). */
+function dialUnix(path: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ path });
+    socket.once("connect", () => resolve(socket));
+    socket.once("error", reject);
+  });
+}
+
 Deno.test({
   name: "embedded PostgreSQL default",
   sanitizeOps: false,
@@ -96,12 +105,7 @@ Deno.test({
           for (const password of ["", "wrong-password"]) {
             const intruder = connectPostgres({
               target: {
-                socket: () =>
-                  new Promise((resolve, reject) => {
-                    const socket = net.connect({ path: endpoint.socketPath });
-                    socket.once("connect", () => resolve(socket));
-                    socket.once("error", reject);
-                  }),
+                socket: () => dialUnix(endpoint.socketPath),
                 user: "postgres",
                 database: "postgres",
                 password,
@@ -251,12 +255,7 @@ Deno.test({
               );
               const db = connectPostgres({
                 target: {
-                  socket: () =>
-                    new Promise((resolve, reject) => {
-                      const socket = net.connect({ path: endpoint.socketPath });
-                      socket.once("connect", () => resolve(socket));
-                      socket.once("error", reject);
-                    }),
+                  socket: () => dialUnix(endpoint.socketPath),
                   user: endpoint.user,
                   database: endpoint.database,
                   password: endpoint.password,

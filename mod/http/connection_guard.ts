@@ -289,6 +289,19 @@ export class ConnectionGuard {
     }
   }
 
+  /** 431: the head is over {@link MAX_HEAD_BYTES}, whether or not its end has been read. */
+  #refuseHeadTooLarge(c: Connection): void {
+    this.#refuse(
+      c,
+      rawResponse(
+        431,
+        "Request Header Fields Too Large",
+        `the request head is over ${MAX_HEAD_BYTES} bytes`,
+      ),
+      "request head too large",
+    );
+  }
+
   async #relay(c: Connection): Promise<void> {
     const buffer = new Uint8Array(64 * 1024);
     // The head.
@@ -301,28 +314,12 @@ export class ConnectionGuard {
       head = concat(head, buffer.subarray(0, n));
       found = findHeadEnd(head, from);
       if (!found && head.length > MAX_HEAD_BYTES) {
-        this.#refuse(
-          c,
-          rawResponse(
-            431,
-            "Request Header Fields Too Large",
-            `the request head is over ${MAX_HEAD_BYTES} bytes`,
-          ),
-          "request head too large",
-        );
+        this.#refuseHeadTooLarge(c);
         return;
       }
     }
     if (found.end > MAX_HEAD_BYTES) {
-      this.#refuse(
-        c,
-        rawResponse(
-          431,
-          "Request Header Fields Too Large",
-          `the request head is over ${MAX_HEAD_BYTES} bytes`,
-        ),
-        "request head too large",
-      );
+      this.#refuseHeadTooLarge(c);
       return;
     }
     const text = latin1.decode(head.subarray(0, found.blank));

@@ -42,6 +42,12 @@ import { buildTinyModelSet } from "../model_builder/mod.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { connectHttp } from "../../tests/helpers/http_client.ts";
 import { ROOT } from "../../tests/helpers/paths.ts";
+import {
+  benchSummaryAndShutdown,
+  inLanes,
+  percentile,
+  timeToolsList,
+} from "../../tests/helpers/tools_list_bench.ts";
 import { writeTinyConfig } from "../../tests/helpers/tiny_config.ts";
 
 /** Requests per iteration of a concurrent bench. */
@@ -65,37 +71,20 @@ const url = `http://127.0.0.1:${app.http!.port}/mcp`;
 // Per-request info lines would cost stderr writes inside the measured spans.
 setLogLevel("warn");
 
-const BODY = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
-const HEADERS = {
-  "content-type": "application/json",
-  accept: "application/json, text/event-stream",
-  "mcp-api-key": key,
-};
+const HEADERS = { "mcp-api-key": key };
 
 /** One tools/list round trip; returns its latency in ms. */
 async function listTools(): Promise<number> {
-  const started = performance.now();
-  const response = await fetch(url, { method: "POST", headers: HEADERS, body: BODY });
-  const text = await response.text();
-  const ms = performance.now() - started;
-  if (response.status !== 200 || !text.includes('"generate_image"')) {
-    throw new Error(`tools/list failed: HTTP ${response.status}: ${text.slice(0, 200)}`);
+  const { status, text, ms } = await timeToolsList(url, HEADERS);
+  if (status !== 200 || !text.includes('"generate_image"')) {
+    throw new Error(`tools/list failed: HTTP ${status}: ${text.slice(0, 200)}`);
   }
   return ms;
 }
 
 /** BATCH requests, CONCURRENCY at a time; returns each latency. */
-async function listToolsConcurrently(): Promise<number[]> {
-  const latencies: number[] = [];
-  let next = 0;
-  const lane = async () => {
-    while (next < BATCH) {
-      next++;
-      latencies.push(await listTools());
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
-  return latencies;
+function listToolsConcurrently(): Promise<number[]> {
+  return inLanes(BATCH, CONCURRENCY, listTools);
 }
 
 // --- the background generation for (b) ------------------------------------
@@ -186,45 +175,31 @@ benchConcurrent("idle", IDLE, false);
 benchSequential("generating", BUSY, true);
 benchConcurrent("generating", BUSY, true);
 
-function percentile(sorted: number[], p: number): number {
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i];
-}
-
-let finished = false;
-Deno.bench({
-  name: "summary and shutdown (not a measurement)",
-  group: "teardown",
-  n: 1,
-  warmup: 0,
-  async fn() {
-    if (finished) return;
-    finished = true;
-    setLogLevel("info");
-    for (const [scenario, ms] of Object.entries(samples)) {
-      const sorted = [...ms].sort((a, b) => a - b);
-      const p99 = percentile(sorted, 99);
-      log("info", "bench", scenario, {
-        requests: sorted.length,
-        p50Ms: +percentile(sorted, 50).toFixed(2),
-        p99Ms: +p99.toFixed(2),
-        maxMs: +sorted[sorted.length - 1].toFixed(2),
-        ...(scenario.includes("generating") ? { within100msAtP99: p99 < TARGET_MS } : {}),
-      });
-    }
-    for (const [scenario, t] of Object.entries(batches)) {
-      log("info", "bench", `throughput ${scenario}`, {
-        requests: t.requests,
-        concurrency: CONCURRENCY,
-        requestsPerSecond: Math.round((t.requests / t.ms) * 1000),
-      });
-    }
-    log("info", "bench", "background generations", { started: generations, stepsSeen });
-    stop.abort(new Error("benchmark finished"));
-    await running;
-    await generator.close();
-    await app.shutdown();
-    await tdb.close();
-    await temp.remove();
-  },
+benchSummaryAndShutdown(async () => {
+  setLogLevel("info");
+  for (const [scenario, ms] of Object.entries(samples)) {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const p99 = percentile(sorted, 99);
+    log("info", "bench", scenario, {
+      requests: sorted.length,
+      p50Ms: +percentile(sorted, 50).toFixed(2),
+      p99Ms: +p99.toFixed(2),
+      maxMs: +sorted[sorted.length - 1].toFixed(2),
+      ...(scenario.includes("generating") ? { within100msAtP99: p99 < TARGET_MS } : {}),
+    });
+  }
+  for (const [scenario, t] of Object.entries(batches)) {
+    log("info", "bench", `throughput ${scenario}`, {
+      requests: t.requests,
+      concurrency: CONCURRENCY,
+      requestsPerSecond: Math.round((t.requests / t.ms) * 1000),
+    });
+  }
+  log("info", "bench", "background generations", { started: generations, stepsSeen });
+  stop.abort(new Error("benchmark finished"));
+  await running;
+  await generator.close();
+  await app.shutdown();
+  await tdb.close();
+  await temp.remove();
 });

@@ -31,8 +31,14 @@ function checkKeyword(keyword: string): void {
   }
 }
 
-/** Builds one chunk: length, type, data, CRC-32 over type + data (§5.3). */
-function chunk(type: string, data: Uint8Array): Uint8Array {
+/**
+ * Builds one PNG chunk: length, type, data, CRC-32 over type + data (§5.3).
+ *
+ * @param type The four-letter chunk type, e.g. `"tEXt"`.
+ * @param data The chunk's data.
+ * @returns The whole chunk, ready to splice into a PNG stream.
+ */
+export function pngChunk(type: string, data: Uint8Array): Uint8Array {
   const out = new Uint8Array(12 + data.length);
   const view = new DataView(out.buffer);
   view.setUint32(0, data.length);
@@ -59,7 +65,7 @@ function textChunk(keyword: string, text: string): Uint8Array {
     }
     data[keyword.length + 1 + i] = code;
   }
-  return chunk("tEXt", data);
+  return pngChunk("tEXt", data);
 }
 
 /**

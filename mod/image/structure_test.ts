@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { deflateSync } from "node:zlib";
 import { ToolError } from "../mcp/tool.ts";
-import { crc32 } from "./crc32.ts";
 import { decodeImageInput, toRgbImage } from "./decode.ts";
+import { pngChunk as chunk } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
 import { countJpegScans, MAX_JPEG_SCANS, prunePngChunks } from "./structure.ts";
 
@@ -24,17 +24,6 @@ function concat(...parts: Uint8Array[]): Uint8Array {
     out.set(p, o);
     o += p.length;
   }
-  return out;
-}
-
-/** One PNG chunk: length, type, data, CRC-32 over type + data. */
-function chunk(type: string, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(12 + data.length);
-  const view = new DataView(out.buffer);
-  view.setUint32(0, data.length);
-  for (let i = 0; i < 4; i++) out[4 + i] = type.charCodeAt(i);
-  out.set(data, 8);
-  view.setUint32(8 + data.length, crc32(out.subarray(4, 8 + data.length)));
   return out;
 }
 

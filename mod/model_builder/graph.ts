@@ -222,37 +222,15 @@ export class Graph {
       const ext = options.externalData;
       if (ext && bytes.byteLength >= ext.minBytes) {
         chunks.push(bytes);
-        const entry: onnx.onnx.ITensorProto = {
-          name: t.name,
-          dims: t.dims,
-          dataType: DATA_TYPE[t.type],
-          dataLocation: P.TensorProto.DataLocation.EXTERNAL,
-          externalData: [
-            { key: "location", value: ext.location },
-            { key: "offset", value: String(offset) },
-            { key: "length", value: String(bytes.byteLength) },
-          ],
-        };
+        const entry = externalTensor(t, t.type, ext.location, offset, bytes.byteLength);
         offset += bytes.byteLength;
         return entry;
       }
-      return { name: t.name, dims: t.dims, dataType: DATA_TYPE[t.type], rawData: bytes.slice() };
+      return inlineTensor(t, t.type, bytes);
     });
-    const model = P.ModelProto.create({
-      irVersion: 8,
-      producerName: "generate-image-sd15-mcp model_builder",
-      producerVersion: "1",
-      docString: options.docString ?? "",
-      opsetImport: [{ domain: "", version: options.opset }],
-      graph: {
-        name: this.#name,
-        node: this.#nodes,
-        initializer,
-        input: this.#inputs,
-        output: this.#outputs,
-      },
-    });
-    const out: EncodedModel = { model: P.ModelProto.encode(model).finish() };
+    const out: EncodedModel = {
+      model: this.#modelBytes(this.#nodes, initializer, this.#inputs, this.#outputs, options),
+    };
     if (options.externalData && chunks.length > 0) {
       const data = new Uint8Array(offset);
       let at = 0;
@@ -298,25 +276,10 @@ export class Graph {
         if (bytes.byteLength >= ext.minBytes) {
           let at = 0;
           while (at < bytes.byteLength) at += file.writeSync(bytes.subarray(at));
-          initializer.push({
-            name: t.name,
-            dims: t.dims,
-            dataType: DATA_TYPE[type],
-            dataLocation: P.TensorProto.DataLocation.EXTERNAL,
-            externalData: [
-              { key: "location", value: ext.location },
-              { key: "offset", value: String(offset) },
-              { key: "length", value: String(bytes.byteLength) },
-            ],
-          });
+          initializer.push(externalTensor(t, type, ext.location, offset, bytes.byteLength));
           offset += bytes.byteLength;
         } else {
-          initializer.push({
-            name: t.name,
-            dims: t.dims,
-            dataType: DATA_TYPE[type],
-            rawData: bytes.slice(),
-          });
+          initializer.push(inlineTensor(t, type, bytes));
         }
       }
     } finally {
@@ -333,22 +296,36 @@ export class Graph {
           : n
       )
       : this.#nodes;
+    Deno.writeFileSync(
+      modelPath,
+      this.#modelBytes(
+        nodes,
+        initializer,
+        this.#inputs.map(retype),
+        this.#outputs.map(retype),
+        options,
+      ),
+    );
+    return { externalBytes: offset };
+  }
+
+  /** The serialized ModelProto around this graph's name with these parts (IR 8, one opset). */
+  #modelBytes(
+    node: onnx.onnx.INodeProto[],
+    initializer: onnx.onnx.ITensorProto[],
+    input: onnx.onnx.IValueInfoProto[],
+    output: onnx.onnx.IValueInfoProto[],
+    options: EncodeOptions,
+  ): Uint8Array {
     const model = P.ModelProto.create({
       irVersion: 8,
       producerName: "generate-image-sd15-mcp model_builder",
       producerVersion: "1",
       docString: options.docString ?? "",
       opsetImport: [{ domain: "", version: options.opset }],
-      graph: {
-        name: this.#name,
-        node: nodes,
-        initializer,
-        input: this.#inputs.map(retype),
-        output: this.#outputs.map(retype),
-      },
+      graph: { name: this.#name, node, initializer, input, output },
     });
-    Deno.writeFileSync(modelPath, P.ModelProto.encode(model).finish());
-    return { externalBytes: offset };
+    return P.ModelProto.encode(model).finish();
   }
 
   #cached(key: string, make: () => string): string {
@@ -359,6 +336,35 @@ export class Graph {
     }
     return name;
   }
+}
+
+/**
+ * An initializer whose bytes lie in the external file `location`, `length`
+ * bytes from `offset` (the ONNX external-data keys, onnx.proto `TensorProto`).
+ */
+function externalTensor(
+  t: Initializer,
+  type: ElemType,
+  location: string,
+  offset: number,
+  length: number,
+): onnx.onnx.ITensorProto {
+  return {
+    name: t.name,
+    dims: t.dims,
+    dataType: DATA_TYPE[type],
+    dataLocation: P.TensorProto.DataLocation.EXTERNAL,
+    externalData: [
+      { key: "location", value: location },
+      { key: "offset", value: String(offset) },
+      { key: "length", value: String(length) },
+    ],
+  };
+}
+
+/** An initializer with its bytes inline (`raw_data`; copied, so `bytes` may be reused). */
+function inlineTensor(t: Initializer, type: ElemType, bytes: Uint8Array): onnx.onnx.ITensorProto {
+  return { name: t.name, dims: t.dims, dataType: DATA_TYPE[type], rawData: bytes.slice() };
 }
 
 function materialize(t: Initializer): InitData {

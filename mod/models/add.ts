@@ -15,7 +15,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import type { ConfigEdit } from "../config/mod.ts";
 import { log } from "../log/mod.ts";
 import { checkComponentFile, checkExportFolder, type ExportCheck } from "./export_check.ts";
-import type { LockEntry, ModelComponent } from "./lock.ts";
+import { EXTRA_COMPONENTS, type LockEntry, type ModelComponent } from "./lock.ts";
 import { updateLockText, writeAtomically } from "./lock_write.ts";
 import { ProgressLine, type ProgressOptions } from "./progress.ts";
 import { toLockPath } from "./required.ts";
@@ -23,16 +23,7 @@ import { sha256File } from "./sha256_file.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 
 /** Components `--component` accepts (files outside a base set). */
-export const ADD_COMPONENTS: readonly ModelComponent[] = [
-  "controlnet_depth",
-  "controlnet_openpose",
-  "controlnet_inpaint",
-  "controlnet_unet",
-  "depth",
-  "pose_detector",
-  "pose_estimator",
-  "lora",
-];
+export const ADD_COMPONENTS: readonly ModelComponent[] = EXTRA_COMPONENTS;
 
 /** The config key each single-file component is named by. */
 export const COMPONENT_KEY: Partial<Record<ModelComponent, { section: string; key: string }>> = {

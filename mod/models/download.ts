@@ -29,6 +29,7 @@ import {
   saveVerifyCache,
   type VerifyCache,
 } from "./verify_cache.ts";
+import { statOrNull } from "./stat_or_null.ts";
 
 /** What to download and how. */
 export interface DownloadOptions {
@@ -162,15 +163,6 @@ async function removeIfExists(path: string): Promise<void> {
     await Deno.remove(path);
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
-  }
-}
-
-async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
-  try {
-    return await Deno.stat(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return null;
-    throw e;
   }
 }
 

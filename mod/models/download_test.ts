@@ -270,6 +270,22 @@ function countingFetch(): { fetch: typeof fetch; calls: string[] } {
   };
 }
 
+/** Runs the download, which must end with a {@link HostUnreachableError}; returns it. */
+async function unreachable(
+  root: string,
+  entries: LockEntry[],
+  fetch: typeof globalThis.fetch,
+): Promise<HostUnreachableError> {
+  let error: unknown;
+  try {
+    await downloadModelFiles({ ...quiet, root, entries, fetch });
+  } catch (e) {
+    error = e;
+  }
+  ok(error instanceof HostUnreachableError, String(error));
+  return error;
+}
+
 Deno.test("download: a refused connection on the first request ends the run, no retries", async () => {
   const root = await Deno.makeTempDir({ prefix: "models_dl_" });
   try {
@@ -279,13 +295,7 @@ Deno.test("download: a refused connection on the first request ends the run, no 
       entry(`http://127.0.0.1:${port}/a`),
       entry(`http://127.0.0.1:${port}/b`, { path: "sd15/unet/model.onnx" }),
     ];
-    let error: Error | undefined;
-    try {
-      await downloadModelFiles({ ...quiet, root, entries, fetch: counted.fetch });
-    } catch (e) {
-      error = e as Error;
-    }
-    ok(error instanceof HostUnreachableError, String(error));
+    const error = await unreachable(root, entries, counted.fetch);
     strictEqual(counted.calls.length, 1, "one request, no retry, the second file not tried");
     strictEqual(error.host, `127.0.0.1:${port}`);
     strictEqual(error.reason, "connection refused");
@@ -315,18 +325,11 @@ Deno.test("download: a TLS failure on the first request ends the run, no retries
   const root = await Deno.makeTempDir({ prefix: "models_dl_" });
   try {
     const counted = countingFetch();
-    let error: Error | undefined;
-    try {
-      await downloadModelFiles({
-        ...quiet,
-        root,
-        entries: [entry(`https://127.0.0.1:${port}/file`)],
-        fetch: counted.fetch,
-      });
-    } catch (e) {
-      error = e as Error;
-    }
-    ok(error instanceof HostUnreachableError, String(error));
+    const error = await unreachable(
+      root,
+      [entry(`https://127.0.0.1:${port}/file`)],
+      counted.fetch,
+    );
     strictEqual(error.reason, "TLS error");
     strictEqual(counted.calls.length, 1);
     strictEqual(connections, 1, "one connection, no retry");
@@ -341,19 +344,12 @@ Deno.test("download: a DNS failure on the first request ends the run", async () 
   const root = await Deno.makeTempDir({ prefix: "models_dl_" });
   try {
     const counted = countingFetch();
-    let error: Error | undefined;
-    try {
-      // RFC 6761: .invalid never resolves.
-      await downloadModelFiles({
-        ...quiet,
-        root,
-        entries: [entry("https://models.example.invalid/file")],
-        fetch: counted.fetch,
-      });
-    } catch (e) {
-      error = e as Error;
-    }
-    ok(error instanceof HostUnreachableError, String(error));
+    // RFC 6761: .invalid never resolves.
+    const error = await unreachable(
+      root,
+      [entry("https://models.example.invalid/file")],
+      counted.fetch,
+    );
     strictEqual(error.host, "models.example.invalid");
     strictEqual(counted.calls.length, 1);
   } finally {

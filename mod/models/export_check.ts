@@ -20,6 +20,7 @@ import { readModelInfo } from "../onnx/model_info.ts";
 import { parseSafetensors } from "../lora/safetensors.ts";
 import { kohyaModules } from "../lora/kohya_keys.ts";
 import type { ModelComponent } from "./lock.ts";
+import { statOrNull } from "./stat_or_null.ts";
 
 /** One file to lock: path relative to the checked folder, and its component. */
 export interface ExportFile {
@@ -65,15 +66,6 @@ export const CONTRACT_OF: Partial<Record<ModelComponent, Component>> = {
   pose_detector: "pose_detector",
   pose_estimator: "pose_estimator",
 };
-
-async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
-  try {
-    return await Deno.stat(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return null;
-    throw e;
-  }
-}
 
 function bytes(n: number): string {
   return `${n.toLocaleString("en-US")} bytes`;

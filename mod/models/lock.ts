@@ -23,14 +23,11 @@
 
 import { parse as parseToml } from "smol-toml";
 
-/** Every component a lock entry may belong to. */
-export const MODEL_COMPONENTS = [
-  "text_encoder",
-  "unet",
-  "vae_decoder",
-  "vae_encoder",
-  "tokenizer",
-  "scheduler",
+/**
+ * The components outside a base set (ControlNets, preprocessors, LoRA): the
+ * ones `deno task models add --component` locks one file of.
+ */
+export const EXTRA_COMPONENTS = [
   "controlnet_depth",
   "controlnet_openpose",
   "controlnet_inpaint",
@@ -40,6 +37,19 @@ export const MODEL_COMPONENTS = [
   "pose_estimator",
   "lora",
 ] as const;
+
+/** The SD 1.5 base components every configuration needs. */
+export const BASE_COMPONENTS = [
+  "text_encoder",
+  "unet",
+  "vae_decoder",
+  "vae_encoder",
+  "tokenizer",
+  "scheduler",
+] as const;
+
+/** Every component a lock entry may belong to. */
+export const MODEL_COMPONENTS = [...BASE_COMPONENTS, ...EXTRA_COMPONENTS] as const;
 
 /** One of {@link MODEL_COMPONENTS}. */
 export type ModelComponent = typeof MODEL_COMPONENTS[number];

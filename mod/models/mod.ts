@@ -8,6 +8,7 @@
  */
 
 export {
+  BASE_COMPONENTS,
   type LockEntry,
   LockError,
   MODEL_COMPONENTS,
@@ -42,7 +43,6 @@ export {
   HostUnreachableError,
 } from "./download.ts";
 export {
-  BASE_COMPONENTS,
   BASE_FILES,
   componentsFor,
   configModelPaths,

@@ -6,7 +6,7 @@
  */
 
 import { isAbsolute, join, relative, sep } from "node:path";
-import { type LockEntry, LockError, type ModelComponent } from "./lock.ts";
+import { BASE_COMPONENTS, type LockEntry, LockError, type ModelComponent } from "./lock.ts";
 
 /** Turns a path (absolute under `root`, or root-relative) into lock form ("a/b/c"). */
 export function toLockPath(path: string, root: string): string {
@@ -37,16 +37,6 @@ export function requireLocked(
   }
   if (missing.length > 0) throw new LockError(missing.join("\n"));
 }
-
-/** The SD 1.5 base components every configuration needs. */
-export const BASE_COMPONENTS: readonly ModelComponent[] = [
-  "text_encoder",
-  "unet",
-  "vae_decoder",
-  "vae_encoder",
-  "tokenizer",
-  "scheduler",
-];
 
 /** Which optional features are on (mirrors `[controlnet.*] enabled`). */
 export interface EnabledFeatures {

@@ -53,3 +53,18 @@ ${sections}
   await Deno.writeTextFile(path, text);
   return { path, dir, remove: () => Deno.remove(dir, { recursive: true }) };
 }
+
+/**
+ * Points `temp`'s `[models] root` at `<temp.dir>/empty`, a folder that does
+ * not exist, so the model check fails for the first file it looks at.
+ *
+ * @returns The new models root.
+ */
+export async function emptyModelsRoot(temp: TempConfig): Promise<string> {
+  const root = join(temp.dir, "empty");
+  await Deno.writeTextFile(
+    temp.path,
+    (await Deno.readTextFile(temp.path)).replace(/root = .*/, `root = ${JSON.stringify(root)}`),
+  );
+  return root;
+}
