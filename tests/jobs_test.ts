@@ -13,6 +13,7 @@ import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
+import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
@@ -308,24 +309,10 @@ Deno.test("jobs over HTTP: after a kill -9 and a restart on the same PostgreSQL,
     stderr: "piped",
     env: { NO_COLOR: "1", DATABASE_URL: tdb.url },
   }).spawn();
-  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let stderr = "";
+  const stderr = followStderr(child.stderr);
   try {
-    const port = await (async () => {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`server exited before listening:\n${stderr}`);
-        stderr += value;
-        const m = stderr.match(/listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/);
-        if (m) return Number(m[1]);
-      }
-    })();
-    const drained = (async () => {
-      for (;;) {
-        const { done } = await reader.read();
-        if (done) return;
-      }
-    })();
+    const port = Number((await stderr.waitFor(HTTP_LISTENING, "listening"))[1]);
+    const drained = stderr.drain();
     const first = await connectHttp(port, { "MCP-API-Key": key.key });
     const running = assertHandoff(await call(first, "generate_image", { positive_prompt: "one" }));
     const queued = assertHandoff(await call(first, "generate_image", { positive_prompt: "two" }));

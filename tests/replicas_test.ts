@@ -78,6 +78,20 @@ const ranOn = (row: JobRow, replica: Replica) => row.worker?.startsWith(`${repli
  */
 const CLIENT_ID = crypto.randomUUID().replaceAll("-", "");
 
+/** POSTs one JSON-RPC message to `/mcp` as the raw client (key + {@link CLIENT_ID}). */
+function post(port: number, key: string, message: Record<string, unknown>): Promise<Response> {
+  return fetch(`http://127.0.0.1:${port}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "MCP-API-Key": key,
+      "Mcp-Session-Id": CLIENT_ID,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", ...message }),
+  });
+}
+
 /** A raw `tools/call` over streamable HTTP with a chosen JSON-RPC id; resolves with the SSE text. */
 async function rawCall(
   port: number,
@@ -86,38 +100,19 @@ async function rawCall(
   name: string,
   args: Record<string, unknown>,
 ): Promise<string> {
-  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "MCP-API-Key": key,
-      "Mcp-Session-Id": CLIENT_ID,
-    },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id,
-      method: "tools/call",
-      params: { name, arguments: args },
-    }),
+  const response = await post(port, key, {
+    id,
+    method: "tools/call",
+    params: { name, arguments: args },
   });
   return await response.text();
 }
 
+/** Sends `notifications/cancelled` for `requestId`; resolves with the HTTP status. */
 async function notifyCancelled(port: number, key: string, requestId: string): Promise<number> {
-  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "MCP-API-Key": key,
-      "Mcp-Session-Id": CLIENT_ID,
-    },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      method: "notifications/cancelled",
-      params: { requestId, reason: "test" },
-    }),
+  const response = await post(port, key, {
+    method: "notifications/cancelled",
+    params: { requestId, reason: "test" },
   });
   await response.body?.cancel();
   return response.status;

@@ -6,6 +6,7 @@
  */
 
 import { ROOT } from "./paths.ts";
+import { followStderr } from "./child_stderr.ts";
 import { writeTinyConfig } from "./tiny_config.ts";
 
 /** A running replica. */
@@ -51,8 +52,7 @@ export async function startReplica(
     stderr: "piped",
     env: { NO_COLOR: "1", DATABASE_URL: url, SD_MCP_LOG_LEVEL: level() },
   }).spawn();
-  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
+  const stderr = followStderr(child.stderr);
   let exited = false;
   const status = child.status.then((s) => {
     exited = true;
@@ -61,15 +61,7 @@ export async function startReplica(
   const listening = /(?:listening on|worker health on) http:\/\/127\.0\.0\.1:(\d+)\//;
   let port: number;
   try {
-    port = await (async () => {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`replica (${role}) exited before listening:\n${text}`);
-        text += value;
-        const m = text.match(listening);
-        if (m) return Number(m[1]);
-      }
-    })();
+    port = Number((await stderr.waitFor(listening, `listening (replica ${role})`))[1]);
   } catch (error) {
     try {
       child.kill("SIGKILL");
@@ -78,13 +70,7 @@ export async function startReplica(
     await temp.remove();
     throw error;
   }
-  const drained = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      text += value;
-    }
-  })();
+  const drained = stderr.drain();
   const end = async () => {
     await status;
     await drained;
@@ -94,7 +80,7 @@ export async function startReplica(
     role,
     port,
     pid: child.pid,
-    stderr: () => text,
+    stderr: () => stderr.text(),
     async kill() {
       if (!exited) child.kill("SIGKILL");
       await end();
