@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { configModelPaths } from "../models/mod.ts";
+import { type ModelPathsConfig, neededFiles } from "../models/mod.ts";
+
+/** The absolute paths the model check verifies for `config` (lock entries play no part here). */
+const needed = (config: ModelPathsConfig) => neededFiles(config, []).files.map((f) => f.abs);
 import { ConfigError, loadConfig } from "./mod.ts";
 
 async function load(text: string) {
@@ -35,7 +38,7 @@ files = [{ path = "lora/style.safetensors", weight = 0.5 }]
     },
   ]);
   // The model check then requires the LCM LoRA like any configured LoRA.
-  assert.ok(configModelPaths(config).includes(config.models.lcmLora));
+  assert.ok(needed(config).includes(config.models.lcmLora));
 });
 
 Deno.test("the default preset keeps the configured sampling and adds no LoRA", async () => {
@@ -50,10 +53,10 @@ Deno.test('vae_decoder = "tiny": the tiny decoder path resolves under the root a
   const { dir, config } = await load(`[models]\nvae_decoder = "tiny"\n`);
   assert.equal(config.models.vaeDecoder, "tiny");
   assert.equal(config.models.tinyVaeDecoder, join(dir, "models", "taesd/vae_decoder/model.onnx"));
-  assert.ok(configModelPaths(config).includes(config.models.tinyVaeDecoder));
+  assert.ok(needed(config).includes(config.models.tinyVaeDecoder));
   const { config: full } = await load("");
   assert.equal(full.models.vaeDecoder, "full");
-  assert.ok(!configModelPaths(full).includes(full.models.tinyVaeDecoder));
+  assert.ok(!needed(full).includes(full.models.tinyVaeDecoder));
 });
 
 Deno.test("bad preset and vae_decoder values are refused with the key", async () => {

@@ -2,7 +2,7 @@
 import { deepStrictEqual, rejects } from "node:assert";
 import { join } from "node:path";
 import { loadConfig } from "../config/mod.ts";
-import { configModelPaths, enabledFeatures } from "../models/mod.ts";
+import { neededFiles } from "../models/mod.ts";
 
 async function withConfig(text: string, fn: (path: string, dir: string) => Promise<void>) {
   const dir = await Deno.makeTempDir({ prefix: "lora_config_" });
@@ -25,8 +25,9 @@ Deno.test("[lora] files: paths resolve under the models root; weight defaults to
       ];
       deepStrictEqual(config.lora, { files });
       // Both must be locked and verified like every model file.
-      deepStrictEqual(configModelPaths(config).slice(-2), files.map((f) => f.path));
-      deepStrictEqual(enabledFeatures(config).lora, true);
+      const needed = neededFiles(config, []).files;
+      deepStrictEqual(needed.slice(-2).map((f) => f.abs), files.map((f) => f.path));
+      deepStrictEqual(needed.slice(-2).map((f) => f.key.startsWith("[lora] files")), [true, true]);
     },
   );
   deepStrictEqual((await loadConfig({ env: {} })).lora, { files: [] });

@@ -44,15 +44,10 @@ export {
 } from "./download.ts";
 export {
   BASE_FILES,
-  componentsFor,
-  configModelPaths,
-  type EnabledFeatures,
-  enabledFeatures,
   type ModelPathsConfig,
   type NeededFile,
   type NeededFiles,
   neededFiles,
-  requireLocked,
   toLockPath,
 } from "./required.ts";
 export {
