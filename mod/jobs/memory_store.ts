@@ -168,11 +168,18 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.append} */
-  append(id: string, items: JobItem[]): Promise<void> {
+  append(id: string, from: number, items: JobItem[]): Promise<void> {
     const entry = this.#jobs.get(id);
     if (entry) {
-      entry.items.push(...items);
-      entry.summary.resultBytes += items.reduce((n, item) => n + itemBytes(item), 0);
+      if (from > entry.items.length) {
+        return Promise.reject(
+          new Error(`job ${id}: items start at ${from}, but ${entry.items.length} are stored`),
+        );
+      }
+      // Positions already stored are kept (a retried write), as in the PostgreSQL store.
+      const fresh = items.slice(entry.items.length - from);
+      entry.items.push(...fresh);
+      entry.summary.resultBytes += fresh.reduce((n, item) => n + itemBytes(item), 0);
     }
     return Promise.resolve();
   }

@@ -396,29 +396,34 @@ export class PostgresJobStore implements JobStore {
     write.finally(() => this.#writes.delete(write));
   }
 
-  /** Appends result items after the existing ones. */
-  async append(id: string, items: JobItem[]): Promise<void> {
-    const bytes = items.reduce((n, item) => n + itemBytes(item), 0);
-    await this.#db.transaction(async (tx) => {
-      const [row] = await tx.query<{ next: number }>(
-        `SELECT coalesce(max(position) + 1, 0) AS next FROM mcp_generation_items WHERE job_id = $1`,
-        [id],
-      );
-      let position = Number(row.next);
-      for (const item of items) {
-        await tx.query(
-          `INSERT INTO mcp_generation_items (job_id, position, text, mime_type, data)
-           VALUES ($1, $2, $3, $4, decode($5, 'base64'))`,
-          item.type === "text"
-            ? [id, position++, item.text, null, null]
-            : [id, position++, null, item.mimeType, item.data],
-        );
-      }
-      await tx.query(
-        `UPDATE mcp_generation_jobs SET result_bytes = result_bytes + $2 WHERE id = $1`,
-        [id, bytes],
-      );
-    });
+  /** {@inheritDoc JobStore.append} */
+  async append(id: string, from: number, items: JobItem[]): Promise<void> {
+    if (!items.length) return;
+    // One statement: the rows and the byte count commit together, and ON CONFLICT makes a
+    // retry after a lost commit reply store nothing twice (only inserted rows are counted).
+    const rows = items.map((item, i) => ({
+      position: from + i,
+      bytes: itemBytes(item),
+      ...(item.type === "text"
+        ? { text: item.text, mime_type: null, data: null }
+        : { text: null, mime_type: item.mimeType, data: item.data }),
+    }));
+    await this.#db.query(
+      `WITH input AS (
+         SELECT * FROM jsonb_to_recordset($2::text::jsonb)
+           AS r(position integer, bytes bigint, text text, mime_type text, data text)
+       ), inserted AS (
+         INSERT INTO mcp_generation_items (job_id, position, text, mime_type, data)
+         SELECT $1, position, text, mime_type, decode(data, 'base64') FROM input
+         ON CONFLICT (job_id, position) DO NOTHING
+         RETURNING position
+       )
+       UPDATE mcp_generation_jobs
+          SET result_bytes = result_bytes +
+            (SELECT coalesce(sum(bytes), 0) FROM input WHERE position IN (SELECT position FROM inserted))
+        WHERE id = $1`,
+      [id, JSON.stringify(rows)],
+    );
   }
 
   /** Ends a running job and trims old results to the byte cap. */

@@ -151,6 +151,8 @@ export class JobRunner {
     if (job.cancelRequested) controller.abort(new Error("cancelled with cancel_generation"));
     const renewal = this.#renewLease(job.id, controller);
     let imagesDone = 0;
+    // Items stored so far: the position of the next one, so a retried write is idempotent.
+    let stored = 0;
     let outcome: JobOutcome;
     try {
       const result = await this.#o.execute(job, {
@@ -169,8 +171,9 @@ export class JobRunner {
           await this.#persist(
             job.id,
             "could not store the images of a job",
-            () => this.#o.store.append(job.id, items),
+            () => this.#o.store.append(job.id, stored, items),
           );
+          stored += items.length;
         },
       });
       outcome = current.shutdown && result.state === "cancelled"

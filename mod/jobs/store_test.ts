@@ -11,7 +11,7 @@ import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
-import type { JobEvent, JobStore, StoreLimits } from "./types.ts";
+import type { JobEvent, JobItem, JobStore, StoreLimits } from "./types.ts";
 
 const text = (prompt = "a cat", seeds = [1]): ImageRequest => ({
   tool: "generate_image",
@@ -114,10 +114,16 @@ for (const [kind, open] of stores) {
       await store.claim("w");
       const progress = { image: 1, images: 2, step: 3, steps: 4, imagesDone: 0 };
       store.progress(job.id, progress);
-      await store.append(job.id, [
+      const first: JobItem[] = [
         { type: "text", text: "[1/2] seed 1" },
         { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
-      ]);
+      ];
+      await store.append(job.id, 0, first);
+      // The same write again, as the runner retries one whose commit reply was lost:
+      // nothing is stored twice, and the byte count is not added twice.
+      await store.append(job.id, 0, first);
+      await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
+      await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
       assert.equal(await store.cancel(job.id, "o"), "stopping");
       assert.equal((await store.summary(job.id, "o"))?.cancelRequested, true);
       await store.finish(job.id, { state: "cancelled", error: null });
@@ -127,11 +133,11 @@ for (const [kind, open] of stores) {
       const record = await store.get(job.id, "o");
       assert.equal(record?.state, "cancelled");
       assert.equal(record?.cancelRequested, false);
-      assert.deepEqual(record?.items, [
-        { type: "text", text: "[1/2] seed 1" },
-        { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
-      ]);
-      assert.equal(record?.resultBytes, "[1/2] seed 1".length + "iVBORw0KGgo=".length);
+      assert.deepEqual(record?.items, [...first, { type: "text", text: "[2/2] seed 2" }]);
+      assert.equal(
+        record?.resultBytes,
+        "[1/2] seed 1".length + "iVBORw0KGgo=".length + "[2/2] seed 2".length,
+      );
       assert.ok(record!.expiresAt!.getTime() > Date.now() + 3_500_000);
       assert.equal(await store.cancel(job.id, "o"), "finished");
     } finally {
@@ -170,7 +176,7 @@ for (const [kind, open] of stores) {
       for (let i = 0; i < 3; i++) {
         const job = await store.create({ id: newJobId(), owner: "o", request: text() });
         await store.claim("w");
-        await store.append(job.id, [{ type: "text", text: "0123456789" }]);
+        await store.append(job.id, 0, [{ type: "text", text: "0123456789" }]);
         await store.finish(job.id, { state: "succeeded", error: null });
         ids.push(job.id);
       }

@@ -158,8 +158,12 @@ export interface JobStore {
   claim(worker: string): Promise<ClaimedJob | null>;
   /** Records progress of a running job (coalesced; never blocks the engine). */
   progress(id: string, progress: JobProgress): void;
-  /** Appends result items of a running job. */
-  append(id: string, items: JobItem[]): Promise<void>;
+  /**
+   * Stores result items of a running job at positions `from`, `from + 1`, …
+   * Idempotent: a position already stored is kept as it is, so a write retried
+   * after a lost commit reply does not store an image twice.
+   */
+  append(id: string, from: number, items: JobItem[]): Promise<void>;
   /** Ends a running job, sets its expiry, and trims old results to the byte cap. */
   finish(id: string, outcome: JobOutcome): Promise<void>;
   /** Cancels the owner's job: a queued one leaves the queue, a running one is asked to stop. */

@@ -26,26 +26,32 @@ export interface Replica {
 }
 
 /**
- * Starts `main.ts` with the tiny models (or `models.root`), `role`,
- * `sections` (TOML) and `DATABASE_URL = url`, and waits until it listens.
+ * Starts `main.ts` with the tiny models (or `models.root` and `models.lock`),
+ * `role`, `sections` (TOML) and `DATABASE_URL = url`, and waits until it
+ * listens. `models.cpu` pins the process to that CPU (`taskset`), as one
+ * engine per GPU would own its device.
  */
 export async function startReplica(
   role: Replica["role"],
   url: string,
   sections: string,
-  models: { root?: string } = {},
+  models: { root?: string; lock?: string; cpu?: number } = {},
 ): Promise<Replica> {
   const temp = await writeTinyConfig(sections, { role });
-  if (models.root) {
-    // Another models folder (one that does not exist, for a front that must not need it).
-    const text = await Deno.readTextFile(temp.path);
-    await Deno.writeTextFile(
-      temp.path,
-      text.replace(/^root = .*$/m, `root = ${JSON.stringify(models.root)}`),
-    );
+  if (models.root || models.lock) {
+    // Another models folder (one that does not exist, for a front that must not need it,
+    // or the bench's wider set).
+    let text = await Deno.readTextFile(temp.path);
+    if (models.root) text = text.replace(/^root = .*$/m, `root = ${JSON.stringify(models.root)}`);
+    if (models.lock) text = text.replace(/^lock = .*$/m, `lock = ${JSON.stringify(models.lock)}`);
+    await Deno.writeTextFile(temp.path, text);
   }
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path, "--transport", "http"],
+  const serve = ["run", "-P=serve", "--quiet", "main.ts", "--config", temp.path, "--transport"];
+  const pinned = models.cpu !== undefined;
+  const child = new Deno.Command(pinned ? "taskset" : Deno.execPath(), {
+    args: pinned
+      ? ["--cpu-list", String(models.cpu), Deno.execPath(), ...serve, "http"]
+      : [...serve, "http"],
     cwd: ROOT,
     stdin: "null",
     stdout: "null",
