@@ -46,12 +46,32 @@ Deno.test("every key of config.toml has a one-line comment", async () => {
   for (const line of keyLines) assert.match(line, /#\s*\S/, `no comment on: ${line}`);
 });
 
+Deno.test('[models] base = "auto" picks the fp32 set on the CPU provider, fp16 on GPUs', async () => {
+  for (
+    const [provider, expected] of [["cpu", "sd15-fp32"], ["cuda", "sd15"], ["webgpu", "sd15"]]
+  ) {
+    await withConfig(
+      `[models]\nroot = "m"\n[runtime]\nexecution_provider = "${provider}"\n`,
+      async (path) => {
+        const config = await loadConfig({ path, env: {} });
+        assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", expected));
+      },
+    );
+  }
+  // A folder named in the config is used as written, whatever the provider.
+  await withConfig(`[models]\nroot = "m"\nbase = "sd15"\n`, async (path) => {
+    const config = await loadConfig({ path, env: {} });
+    assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", "sd15"));
+  });
+});
+
 Deno.test("paths resolve against the config file's folder", async () => {
   await withConfig(`[models]\nroot = "m"\n[output]\ndir = "out"\n`, async (path) => {
     const dir = path.slice(0, path.lastIndexOf("/"));
     const config = await loadConfig({ path, env: {} });
     assert.equal(config.models.root, join(dir, "m"));
-    assert.equal(config.models.base, join(dir, "m", "sd15"));
+    // base = "auto" on the default (CPU) provider: the fp32 set.
+    assert.equal(config.models.base, join(dir, "m", "sd15-fp32"));
     assert.equal(config.models.lock, join(dir, "models.lock"));
     assert.equal(config.output.dir, join(dir, "out"));
     assert.equal(config.controlnet.depth.model, join(dir, "m", "controlnet/depth.onnx"));

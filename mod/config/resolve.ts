@@ -258,7 +258,7 @@ export function resolveConfig(
     models: {
       root,
       lock: abs(raw.models.lock),
-      base: abs(raw.models.base, root),
+      base: abs(baseFolder(raw.models.base, raw.runtime.execution_provider), root),
       controlnetUnet: abs(raw.models.controlnet_unet, root),
       vaeDecoder: raw.models.vae_decoder,
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
@@ -328,4 +328,22 @@ export function resolveConfig(
       leaseMs: raw.jobs.lease_seconds * 1000,
     },
   };
+}
+
+/**
+ * The SD 1.5 set that `[models] base = "auto"` picks per execution provider:
+ * the fp32 export on the CPU provider, where fp32 runs about 7× faster per
+ * UNet call than fp16 and peaks at 1.4× instead of 3.5× its files (ONNX
+ * Runtime's CPU provider has few float16 kernels; docs/performance.md), and
+ * the fp16 export (half the download and memory) on GPU providers.
+ */
+export const AUTO_BASE: Readonly<Record<"cpu" | "cuda" | "webgpu", string>> = {
+  cpu: "sd15-fp32",
+  cuda: "sd15",
+  webgpu: "sd15",
+};
+
+/** `[models] base` as a folder: "auto" resolved by {@link AUTO_BASE}, anything else as written. */
+function baseFolder(base: string, provider: keyof typeof AUTO_BASE): string {
+  return base === "auto" ? AUTO_BASE[provider] : base;
 }

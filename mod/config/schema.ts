@@ -57,7 +57,7 @@ const backend = z.strictObject({
 const models = z.strictObject({
   root: relativePath.default("models"),
   lock: relativePath.default("models.lock"),
-  base: relativePath.default("sd15"),
+  base: relativePath.default("auto"),
   controlnet_unet: relativePath.default("sd15/controlnet_unet/model.onnx"),
   vae_decoder: z.enum(["full", "tiny"]).default("full"),
   tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),

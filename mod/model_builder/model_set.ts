@@ -34,7 +34,7 @@ import { buildYoloxModel } from "./yolox.ts";
 import { buildTaesdDecoder } from "./taesd.ts";
 
 /** Bumped whenever any builder's output changes (invalidates stamps). */
-export const BUILDER_VERSION = 3;
+export const BUILDER_VERSION = 4;
 /** Seed of the committed fixture set. */
 export const DEFAULT_SEED = 1234;
 
@@ -71,6 +71,12 @@ export const SD_SETS: readonly SdSetSpec[] = [
   },
   { dir: "sd15-lcm", options: { flavour: "optimum", io: "float32", timestepCond: true } },
   { dir: "sd15-fp16", options: { flavour: "diffusers", io: "float16" } },
+  // The contract of the pinned fp32 set (runwayml/stable-diffusion-v1-5, onnx branch,
+  // diffusers 0.6.0): the `[models] base = "auto"` default on the CPU provider.
+  {
+    dir: "sd15-fp32",
+    options: { flavour: "diffusers", io: "float32", timestep: "int64_batch" },
+  },
 ];
 
 /** ControlNets of the fixture: lock component and file. */

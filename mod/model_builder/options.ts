@@ -42,10 +42,12 @@ export const SD15_DIMS: ModelDims = {
 export type Flavour = "diffusers" | "optimum";
 
 /**
- * UNet timestep input: diffusers script float `[batch]`; Optimum ≤1.23
- * int64 `[steps]`; Optimum ≥1.24 rank-0 float (sd15-onnx.md §1b).
+ * UNet timestep input: diffusers script float `[batch]` (v0.8.0 on); the
+ * script before v0.8.0 int64 `[batch]` (its dummy was `torch.LongTensor([0, 1])`,
+ * so the pinned runwayml fp32 export, diffusers 0.6.0, takes it); Optimum
+ * ≤1.23 int64 `[steps]`; Optimum ≥1.24 rank-0 float (sd15-onnx.md §1a, §1b).
  */
-export type TimestepStyle = "float_batch" | "int64_steps" | "float_scalar";
+export type TimestepStyle = "float_batch" | "int64_batch" | "int64_steps" | "float_scalar";
 
 /** How one model set is exported. */
 export interface ExportOptions {

@@ -103,6 +103,8 @@ function timestepInput(L: Layers, o: ExportOptions, ax: AxisNames): string {
   switch (timestepStyle(o)) {
     case "float_batch":
       return L.floatIn("timestep", [ax.batch]);
+    case "int64_batch":
+      return L.toFloat(L.input("timestep", "int64", [ax.batch]));
     case "int64_steps":
       return L.toFloat(L.input("timestep", "int64", ["steps"]));
     case "float_scalar":

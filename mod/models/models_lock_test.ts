@@ -27,23 +27,34 @@ Deno.test("models.lock: valid, pinned, one entry per path", async () => {
     strictEqual(url.split("/").pop(), e.path.split("/").pop(), url);
   }
   const paths = entries.map((e) => e.path).sort();
-  deepStrictEqual(paths, [
-    "annotators/depth.onnx",
-    "annotators/dw-ll_ucoco_384.onnx",
-    "annotators/yolox_l.onnx",
-    "controlnet/depth.onnx",
-    "controlnet/inpaint.onnx",
-    "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
-    "sd15/controlnet_unet/model.onnx",
-    "sd15/scheduler/scheduler_config.json",
-    "sd15/text_encoder/model.onnx",
-    "sd15/tokenizer/merges.txt",
-    "sd15/tokenizer/vocab.json",
-    "sd15/unet/model.onnx",
-    "sd15/unet/weights.pb",
-    "sd15/vae_decoder/model.onnx",
-    "sd15/vae_encoder/model.onnx",
-  ]);
+  deepStrictEqual(
+    paths,
+    [
+      "annotators/depth.onnx",
+      "annotators/dw-ll_ucoco_384.onnx",
+      "annotators/yolox_l.onnx",
+      "controlnet/depth.onnx",
+      "controlnet/inpaint.onnx",
+      "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
+      "sd15/controlnet_unet/model.onnx",
+      "sd15/scheduler/scheduler_config.json",
+      "sd15/text_encoder/model.onnx",
+      "sd15/tokenizer/merges.txt",
+      "sd15/tokenizer/vocab.json",
+      "sd15/unet/model.onnx",
+      "sd15/unet/weights.pb",
+      "sd15/vae_decoder/model.onnx",
+      "sd15/vae_encoder/model.onnx",
+      "sd15-fp32/scheduler/scheduler_config.json",
+      "sd15-fp32/text_encoder/model.onnx",
+      "sd15-fp32/tokenizer/merges.txt",
+      "sd15-fp32/tokenizer/vocab.json",
+      "sd15-fp32/unet/model.onnx",
+      "sd15-fp32/unet/weights.pb",
+      "sd15-fp32/vae_decoder/model.onnx",
+      "sd15-fp32/vae_encoder/model.onnx",
+    ].sort(),
+  );
 });
 
 Deno.test("models.lock: tokenizer entries match the files rebuilt from OpenAI's BPE list", async () => {
@@ -58,12 +69,15 @@ Deno.test("models.lock: tokenizer entries match the files rebuilt from OpenAI's 
       ]
     ) {
       const bytes = await Deno.readFile(`${dir}/${name}`);
-      // Git blob id published for stable-diffusion-v1-5 @ 451f4fe tokenizer/<name>.
+      // Git blob id published for stable-diffusion-v1-5 @ 451f4fe tokenizer/<name>, and the
+      // same blob in runwayml/stable-diffusion-v1-5 @ eb82621 (onnx branch).
       strictEqual(gitBlobId(bytes), blob, name);
-      const entry = entries.find((e) => e.path === `sd15/tokenizer/${name}`);
-      ok(entry, name);
-      strictEqual(entry.size, bytes.length, name);
-      strictEqual(entry.sha256, sha256(bytes), name);
+      for (const set of ["sd15", "sd15-fp32"]) {
+        const entry = entries.find((e) => e.path === `${set}/tokenizer/${name}`);
+        ok(entry, `${set}/${name}`);
+        strictEqual(entry.size, bytes.length, name);
+        strictEqual(entry.sha256, sha256(bytes), name);
+      }
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -94,5 +108,31 @@ Deno.test("models.lock: scheduler entry matches the SD 1.5 PNDM config bytes", a
   );
   ok(entry);
   strictEqual(entry.size, 308);
+  strictEqual(entry.sha256, sha256(bytes));
+});
+
+Deno.test("models.lock: the fp32 set's scheduler entry matches its commit's PNDM config bytes", async () => {
+  // runwayml/stable-diffusion-v1-5 @ eb82621 (onnx branch) scheduler/scheduler_config.json:
+  // Git blob 9b8e2f78…, 284 bytes (the config before "clip_sample" was added on main).
+  const text = `{
+  "_class_name": "PNDMScheduler",
+  "_diffusers_version": "0.6.0",
+  "beta_end": 0.012,
+  "beta_schedule": "scaled_linear",
+  "beta_start": 0.00085,
+  "num_train_timesteps": 1000,
+  "set_alpha_to_one": false,
+  "skip_prk_steps": true,
+  "steps_offset": 1,
+  "trained_betas": null
+}
+`;
+  const bytes = new TextEncoder().encode(text);
+  strictEqual(gitBlobId(bytes), "9b8e2f78682dc088cfd08515e5d3a0a7409d3aac");
+  const entry = (await readModelsLock(LOCK)).find((e) =>
+    e.path === "sd15-fp32/scheduler/scheduler_config.json"
+  );
+  ok(entry);
+  strictEqual(entry.size, 284);
   strictEqual(entry.sha256, sha256(bytes));
 });

@@ -166,6 +166,8 @@ Deno.test("every scheduler runs end to end; stochastic ones repeat with the seed
 Deno.test("export flavours: diffusers, optimum int64/scalar timestep, fp16 I/O, LCM UNet", async () => {
   const cases = [
     { set: "sd15", ids: "int32", timestep: { type: "float32", dims: [2] } },
+    // The pinned fp32 set's contract (diffusers 0.6.0 script): int64 timestep [batch].
+    { set: "sd15-fp32", ids: "int32", timestep: { type: "int64", dims: [2] } },
     { set: "sd15-optimum", ids: "int64", timestep: { type: "int64", dims: [2] } },
     { set: "sd15-optimum-scalar", ids: "int64", timestep: { type: "float32", dims: [] } },
     { set: "sd15-fp16", ids: "int32", timestep: { type: "float16", dims: [2] } },
