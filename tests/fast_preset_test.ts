@@ -25,7 +25,8 @@ Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps,
   const dir = await Deno.makeTempDir({ prefix: "sd15-fast-" });
   try {
     const fixtures = join(ROOT, "tests/fixtures/tiny");
-    for (const sub of ["sd15", "taesd"]) {
+    // sd15-fp32: the base that [models] base = "auto" picks on the CPU provider.
+    for (const sub of ["sd15-fp32", "taesd"]) {
       await copyDir(join(fixtures, "models", sub), join(dir, "models", sub));
     }
     const lora = buildTinyLora(41, { rank: 4, alpha: 4 });
@@ -35,7 +36,7 @@ Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps,
       lora,
     );
     const entries = parseLock(await Deno.readTextFile(join(fixtures, "models.lock")))
-      .filter((e) => e.path.startsWith("sd15/") || e.path.startsWith("taesd/"));
+      .filter((e) => e.path.startsWith("sd15-fp32/") || e.path.startsWith("taesd/"));
     entries.push(lockEntry("lora", "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors", lora));
     await Deno.writeTextFile(join(dir, "models.lock"), lockText(entries));
     const config = join(dir, "config.toml");

@@ -18,7 +18,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { Client, StdioClientTransport } from "../mcp/sdk.ts";
 import { SD15_PARAMS } from "../model_builder/mod.ts";
-import { buildFullSet, type FullSet } from "./full_models.ts";
+import { buildFullExtras, buildFullSet, type FullExtras, type FullSet } from "./full_models.ts";
 import type { RunReport } from "./full_run.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
@@ -27,8 +27,14 @@ const REPO = fileURLToPath(new URL("../../", import.meta.url));
 interface Scenario {
   name: string;
   precision: "fp32" | "fp16";
+  /** The runner's flags; `$LORA` and `$ANNOTATOR` are replaced by the extras' paths. */
   args: string[];
+  /** Needs {@link buildFullExtras} (ControlNet, residual UNet, LCM-shaped LoRA). */
+  extras?: boolean;
 }
+
+/** The test-sized depth annotator (`deno task fixtures`): guided runs need one, its cost is not measured. */
+const TINY_ANNOTATOR = join(REPO, "tests/fixtures/tiny/models/annotators/depth.onnx");
 
 function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -87,6 +93,20 @@ async function runScenario(
     return { error: `exit ${out.code}: ${err}` };
   }
   return { ...(JSON.parse(stdout) as RunReport), sampledPeakRss };
+}
+
+/** Bytes of the extras a scenario opens: the LoRA, or the ControlNet and residual UNet with their data. */
+async function extraBytes(set: FullSet, extras: FullExtras, guided: boolean): Promise<number> {
+  const paths = guided ? [extras.controlnet, extras.controlnetUnet] : [extras.lora];
+  let n = 0;
+  for (const p of paths) {
+    const dir = join(set.root, p, "..");
+    // The model file and its external data, which sit alone in their folder.
+    for await (const e of Deno.readDir(dir)) {
+      if (e.isFile) n += (await Deno.stat(join(dir, e.name))).size;
+    }
+  }
+  return n;
 }
 
 /** Spawns the real server on the set: ms to the `initialize` reply, and to the first image. */
@@ -216,6 +236,28 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       precision: "fp32",
       args: [...common, "--preset", "fast", "--vae", "tiny", "--pattern", "off"],
     },
+    {
+      name: "fast preset + LCM-shaped LoRA merged at start-up, fp32, tiny VAE",
+      precision: "fp32",
+      args: [...common, "--preset", "fast", "--vae", "tiny", "--lora", "$LORA"],
+      extras: true,
+    },
+    {
+      name: "guided (depth ControlNet + residual UNet), fast preset, fp32, tiny VAE",
+      precision: "fp32",
+      args: [
+        ...common,
+        "--preset",
+        "fast",
+        "--vae",
+        "tiny",
+        "--guided",
+        "depth",
+        "--annotator",
+        TINY_ANNOTATOR,
+      ],
+      extras: true,
+    },
   ];
   const only = v.only?.split(",").map((s) => s.trim());
   const chosen = only
@@ -255,10 +297,17 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       params: { built: sets[p]!.params, real: SD15_PARAMS },
     };
   }
+  let extras: FullExtras | undefined;
+  if (chosen.some((s) => s.extras)) {
+    const t0 = performance.now();
+    extras = await buildFullExtras(sets.fp32!);
+    report.extras = { ...extras, buildMs: Math.round(performance.now() - t0) };
+  }
   const rows: string[][] = [];
   for (const s of chosen) {
     const set = sets[s.precision]!;
-    const r = await runScenario(set, s);
+    const args = s.args.map((a) => a === "$LORA" ? join(set.root, extras!.lora) : a);
+    const r = await runScenario(set, { ...s, args });
     (report.scenarios as Record<string, unknown>)[s.name] = r;
     if ("error" in r) {
       rows.push([s.name, r.error]);
@@ -273,9 +322,13 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
           ? !f.path.startsWith("sd15/vae_decoder")
           : !f.path.startsWith("taesd/")
       )
-      .reduce((a, f) => a + f.size, 0);
+      .reduce((a, f) =>
+        a + f.size, 0) +
+      (s.extras ? await extraBytes(set, extras!, r.options.guided === "depth") : 0);
     const g = r.generations.at(-1)!;
-    const unet = r.runs.unet ?? [];
+    const unet = r.runs.unet ?? r.runs.controlnet_unet ?? [];
+    // With a LoRA the UNet session is opened by the LoRA merge, not the timing opener.
+    const untimed = unet.length === 0;
     rows.push([
       s.name,
       `load ${fmtMs(r.loadMs)}`,
@@ -284,8 +337,17 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
         fmtMs(Math.max(...unet))
       }, n=${unet.length})`,
       `text ${fmtMs(median(r.runs.text_encoder ?? []))}`,
+      ...(r.runs.controlnet_depth
+        ? [
+          `ControlNet ${
+            fmtMs(median(r.runs.controlnet_depth))
+          }, n=${r.runs.controlnet_depth.length}`,
+        ]
+        : []),
       `VAE ${fmtMs(median(r.runs.vae_decoder ?? []))}`,
-      `overhead ${(100 * (g.totalMs - g.sessionMs) / g.totalMs).toFixed(2)} %`,
+      untimed
+        ? "overhead n/a (UNet untimed)"
+        : `overhead ${(100 * (g.totalMs - g.sessionMs) / g.totalMs).toFixed(2)} %`,
       `peak RSS ${(r.sampledPeakRss / GB).toFixed(2)} GB = ${
         (r.sampledPeakRss / files).toFixed(2)
       }× files (${(files / GB).toFixed(2)} GB)`,

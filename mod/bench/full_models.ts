@@ -15,18 +15,28 @@
 import { join } from "node:path";
 import { log } from "../log/mod.ts";
 import {
-  BUILDER_VERSION,
+  buildFullControlNet,
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
   buildTaesdDecoder,
+  buildTinyLora,
   type FullModel,
+  lcmLoraModules,
   SCHEDULER_CONFIG_JSON,
   TAESD_CHANNELS,
   TINY_VAE_DECODER_PATH,
 } from "../model_builder/mod.ts";
 import { sha256File } from "../models/mod.ts";
 import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
+
+/**
+ * Version of the full-size graphs and the set layout, in the stamp: bump it
+ * when `sd15_full.ts` or this file changes what is written (the tiny set's
+ * `BUILDER_VERSION` is not used, so a change to the test fixtures does not
+ * rewrite gigabytes of bench models).
+ */
+export const FULL_SET_VERSION = 3;
 
 /** Options of {@link buildFullSet}. */
 export interface FullSetOptions {
@@ -76,7 +86,7 @@ export async function buildFullSet(options: FullSetOptions): Promise<FullSet> {
   const name = `sd15-full-${options.precision}${lpb === 2 ? "" : `-lpb${lpb}`}`;
   const root = join(benchCacheDir(), name);
   const stamp = JSON.stringify({
-    builder: BUILDER_VERSION,
+    builder: FULL_SET_VERSION,
     full: 1,
     seed,
     lpb,
@@ -151,4 +161,71 @@ function lockText(files: readonly FullSetFile[]): string {
     `[[file]]\ncomponent = "${f.component}"\npath = "${f.path}"\n` +
     `url = "fixture://bench/${f.path}"\nsize = ${f.size}\nsha256 = "${f.sha256}"\n`
   ).join("\n");
+}
+
+/** What {@link buildFullExtras} adds to a set (paths relative to its root). */
+export interface FullExtras {
+  /** The residual UNet (`[models] controlnet_unet`). */
+  controlnetUnet: string;
+  /** The depth ControlNet. */
+  controlnet: string;
+  /** A LoRA shaped like the published SD 1.5 LCM LoRA (kohya keys, rank 64, fp16). */
+  lora: string;
+  /** Parameters of each model, and the LoRA's size in bytes. */
+  params: Record<string, number>;
+  /** True when the stamp matched and nothing was written. */
+  reused: boolean;
+}
+
+/**
+ * Adds the guided-generation models and an LCM-shaped LoRA to `set` (only the
+ * scenarios that use them pay the 5 GB): the full-size residual UNet and
+ * depth ControlNet (`sd15_full.ts`), and a LoRA over the UNet modules an LCM
+ * LoRA adapts, with the published file's shapes (rank 64, fp16), so its merge
+ * at start-up costs what the real one's does. Random weights; own stamp.
+ */
+export async function buildFullExtras(set: FullSet, seed = 1234): Promise<FullExtras> {
+  const out = {
+    controlnetUnet: "sd15/controlnet_unet/model.onnx",
+    controlnet: "controlnet/depth.onnx",
+    lora: "lora/lcm-shaped/pytorch_lora_weights.safetensors",
+  };
+  const stamp = JSON.stringify({ builder: FULL_SET_VERSION, extras: 1, seed });
+  const stampPath = join(set.root, ".extras.json");
+  const previous = await Deno.readTextFile(stampPath).catch(() => "");
+  if (previous.startsWith(stamp)) {
+    return { ...out, params: JSON.parse(previous.slice(stamp.length)), reused: true };
+  }
+  const params: Record<string, number> = {};
+  const write = async (path: string, component: string, m: FullModel, location: string) => {
+    const dir = join(set.root, path.slice(0, path.lastIndexOf("/")));
+    await Deno.mkdir(dir, { recursive: true });
+    const started = performance.now();
+    m.graph.writeFiles(join(set.root, path), {
+      opset: 17,
+      externalData: { location, minBytes: 1024 },
+      docString: `full-size SD 1.5 ${component} (random weights, seed ${seed})`,
+    });
+    params[component] = m.params;
+    log("info", "bench", `wrote ${component}`, {
+      ms: Math.round(performance.now() - started),
+      params: m.params,
+    });
+  };
+  await write(
+    out.controlnetUnet,
+    "controlnet_unet",
+    buildFullUnet(seed, { residuals: true }),
+    "weights.pb",
+  );
+  await write(out.controlnet, "controlnet_depth", buildFullControlNet(seed), "depth.onnx_data");
+  // The LoRA: modules and shapes of the UNet's LCM targets; small values (timing, not images).
+  const modules = lcmLoraModules(buildFullUnet(seed));
+  const lora = buildTinyLora(seed, { modules, rank: 64, alpha: 64, scale: 0.001, targets: "unet" });
+  await Deno.mkdir(join(set.root, "lora/lcm-shaped"), { recursive: true });
+  await Deno.writeFile(join(set.root, out.lora), lora);
+  params.lora_modules = modules.length;
+  params.lora_bytes = lora.length;
+  await Deno.writeTextFile(stampPath, stamp + JSON.stringify(params));
+  return { ...out, params, reused: false };
 }

@@ -8,7 +8,12 @@
  * ```sh
  * deno run -P=test mod/bench/full_run.ts --root DIR [--steps 25] [--preset default|fast]
  *   [--vae full|tiny] [--arena on|off] [--pattern on|off] [--size 512] [--runs 1] [--lora PATH]
+ *   [--guided depth --annotator PATH]
  * ```
+ *
+ * `--guided depth` runs guided generation with the set's full-size depth
+ * ControlNet and residual UNet (`buildFullExtras`); the depth annotator is
+ * `--annotator` (the test-sized one: its cost is not part of what is measured).
  *
  * @module
  */
@@ -81,8 +86,11 @@ async function main(): Promise<void> {
       runs: { type: "string", default: "1" },
       warmup: { type: "string", default: "0" },
       lora: { type: "string" },
+      guided: { type: "string" },
+      annotator: { type: "string" },
     },
   });
+  const guided = v.guided === "depth";
   const root = v.root!;
   const size = Number(v.size);
   const fast = v.preset === "fast";
@@ -113,9 +121,9 @@ async function main(): Promise<void> {
     },
     controlnet: {
       depth: {
-        enabled: false,
-        model: "",
-        preprocessor: "",
+        enabled: guided,
+        model: guided ? join(root, "controlnet", "depth.onnx") : "",
+        preprocessor: guided ? v.annotator ?? "" : "",
         preprocessorInput: "unit",
         conditioningScale: 1,
       },
@@ -130,14 +138,27 @@ async function main(): Promise<void> {
   const engine = await createEngine(config, { openSession: timingOpener(runs, active) });
   const loadMs = performance.now() - t0;
   const rssAfterLoad = procMemory().rss;
-  const request = {
-    mode: "text_to_image" as const,
+  const base = {
     positive: "a lighthouse on a cliff at sunset, detailed, dramatic sky",
     negative: "blurry, low quality",
     width: size,
     height: size,
     seed: 42,
   };
+  // A control picture: a lit sphere on a gradient, so the depth annotator sees structure.
+  const picture = {
+    width: size,
+    height: size,
+    data: Uint8Array.from({ length: size * size * 3 }, (_, i) => {
+      const p = Math.floor(i / 3);
+      const x = p % size - size / 2;
+      const y = Math.floor(p / size) - size / 2;
+      return x * x + y * y < (size / 3) ** 2 ? 220 - (x + y) / 8 : (p % size) * 255 / size;
+    }),
+  };
+  const request = guided
+    ? { ...base, mode: "guided_image" as const, controlMode: "depth" as const, image: picture }
+    : { ...base, mode: "text_to_image" as const };
   const stages: Record<string, number[]> = {};
   const time = async <T>(name: string, fn: () => Promise<T> | T): Promise<T> => {
     const s = performance.now();

@@ -119,6 +119,21 @@ export class Graph {
     return name;
   }
 
+  /** Inputs and outputs as `name: [dims]` (symbolic dims as their names), for checks. */
+  signature(): { inputs: Record<string, Dim[]>; outputs: Record<string, Dim[]> } {
+    const dims = (v: onnx.onnx.IValueInfoProto): Dim[] =>
+      (v.type?.tensorType?.shape?.dim ?? []).map((d) => d.dimParam ?? Number(d.dimValue));
+    return {
+      inputs: Object.fromEntries(this.#inputs.map((v) => [v.name!, dims(v)])),
+      outputs: Object.fromEntries(this.#outputs.map((v) => [v.name!, dims(v)])),
+    };
+  }
+
+  /** The names of the nodes written so far, with their op types. */
+  nodeNames(): Array<{ name: string; op: string }> {
+    return this.#nodes.map((n) => ({ name: n.name ?? "", op: n.opType ?? "" }));
+  }
+
   /** Declares a graph input; returns its name. */
   input(name: string, type: ElemType, shape: readonly Dim[]): string {
     if (this.#used.has(name)) throw new Error(`graph ${this.#name}: duplicate name ${name}`);

@@ -131,6 +131,8 @@ export interface TinyLoraOptions {
   scale?: number;
   /** Channel widths; default {@link TINY_DIMS}. */
   dims?: ModelDims;
+  /** The modules to adapt instead of the tiny ones (e.g. a full-size UNet's: `lcmLoraModules`). */
+  modules?: readonly TinyLoraModule[];
   /**
    * Key layout: kohya (default, `lora_unet_<path>.lora_down.weight`) or
    * diffusers/PEFT (`unet.<module>.lora_A.weight` / `.lora_B.weight`, no
@@ -157,8 +159,8 @@ export function buildTinyLora(seed: number, options: TinyLoraOptions = {}): Uint
   const targets = options.targets ?? "all";
   const scale = options.scale ?? 0.5;
   const rng = new Rng(seed, "lora");
-  const modules = tinyLoraModules(options.dims).filter((m) =>
-    targets === "all" || (targets === "unet") === m.key.startsWith("lora_unet_")
+  const modules = (options.modules ? [...options.modules] : tinyLoraModules(options.dims)).filter(
+    (m) => targets === "all" || (targets === "unet") === m.key.startsWith("lora_unet_"),
   );
   if (options.unmatched) {
     modules.push({

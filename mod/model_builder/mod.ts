@@ -64,11 +64,15 @@ export {
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
 export { buildTaesdDecoder, TAESD_CHANNELS } from "./taesd.ts";
 export {
+  buildFullControlNet,
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
   type FullModel,
+  type FullModule,
   type FullOptions,
+  LCM_LORA_TARGETS,
+  lcmLoraModules,
   SD15_PARAMS,
 } from "./sd15_full.ts";
 export { buildDepthModel } from "./depth.ts";

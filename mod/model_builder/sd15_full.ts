@@ -30,6 +30,7 @@
  */
 
 import type { Graph } from "./graph.ts";
+import type { TinyLoraModule } from "./lora.ts";
 import { Layers } from "./layers.ts";
 import { Rng } from "./rng.ts";
 
@@ -45,6 +46,14 @@ export const SD15_PARAMS = {
 export interface FullOptions {
   /** ResNets (and transformers) per down block; 2 is SD 1.5, 1 a reduced-depth variant. */
   layersPerBlock?: number;
+  /**
+   * UNet only: also take the 13 ControlNet residuals as inputs
+   * (`down_block_{0..11}_additional_residual`, `mid_block_additional_residual`:
+   * the OnnxStack/axodox ControlNet-enabled UNet, sd15-onnx.md §2c), added to
+   * the skip connections and the mid block as diffusers `UNet2DConditionModel`
+   * does with `down_block_additional_residuals`.
+   */
+  residuals?: boolean;
 }
 
 /** A full-size graph ready to write, with its parameter count. */
@@ -53,13 +62,31 @@ export interface FullModel {
   graph: Graph;
   /** Trainable parameters. */
   params: number;
+  /** Its Linear and Conv modules (for LoRAs shaped like real ones). */
+  modules: FullModule[];
 }
 
 const GN_GROUPS = 32;
 
+/** A torch Linear or Conv2d of a full-size graph, by its module path (what a LoRA adapts). */
+export interface FullModule {
+  /** diffusers module path with "/" between modules, e.g. `down_blocks.0/resnets.0/conv1`. */
+  scope: string;
+  /** torch Linear [out, in] or Conv2d [out, in, k, k]. */
+  kind: "linear" | "conv";
+  /** Input features / channels. */
+  in: number;
+  /** Output features / channels. */
+  out: number;
+  /** Kernel size (1 for linear). */
+  k: number;
+}
+
 /** The shared layer vocabulary of the full-size graphs. */
 class Blocks {
   readonly L: Layers;
+  /** Every Linear and Conv written, in order. */
+  readonly modules: FullModule[] = [];
   constructor(L: Layers) {
     this.L = L;
   }
@@ -93,12 +120,14 @@ class Blocks {
   linear(x: string, din: number, dout: number, scope: string, bias = true): string {
     const { L } = this;
     const bound = 1 / Math.sqrt(din);
+    this.modules.push({ scope, kind: "linear", in: din, out: dout, k: 1 });
     const w = L.weight(`${scope}.weight`, [din, dout], bound);
     const y = L.g.op("MatMul", [x, w], {}, undefined, `/${scope}/MatMul`);
     return bias ? L.add(y, L.weight(`${scope}.bias`, [dout], bound)) : y;
   }
 
   conv(x: string, cin: number, cout: number, k: number, scope: string, stride = 1): string {
+    this.modules.push({ scope, kind: "conv", in: cin, out: cout, k });
     return this.L.conv(x, cin, cout, k, { stride, hint: scope, scope });
   }
 
@@ -194,34 +223,42 @@ function transformer(B: Blocks, x: string, c: number, ctx: string, scope: string
   return L.add(h, x);
 }
 
-/** Builds the full-size UNet (diffusers-script I/O, fp32 graph; write fp16 with `float16`). */
-export function buildFullUnet(seed: number, options: FullOptions = {}): FullModel {
-  const lpb = options.layersPerBlock ?? 2;
-  const L = new Layers("unet", new Rng(seed, "full/unet"), "float32", true);
-  const B = new Blocks(L);
+/** Sinusoidal timestep embedding through the 320 → 1280 → 1280 MLP (`time_embedding`). */
+function timeEmbedding(B: Blocks, t: string): string {
+  const { L } = B;
   const g = L.g;
-  const sample = L.floatIn("sample", ["batch", "channels", "height", "width"]);
-  const t = L.floatIn("timestep", ["batch"]);
-  const ctx = L.floatIn("encoder_hidden_states", ["batch", "sequence", 768]);
-  const eps = 1e-5;
-
   // Timesteps (diffusers `get_timestep_embedding`, flip_sin_to_cos, shift 0): [cos, sin].
   const half = 160;
   const freqs = Array.from({ length: half }, (_, i) => Math.exp(-Math.log(10000) * i / half));
   const arg = L.mul(L.unsqueeze(t, [1]), g.constF(freqs, [1, half]));
   const emb = g.op("Concat", [g.op("Cos", [arg]), g.op("Sin", [arg])], { axis: { i: 1 } });
-  const temb = B.linear(
+  return B.linear(
     L.silu(B.linear(emb, 320, 1280, "time_embedding/linear_1")),
     1280,
     1280,
     "time_embedding/linear_2",
   );
+}
 
-  const widths = [320, 640, 1280, 1280];
-  let h = B.conv(sample, 4, 320, 3, "conv_in");
+const WIDTHS = [320, 640, 1280, 1280];
+
+/**
+ * The down blocks and the mid block (shared by the UNet and the ControlNet):
+ * returns the 12 skip tensors (conv_in, each ResNet/Transformer pair, each
+ * downsampler) and the mid block's output.
+ */
+function downAndMid(
+  B: Blocks,
+  h0: string,
+  temb: string,
+  ctx: string,
+  lpb: number,
+): { skips: Array<{ v: string; c: number }>; mid: string } {
+  const eps = 1e-5;
+  let h = h0;
   let c = 320;
   const skips: Array<{ v: string; c: number }> = [{ v: h, c }];
-  widths.forEach((w, i) => {
+  WIDTHS.forEach((w, i) => {
     for (let j = 0; j < lpb; j++) {
       h = resnet(B, h, c, w, `down_blocks.${i}/resnets.${j}`, eps, temb);
       c = w;
@@ -236,7 +273,43 @@ export function buildFullUnet(seed: number, options: FullOptions = {}): FullMode
   h = resnet(B, h, c, c, "mid_block/resnets.0", eps, temb);
   h = transformer(B, h, c, ctx, "mid_block/attentions.0");
   h = resnet(B, h, c, c, "mid_block/resnets.1", eps, temb);
-  [...widths].reverse().forEach((w, i) => {
+  return { skips, mid: h };
+}
+
+/** The residual's name (OnnxStack naming): `down_block_<i>_additional_residual`, 12 = mid. */
+function residualName(i: number): string {
+  return i === 12 ? "mid_block_additional_residual" : `down_block_${i}_additional_residual`;
+}
+
+/** Builds the full-size UNet (diffusers-script I/O, fp32 graph; write fp16 with `float16`). */
+export function buildFullUnet(seed: number, options: FullOptions = {}): FullModel {
+  const lpb = options.layersPerBlock ?? 2;
+  // The residual UNet is another model file with its own weights: its own stream.
+  const L = new Layers(
+    "unet",
+    new Rng(seed, options.residuals ? "full/controlnet_unet" : "full/unet"),
+    "float32",
+    true,
+  );
+  const B = new Blocks(L);
+  const g = L.g;
+  const sample = L.floatIn("sample", ["batch", "channels", "height", "width"]);
+  const t = L.floatIn("timestep", ["batch"]);
+  const ctx = L.floatIn("encoder_hidden_states", ["batch", "sequence", 768]);
+  const eps = 1e-5;
+  const temb = timeEmbedding(B, t);
+  const down = downAndMid(B, B.conv(sample, 4, 320, 3, "conv_in"), temb, ctx, lpb);
+  const skips = down.skips;
+  let h = down.mid;
+  if (options.residuals) {
+    // diffusers: down_block_res_samples[i] + down_block_additional_residuals[i]; mid + mid residual.
+    skips.forEach((s, i) => {
+      s.v = L.add(s.v, L.floatIn(residualName(i), ["batch", s.c, `res_h${i}`, `res_w${i}`]));
+    });
+    h = L.add(h, L.floatIn(residualName(12), ["batch", 1280, "res_h12", "res_w12"]));
+  }
+  let c = 1280;
+  [...WIDTHS].reverse().forEach((w, i) => {
     for (let j = 0; j <= lpb; j++) {
       const skip = skips.pop()!;
       const cat = g.op("Concat", [h, skip.v], { axis: { i: 1 } });
@@ -250,7 +323,46 @@ export function buildFullUnet(seed: number, options: FullOptions = {}): FullMode
   });
   const out = B.conv(L.silu(B.groupNorm(h, 320, eps, "conv_norm_out")), 320, 4, 3, "conv_out");
   L.floatOut(out, "out_sample", ["batch", 4, "height", "width"]);
-  return { graph: g, params: L.params };
+  return { graph: g, params: L.params, modules: B.modules };
+}
+
+/**
+ * Builds a full-size ControlNet (diffusers `ControlNetModel` for SD 1.5):
+ * the UNet's time embedding, conv_in, down and mid blocks, plus
+ * `controlnet_cond_embedding` (conv 3→16, six SiLU convs 16/32/96/256 with
+ * three stride-2 steps, conv_out → 320, added after conv_in) and one 1×1
+ * "zero conv" per residual (`controlnet_down_blocks.{0..11}`,
+ * `controlnet_mid_block`). I/O as OnnxStack's export (sd15-onnx.md §2c):
+ * `sample`, `timestep`, `encoder_hidden_states`, `controlnet_cond`
+ * `[B, 3, 8h, 8w]`, `conditioning_scale` double `[1]` → the 13 residuals.
+ */
+export function buildFullControlNet(seed: number, stream = "depth"): FullModel {
+  const L = new Layers("controlnet", new Rng(seed, `full/controlnet_${stream}`), "float32", true);
+  const B = new Blocks(L);
+  const sample = L.floatIn("sample", ["batch", 4, "height", "width"]);
+  const t = L.floatIn("timestep", ["batch"]);
+  const ctx = L.floatIn("encoder_hidden_states", ["batch", "sequence", 768]);
+  const cond = L.floatIn("controlnet_cond", ["batch", 3, "image_height", "image_width"]);
+  const scale = L.toFloat(L.input("conditioning_scale", "float64", [1]));
+  const temb = timeEmbedding(B, t);
+  // controlnet_cond_embedding (diffusers `ControlNetConditioningEmbedding`, channels 16/32/96/256).
+  const ce = "controlnet_cond_embedding";
+  let e = L.silu(B.conv(cond, 3, 16, 3, `${ce}/conv_in`));
+  const chans = [16, 32, 96, 256];
+  for (let i = 0; i < 3; i++) {
+    e = L.silu(B.conv(e, chans[i], chans[i], 3, `${ce}/blocks.${2 * i}`));
+    e = L.silu(B.conv(e, chans[i], chans[i + 1], 3, `${ce}/blocks.${2 * i + 1}`, 2));
+  }
+  e = B.conv(e, 256, 320, 3, `${ce}/conv_out`);
+  const h0 = L.add(B.conv(sample, 4, 320, 3, "conv_in"), e);
+  const { skips, mid } = downAndMid(B, h0, temb, ctx, 2);
+  skips.forEach((s, i) => {
+    const r = L.mul(B.conv(s.v, s.c, s.c, 1, `controlnet_down_blocks.${i}`), scale);
+    L.floatOut(r, residualName(i), ["batch", s.c, `res_h${i}`, `res_w${i}`]);
+  });
+  const m = L.mul(B.conv(mid, 1280, 1280, 1, "controlnet_mid_block"), scale);
+  L.floatOut(m, residualName(12), ["batch", 1280, "res_h12", "res_w12"]);
+  return { graph: L.g, params: L.params, modules: B.modules };
 }
 
 /** Builds the full-size CLIP text encoder (int32 `input_ids`, diffusers script). */
@@ -290,7 +402,7 @@ export function buildFullTextEncoder(seed: number): FullModel {
     "batch",
     D,
   ]);
-  return { graph: g, params: L.params };
+  return { graph: g, params: L.params, modules: B.modules };
 }
 
 /** CLIP self-attention (q/k/v/out with biases, 12 heads) plus the causal mask. */
@@ -348,5 +460,42 @@ export function buildFullVaeDecoder(seed: number): FullModel {
     "decoder/conv_out",
   );
   L.floatOut(out, "sample", ["batch", 3, "image_height", "image_width"]);
-  return { graph: g, params: L.params };
+  return { graph: g, params: L.params, modules: B.modules };
+}
+
+/**
+ * The module names an LCM LoRA for SD 1.5 adapts: the default
+ * `lora_target_modules` of diffusers'
+ * `examples/consistency_distillation/train_lcm_distill_lora_sd.py` (attention
+ * projections, proj_in/out, the feed-forward, the ResNet convs and time
+ * projections, the down/upsampler convs). At rank 64 in fp16 the full UNet's
+ * 278 such modules come to 134,504,448 bytes of tensors, which with the
+ * safetensors header and alphas is the 134,621,556-byte published
+ * latent-consistency/lcm-lora-sdv1-5 (models.lock).
+ */
+export const LCM_LORA_TARGETS: readonly string[] = [
+  "to_q",
+  "to_k",
+  "to_v",
+  "to_out.0",
+  "proj_in",
+  "proj_out",
+  "ff/net.0/proj",
+  "ff/net.2",
+  "conv1",
+  "conv2",
+  "conv_shortcut",
+  "downsamplers.0/conv",
+  "upsamplers.0/conv",
+  "time_emb_proj",
+];
+
+/** The UNet modules of `unet` an LCM LoRA adapts, as kohya-keyed LoRA modules. */
+export function lcmLoraModules(unet: FullModel): TinyLoraModule[] {
+  return unet.modules
+    .filter((m) => LCM_LORA_TARGETS.some((t) => m.scope.endsWith(`/${t}`)))
+    .map((m) => ({
+      ...m,
+      key: "lora_unet_" + m.scope.replaceAll("/", "_").replaceAll(".", "_"),
+    }));
 }

@@ -1,12 +1,15 @@
-import { ok, strictEqual } from "node:assert";
+import { deepStrictEqual, ok, strictEqual } from "node:assert";
 import onnx from "onnx-proto";
 import { createSession, floatTensor, toFloat32 } from "../onnx/mod.ts";
 import { Layers } from "./layers.ts";
 import { Rng } from "./rng.ts";
+import { fixNodeName } from "../lora/kohya_keys.ts";
 import {
+  buildFullControlNet,
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
+  lcmLoraModules,
   SD15_PARAMS,
 } from "./sd15_full.ts";
 
@@ -14,6 +17,61 @@ Deno.test("full-size graphs have the real SD 1.5 parameter counts (weights stay 
   strictEqual(buildFullUnet(1).params, SD15_PARAMS.unet);
   strictEqual(buildFullTextEncoder(1).params, SD15_PARAMS.textEncoder);
   strictEqual(buildFullVaeDecoder(1).params, SD15_PARAMS.vaeDecoder);
+});
+
+Deno.test("full-size ControlNet: its 13 residuals are exactly the residual UNet's extra inputs", () => {
+  const cn = buildFullControlNet(1);
+  const unet = buildFullUnet(1);
+  const res = buildFullUnet(1, { residuals: true });
+  // The residual UNet is the UNet plus 13 inputs: same parameters.
+  strictEqual(res.params, SD15_PARAMS.unet);
+  // diffusers ControlNetModel for SD 1.5: the UNet's encoder half (time embedding, conv_in,
+  // down and mid blocks) + cond embedding + 13 zero convs; the count this structure gives.
+  strictEqual(cn.params, 361_279_120);
+  const outs = cn.graph.signature().outputs;
+  const ins = res.graph.signature().inputs;
+  const residualIns = Object.fromEntries(
+    Object.entries(ins).filter(([n]) => n.endsWith("_additional_residual")),
+  );
+  deepStrictEqual(Object.keys(outs).sort(), Object.keys(residualIns).sort());
+  strictEqual(Object.keys(outs).length, 13);
+  for (const [name, dims] of Object.entries(outs)) {
+    strictEqual(dims[1], residualIns[name][1], `${name}: channels`);
+  }
+  // Channels of the pyramid: 320 ×4, 640 ×3, 1280 ×5 (down blocks), 1280 (mid).
+  deepStrictEqual(
+    Array.from({ length: 12 }, (_, i) => outs[`down_block_${i}_additional_residual`][1]),
+    [320, 320, 320, 320, 640, 640, 640, 1280, 1280, 1280, 1280, 1280],
+  );
+  deepStrictEqual(Object.keys(cn.graph.signature().inputs), [
+    "sample",
+    "timestep",
+    "encoder_hidden_states",
+    "controlnet_cond",
+    "conditioning_scale",
+  ]);
+  ok(!Object.keys(unet.graph.signature().inputs).some((n) => n.includes("residual")));
+});
+
+Deno.test("LCM-shaped LoRA modules: the published file's size, and every key names a UNet node", () => {
+  const unet = buildFullUnet(1);
+  const modules = lcmLoraModules(unet);
+  strictEqual(modules.length, 278);
+  // Rank 64, fp16: (in·k·k + out)·64 values of 2 bytes per module.
+  const bytes = modules.reduce((a, m) => a + 2 * 64 * (m.in * m.k * m.k + m.out), 0);
+  strictEqual(bytes, 134_504_448);
+  // The published lcm-lora-sdv1-5 file is 134,621,556 bytes: these tensors + header + alphas.
+  ok(134_621_556 - bytes > 0 && 134_621_556 - bytes < 200_000);
+  // kohya keys resolve as mod/lora resolves them: against `fixNodeName` of MatMul/Conv nodes.
+  const nodes = new Set(
+    unet.graph.nodeNames().filter((n) => n.op === "MatMul" || n.op === "Conv").map((n) =>
+      fixNodeName(n.name)
+    ),
+  );
+  for (const m of modules) {
+    const path = m.key.slice("lora_unet_".length);
+    ok(nodes.has(`${path}_${m.kind === "conv" ? "Conv" : "MatMul"}`), m.key);
+  }
 });
 
 Deno.test("writeFiles: lazy weights streamed to external data; fp16 retypes weights, I/O and casts and still runs", async () => {
