@@ -1,6 +1,5 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert";
 import { fixNodeName, kohyaModules } from "./kohya_keys.ts";
-import { loraDelta } from "./lora_delta.ts";
 import type { FloatTensor } from "./safetensors.ts";
 
 const t = (shape: number[], values: number[]): FloatTensor => ({
@@ -61,52 +60,4 @@ Deno.test("kohyaModules: refuses half modules, bad shapes and LyCORIS factors, n
     /module "lora_unet_a" has lora_down \[2,2\] and lora_up \[2,1\]/,
   );
   throws(one([["lora_unet_a.hada_w1_a", t([1], [1])]]), /"lora_unet_a.hada_w1_a" is a LyCORIS/);
-});
-
-Deno.test("loraDelta: (up @ down) · alpha/rank · weight, in torch layout", () => {
-  // Linear in=3, out=2, rank 2: up [2,2], down [2,3].
-  const up = [1, 2, 3, 4];
-  const down = [1, 0, -1, 2, 1, 0];
-  const module = {
-    key: "k",
-    target: "unet" as const,
-    base: "k",
-    up: t([2, 2], up),
-    down: t([2, 3], down),
-    alpha: 1,
-  };
-  // By hand: up@down = [[1·1+2·2, 1·0+2·1, 1·(-1)+2·0], [3·1+4·2, 3·0+4·1, 3·(-1)+4·0]]
-  //                  = [[5, 2, -1], [11, 4, -3]]; × alpha/rank (1/2) × weight 0.8 = × 0.4.
-  const d = loraDelta(module, 0.8);
-  strictEqual(d.rows, 2);
-  strictEqual(d.cols, 3);
-  const expected = [5, 2, -1, 11, 4, -3].map((v) => v * 0.4);
-  d.data.forEach((v, i) => strictEqual(Math.abs(v - expected[i]) < 1e-6, true, `${i}: ${v}`));
-  // A 3×3 conv: down [rank=1, in=1, 3, 3], up [out=2, 1, 1, 1] → ΔW[o, 0, y, x] = up[o]·down[y, x].
-  const conv = loraDelta({
-    ...module,
-    up: t([2, 1, 1, 1], [2, -1]),
-    down: t([1, 1, 3, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9]),
-  }, 1);
-  deepStrictEqual([conv.rows, conv.cols], [2, 9]);
-  deepStrictEqual([...conv.data], [
-    2,
-    4,
-    6,
-    8,
-    10,
-    12,
-    14,
-    16,
-    18,
-    -1,
-    -2,
-    -3,
-    -4,
-    -5,
-    -6,
-    -7,
-    -8,
-    -9,
-  ]);
 });

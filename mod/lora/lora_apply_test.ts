@@ -3,7 +3,7 @@
  * patched weights against W + ΔWᵀ computed here independently, outputs with
  * and without LoRAs, and the start-up errors.
  */
-import { deepStrictEqual, notDeepStrictEqual, ok, rejects, strictEqual } from "node:assert";
+import { deepStrictEqual, fail, notDeepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { dirname, join } from "node:path";
 import onnx from "onnx-proto";
 import {
@@ -122,7 +122,9 @@ Deno.test("patchModel: MatMul and Conv weights become W + (up@down·alpha/rank·
     ]),
   );
   const { modules } = kohyaModules(parseSafetensors(await Deno.readFile(path), path), path);
-  const patched = await patchModel(unetPath, "unet", [{ path, weight, modules }]);
+  const patched = await patchModel(unetPath, "unet", [{ path, weight, modules }], {
+    scratch: "memory",
+  });
   ok(patched);
   deepStrictEqual([...patched.matched[0]].sort(), [
     "lora_unet_conv_in",
@@ -168,6 +170,20 @@ Deno.test("patchModel: MatMul and Conv weights become W + (up@down·alpha/rank·
     if (!touched(i) && original[i] !== weights[i]) changedElsewhere++;
   }
   strictEqual(changedElsewhere, 0);
+
+  // The default route patches a copy beside the model instead: the same bytes, on disk, and
+  // the copy is gone after dispose. A scratch folder left by a process that is gone is swept.
+  const stale = join(dirname(unetPath), ".lora-merge-999999999-left");
+  await Deno.mkdir(stale, { recursive: true });
+  const beside = await patchModel(unetPath, "unet", [{ path, weight, modules }]);
+  ok(beside?.file);
+  deepStrictEqual(beside.externalData, []);
+  strictEqual(dirname(dirname(beside.file)), dirname(unetPath));
+  deepStrictEqual(await Deno.readFile(join(dirname(beside.file), "weights.pb")), weights);
+  deepStrictEqual(await Deno.readFile(beside.file), await Deno.readFile(unetPath));
+  await Deno.stat(stale).then(() => fail("the stale scratch folder is still there"), () => {});
+  await beside.dispose();
+  await Deno.stat(dirname(beside.file)).then(() => fail("the copy is still there"), () => {});
 });
 
 const unetFeeds = (): Feeds => ({

@@ -76,12 +76,22 @@ export class LoraSet {
 
   /**
    * Opens the model at `path` with every LoRA's `target` modules blended in
-   * (created from the patched bytes); opens it from the path unchanged when
-   * no module matches one of its nodes. Records which modules matched.
+   * (from a patched copy beside it, or from patched bytes: `patchModel`);
+   * opens it from the path unchanged when no module matches one of its
+   * nodes. Paths are opened with `openPath` (the engine's opener, so the
+   * session is the engine's kind). Records which modules matched.
    */
-  async open(path: string, target: LoraTarget, options: SessionOptions): Promise<Session> {
+  async open<S = Session>(
+    path: string,
+    target: LoraTarget,
+    options: SessionOptions,
+    openPath: (path: string, options: SessionOptions) => Promise<S> = createSession as (
+      path: string,
+      options: SessionOptions,
+    ) => Promise<S>,
+  ): Promise<S | Session> {
     const patched = this.empty ? undefined : await patchModel(path, target, this.loras);
-    if (!patched) return await createSession(path, options);
+    if (!patched) return await openPath(path, options);
     patched.matched.forEach((keys, i) => keys.forEach((k) => this.#matched[i].add(k)));
     log("info", "lora", "blended LoRA weights", {
       model: path,
@@ -92,7 +102,14 @@ export class LoraSet {
         modules: patched.matched[i].size,
       })),
     });
-    return await createSessionFromBytes(patched.model, patched.externalData, options);
+    try {
+      return patched.file
+        ? await openPath(patched.file, options)
+        : await createSessionFromBytes(patched.model, patched.externalData, options);
+    } finally {
+      // ONNX Runtime has read (or mapped) the patched copy by now.
+      await patched.dispose();
+    }
   }
 
   /**

@@ -15,8 +15,13 @@ export {
   type LoraModule,
   type LoraTarget,
 } from "./kohya_keys.ts";
-export { type LoraDelta, loraDelta } from "./lora_delta.ts";
+export { GemmAdder } from "./gemm_adder.ts";
 export { PEFT_PREFIXES, peftModules } from "./peft_keys.ts";
 export { loraModules } from "./lora_layout.ts";
-export { type PatchedModel, patchModel, type WeightedLora } from "./onnx_patch.ts";
+export {
+  type PatchedModel,
+  patchModel,
+  type PatchOptions,
+  type WeightedLora,
+} from "./onnx_patch.ts";
 export { LoraError, type LoraFileConfig, LoraSet } from "./lora_set.ts";

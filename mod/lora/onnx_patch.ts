@@ -3,11 +3,11 @@
  * onnx-web `api/onnx_web/convert/diffusion/lora.py` (`blend_loras`) does,
  * without writing the (multi-GB) files back: the model protobuf is parsed
  * (onnx-proto), kohya modules are matched to nodes by their fixed names, the
- * summed deltas are added to the weights — inside `raw_data`, or at
+ * updates are added to the weights — inside `raw_data`, or at
  * {location, offset, length} of the external data file — in float32 (fp16
  * weights are widened, updated and narrowed again), and the result is handed
- * to ONNX Runtime as bytes plus in-memory external data
- * (sd15-onnx.md §8, `sessionOptions.externalData`).
+ * to ONNX Runtime as a patched copy beside the model (external data) or as
+ * bytes (sd15-onnx.md §8, `sessionOptions.externalData`).
  *
  * Weight lookup is by position, not by the names onnx-web greps for: a Conv's
  * weight is input 1, a Gemm's is input 1 (`transB` says its layout), a
@@ -17,11 +17,12 @@
  * @module
  */
 
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import onnx from "onnx-proto";
+import { log } from "../log/mod.ts";
 import { type ExternalDataFile, float16BitsToFloat32, float32ToFloat16Bits } from "../onnx/mod.ts";
+import { GemmAdder } from "./gemm_adder.ts";
 import { fixNodeName, type LoraModule, type LoraTarget } from "./kohya_keys.ts";
-import { loraDelta } from "./lora_delta.ts";
 
 const P = onnx.onnx;
 
@@ -35,16 +36,37 @@ export interface WeightedLora {
   modules: readonly LoraModule[];
 }
 
-/** A patched model, ready for `createSessionFromBytes`. */
+/**
+ * A patched model. Open `file` when it is set (a patched copy beside the
+ * original, for models with external data), else `model` with
+ * `externalData` from memory; then call `dispose`, which deletes the copy
+ * (ONNX Runtime has read or mapped it by then).
+ */
 export interface PatchedModel {
   /** Model bytes (the file's own buffer, patched in place, or re-encoded). */
   model: Uint8Array;
-  /** Every external data file the model names, with patched bytes. */
+  /** The in-memory route: every external data file the model names, with patched bytes. */
   externalData: ExternalDataFile[];
+  /** The scratch route: path of the patched copy of the model (its external data beside it). */
+  file?: string;
+  /** Removes the scratch copy (a no-op for the in-memory route). */
+  dispose(): Promise<void>;
   /** Per LoRA (same order as the input), the module keys that found a node. */
   matched: Set<string>[];
   /** Names of the initializers that were changed. */
   patched: string[];
+}
+
+/** Options of {@link patchModel}. */
+export interface PatchOptions {
+  /**
+   * Where a model with external data is patched: "beside" (default) writes a
+   * patched copy into a scratch folder next to the model, so the process never
+   * holds the multi-GB weights twice (the bytes in JS and ONNX Runtime's copy);
+   * "memory" patches the files in memory and hands them over as bytes. A
+   * folder that cannot be written falls back to "memory".
+   */
+  scratch?: "beside" | "memory";
 }
 
 type Tensor = onnx.onnx.ITensorProto;
@@ -62,12 +84,26 @@ interface Target {
   node: string;
 }
 
+/** The updates of one weight: its target and the scaled factors of every module that hits it. */
+interface Planned {
+  t: Target;
+  rows: number;
+  cols: number;
+  updates: Array<{ up: Float32Array; down: Float32Array; rank: number }>;
+}
+
 const num = (d: number | { toNumber(): number }) => typeof d === "number" ? d : d.toNumber();
 
+/** Prefix of the scratch folders (with the process id, so a crashed run's folder can be swept). */
+const SCRATCH_PREFIX = ".lora-merge-";
+
 /**
- * Reads the model at `path` (and its external data), adds the deltas of every
- * `target` module of `loras`, and returns the patched bytes; returns
- * `undefined` when no module matched a node (the file can be opened as is).
+ * Reads the model at `path`, adds the update of every `target` module of
+ * `loras` to its weight — ΔW = up·down × alpha/rank × weight (kohya
+ * sd-scripts `networks/lora.py` `LoRAModule.merge_to`), computed by ONNX
+ * Runtime's Gemm, one module at a time, so no dense ΔW is ever summed in
+ * memory — and returns the patched model; `undefined` when no module matched
+ * a node (the file can be opened as is).
  *
  * @throws Error naming the model, the LoRA file and the key when shapes
  *   disagree or a weight is stored in a way that cannot be patched
@@ -76,6 +112,7 @@ export async function patchModel(
   path: string,
   target: LoraTarget,
   loras: readonly WeightedLora[],
+  options: PatchOptions = {},
 ): Promise<PatchedModel | undefined> {
   const bytes = await Deno.readFile(path);
   let model: onnx.onnx.ModelProto;
@@ -94,7 +131,7 @@ export async function patchModel(
     if (m && !nodes.has(m[1])) nodes.set(m[1], n);
   }
 
-  const sums = new Map<string, { t: Target; data: Float32Array }>();
+  const plan = new Map<string, Planned>();
   const matched = loras.map(() => new Set<string>());
   loras.forEach((lora, li) => {
     for (const module of lora.modules) {
@@ -104,92 +141,294 @@ export async function patchModel(
       const where = `${path}: LoRA ${lora.path} key "${module.key}" → node "${node.name}"`;
       const t = weightOf(node, inits, where);
       const dims = (t.init.dims ?? []).map(num);
-      const delta = loraDelta(module, lora.weight);
+      const f = loraFactors(module, lora.weight);
       // torch layout of the weight: [out, in·k·k].
       const rows = t.transposed ? dims[1] : dims[0];
       const cols = t.transposed ? dims[0] : dims.slice(1).reduce((a, b) => a * b, 1);
-      if (delta.rows !== rows || delta.cols !== cols) {
+      if (f.rows !== rows || f.cols !== cols) {
         throw new Error(
-          `${where}: LoRA update is [${delta.rows}, ${delta.cols}] but the weight ` +
+          `${where}: LoRA update is [${f.rows}, ${f.cols}] but the weight ` +
             `"${t.init.name}" is [${dims}] (a LoRA for another base model?)`,
         );
       }
       matched[li].add(module.key);
-      let sum = sums.get(t.init.name!);
-      if (!sum) {
-        sum = { t, data: new Float32Array(rows * cols) };
-        sums.set(t.init.name!, sum);
-      }
-      // Keep the sum in the initializer's own layout.
-      if (t.transposed) {
-        for (let o = 0; o < rows; o++) {
-          for (let i = 0; i < cols; i++) sum.data[i * rows + o] += delta.data[o * cols + i];
-        }
-      } else {
-        for (let k = 0; k < delta.data.length; k++) sum.data[k] += delta.data[k];
-      }
+      let entry = plan.get(t.init.name!);
+      if (!entry) plan.set(t.init.name!, entry = { t, rows, cols, updates: [] });
+      entry.updates.push({ up: f.up, down: f.down, rank: f.rank });
     }
   });
-  if (sums.size === 0) return undefined;
+  if (plan.size === 0) return undefined;
 
-  // Every external file the model names must be handed over in memory.
-  const external = new Map<string, Uint8Array>();
+  const locations = new Set<string>();
   for (const t of graph.initializer ?? []) {
     const loc = externalRef(t)?.location;
-    if (loc !== undefined && !external.has(loc)) {
-      try {
-        external.set(loc, await Deno.readFile(join(dirname(path), loc)));
-      } catch (e) {
-        throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
+    if (loc !== undefined) locations.add(loc);
+  }
+  const adder = await GemmAdder.open();
+  try {
+    if (locations.size > 0 && (options.scratch ?? "beside") === "beside") {
+      const dir = await scratchDir(dirname(path));
+      if (dir) {
+        try {
+          return await patchBeside(path, bytes, model, plan, locations, dir, adder, matched);
+        } catch (e) {
+          await Deno.remove(dir, { recursive: true }).catch(() => {});
+          throw e;
+        }
       }
+    }
+    return await patchInMemory(path, bytes, model, plan, locations, adder, matched);
+  } finally {
+    await adder.release();
+  }
+}
+
+/** The scaled factors of one module: up [rows, rank] × weight·alpha/rank, down [rank, cols]. */
+function loraFactors(module: LoraModule, weight: number) {
+  const rank = module.down.shape[0];
+  const rows = module.up.shape[0];
+  const cols = module.down.data.length / rank;
+  const scale = weight * module.alpha / rank;
+  return { rows, cols, rank, up: module.up.data.map((v) => v * scale), down: module.down.data };
+}
+
+/** Patches the external files in memory and returns them as bytes (the fallback route). */
+async function patchInMemory(
+  path: string,
+  bytes: Uint8Array,
+  model: onnx.onnx.ModelProto,
+  plan: ReadonlyMap<string, Planned>,
+  locations: ReadonlySet<string>,
+  adder: GemmAdder,
+  matched: Set<string>[],
+): Promise<PatchedModel> {
+  const external = new Map<string, Uint8Array>();
+  for (const loc of locations) {
+    try {
+      external.set(loc, await Deno.readFile(join(dirname(path), loc)));
+    } catch (e) {
+      throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
     }
   }
-
   let reencode = false;
-  for (const [name, { t, data }] of sums) {
-    const init = t.init;
-    const count = (init.dims ?? []).map(num).reduce((a, b) => a * b, 1);
-    const size = init.dataType === FLOAT ? 4 : init.dataType === FLOAT16 ? 2 : 0;
-    if (size === 0) {
-      throw new Error(
-        `${path}: weight "${name}" (node ${t.node}) has ONNX data type ${init.dataType}; ` +
-          `LoRA needs float32 (1) or float16 (10)`,
-      );
-    }
+  for (const [name, p] of plan) {
+    const { count, size } = storage(path, name, p);
+    const ref = externalRef(p.t.init);
     let region: Uint8Array;
-    const ref = externalRef(init);
     if (ref) {
       const file = external.get(ref.location)!;
-      if (ref.offset + count * size > file.length) {
-        throw new Error(
-          `${path}: weight "${name}" lies at ${ref.offset}+${count * size} beyond ` +
-            `"${ref.location}" (${file.length} bytes)`,
-        );
-      }
+      checkBounds(path, name, ref, count * size, file.length);
       region = file.subarray(ref.offset, ref.offset + count * size);
-    } else if (init.rawData && init.rawData.length > 0) {
-      region = init.rawData;
+    } else {
+      region = inlineRegion(path, name, p, count * size);
       // onnx-proto decodes bytes as views of the input; otherwise re-encode.
       if (region.buffer !== bytes.buffer) reencode = true;
-    } else {
-      throw new Error(
-        `${path}: weight "${name}" (node ${t.node}) is not stored as raw_data or external ` +
-          `data; cannot apply a LoRA to it`,
-      );
     }
-    if (region.length !== count * size) {
-      throw new Error(
-        `${path}: weight "${name}" has ${region.length} bytes for ${count} values of ${size} bytes`,
-      );
-    }
-    addInPlace(region, data, size);
+    await applyUpdates(region, size, p, adder);
   }
   return {
     model: reencode ? P.ModelProto.encode(model).finish() : bytes,
     externalData: [...external].map(([p, data]) => ({ path: p, data })),
+    dispose: () => Promise.resolve(),
     matched,
-    patched: [...sums.keys()],
+    patched: [...plan.keys()],
   };
+}
+
+/**
+ * Copies the model and its external files into `dir` and patches the copies
+ * in place, one weight region at a time (read, update, write back).
+ */
+async function patchBeside(
+  path: string,
+  bytes: Uint8Array,
+  model: onnx.onnx.ModelProto,
+  plan: ReadonlyMap<string, Planned>,
+  locations: ReadonlySet<string>,
+  dir: string,
+  adder: GemmAdder,
+  matched: Set<string>[],
+): Promise<PatchedModel> {
+  const files = new Map<string, Deno.FsFile>();
+  let reencode = false;
+  try {
+    for (const loc of locations) {
+      const from = join(dirname(path), loc);
+      const to = join(dir, loc);
+      await Deno.mkdir(dirname(to), { recursive: true });
+      try {
+        await Deno.copyFile(from, to);
+      } catch (e) {
+        throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
+      }
+      files.set(loc, await Deno.open(to, { read: true, write: true }));
+    }
+    for (const [name, p] of plan) {
+      const { count, size } = storage(path, name, p);
+      const ref = externalRef(p.t.init);
+      if (!ref) {
+        const region = inlineRegion(path, name, p, count * size);
+        if (region.buffer !== bytes.buffer) reencode = true;
+        await applyUpdates(region, size, p, adder);
+        continue;
+      }
+      const file = files.get(ref.location)!;
+      checkBounds(path, name, ref, count * size, (await file.stat()).size);
+      const region = new Uint8Array(count * size);
+      await file.seek(ref.offset, Deno.SeekMode.Start);
+      await readFully(file, region);
+      await applyUpdates(region, size, p, adder);
+      await file.seek(ref.offset, Deno.SeekMode.Start);
+      await writeFully(file, region);
+    }
+  } finally {
+    for (const f of files.values()) f.close();
+  }
+  const copy = join(dir, basename(path));
+  await Deno.writeFile(copy, reencode ? P.ModelProto.encode(model).finish() : bytes);
+  return {
+    model: bytes,
+    externalData: [],
+    file: copy,
+    dispose: () => Deno.remove(dir, { recursive: true }).catch(() => {}),
+    matched,
+    patched: [...plan.keys()],
+  };
+}
+
+/**
+ * A fresh scratch folder beside the model (same file system, so the copy is
+ * cheap and never lands in a RAM-backed /tmp), after sweeping folders left by
+ * processes that no longer run; `undefined` when the folder is not writable.
+ */
+async function scratchDir(parent: string): Promise<string | undefined> {
+  try {
+    for await (const e of Deno.readDir(parent)) {
+      const m = e.isDirectory ? /^\.lora-merge-(\d+)-/.exec(e.name) : null;
+      if (m && Number(m[1]) !== Deno.pid && !(await processAlive(Number(m[1])))) {
+        await Deno.remove(join(parent, e.name), { recursive: true }).catch(() => {});
+      }
+    }
+    return await Deno.makeTempDir({ dir: parent, prefix: `${SCRATCH_PREFIX}${Deno.pid}-` });
+  } catch (e) {
+    log("info", "lora", "patching in memory: no scratch folder beside the model", {
+      folder: parent,
+      error: (e as Error).message,
+    });
+    return undefined;
+  }
+}
+
+/** Whether a process id is alive (Linux: /proc/<pid>); elsewhere assumed alive (never swept). */
+async function processAlive(pid: number): Promise<boolean> {
+  if (Deno.build.os !== "linux") return true;
+  try {
+    await Deno.stat(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function readFully(file: Deno.FsFile, into: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < into.length) {
+    const n = await file.read(into.subarray(at));
+    if (n === null) throw new Error(`unexpected end of file after ${at} of ${into.length} bytes`);
+    at += n;
+  }
+}
+
+async function writeFully(file: Deno.FsFile, from: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < from.length) at += await file.write(from.subarray(at));
+}
+
+/** Element count and byte size of a planned weight; only float32 and float16 are patched. */
+function storage(path: string, name: string, p: Planned): { count: number; size: 2 | 4 } {
+  const init = p.t.init;
+  const count = (init.dims ?? []).map(num).reduce((a, b) => a * b, 1);
+  if (init.dataType !== FLOAT && init.dataType !== FLOAT16) {
+    throw new Error(
+      `${path}: weight "${name}" (node ${p.t.node}) has ONNX data type ${init.dataType}; ` +
+        `LoRA needs float32 (1) or float16 (10)`,
+    );
+  }
+  return { count, size: init.dataType === FLOAT ? 4 : 2 };
+}
+
+function checkBounds(
+  path: string,
+  name: string,
+  ref: { location: string; offset: number },
+  length: number,
+  fileSize: number,
+): void {
+  if (ref.offset + length > fileSize) {
+    throw new Error(
+      `${path}: weight "${name}" lies at ${ref.offset}+${length} beyond ` +
+        `"${ref.location}" (${fileSize} bytes)`,
+    );
+  }
+}
+
+/** The raw_data of an inline weight, checked against its dims. */
+function inlineRegion(path: string, name: string, p: Planned, length: number): Uint8Array {
+  const init = p.t.init;
+  if (!init.rawData || init.rawData.length === 0) {
+    throw new Error(
+      `${path}: weight "${name}" (node ${p.t.node}) is not stored as raw_data or external ` +
+        `data; cannot apply a LoRA to it`,
+    );
+  }
+  if (init.rawData.length !== length) {
+    throw new Error(
+      `${path}: weight "${name}" has ${init.rawData.length} bytes for ${length} bytes of values`,
+    );
+  }
+  return init.rawData;
+}
+
+/** region (little-endian float32 or float16) += every planned update, computed in float32. */
+async function applyUpdates(
+  region: Uint8Array,
+  size: 2 | 4,
+  p: Planned,
+  adder: GemmAdder,
+): Promise<void> {
+  let w = readFloats(region, size);
+  for (const u of p.updates) {
+    w = await adder.add(w, u.up, u.down, {
+      rows: p.rows,
+      cols: p.cols,
+      rank: u.rank,
+      transposed: p.t.transposed,
+    });
+  }
+  writeFloats(region, size, w);
+}
+
+function readFloats(region: Uint8Array, size: 2 | 4): Float32Array {
+  const view = new DataView(region.buffer, region.byteOffset, region.byteLength);
+  const n = region.length / size;
+  if (size === 4) {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) out[i] = view.getFloat32(4 * i, true);
+    return out;
+  }
+  const bits = new Uint16Array(n);
+  for (let i = 0; i < n; i++) bits[i] = view.getUint16(2 * i, true);
+  return float16BitsToFloat32(bits);
+}
+
+function writeFloats(region: Uint8Array, size: 2 | 4, w: Float32Array): void {
+  const view = new DataView(region.buffer, region.byteOffset, region.byteLength);
+  if (size === 4) {
+    for (let i = 0; i < w.length; i++) view.setFloat32(4 * i, w[i], true);
+    return;
+  }
+  const narrow = float32ToFloat16Bits(w);
+  for (let i = 0; i < narrow.length; i++) view.setUint16(2 * i, narrow[i], true);
 }
 
 /** The initializer a node's LoRA update goes into. */
@@ -230,22 +469,4 @@ function externalRef(t: Tensor): { location: string; offset: number } | undefine
   const location = kv.get("location");
   if (!location) throw new Error(`initializer "${t.name}" is external but has no location`);
   return { location, offset: Number(kv.get("offset") ?? "0") };
-}
-
-/** region (little-endian float32 or float16) += delta, computed in float32. */
-function addInPlace(region: Uint8Array, delta: Float32Array, size: 2 | 4 | number): void {
-  const view = new DataView(region.buffer, region.byteOffset, region.byteLength);
-  const n = delta.length;
-  if (size === 4) {
-    for (let i = 0; i < n; i++) {
-      view.setFloat32(4 * i, view.getFloat32(4 * i, true) + delta[i], true);
-    }
-    return;
-  }
-  const bits = new Uint16Array(n);
-  for (let i = 0; i < n; i++) bits[i] = view.getUint16(2 * i, true);
-  const wide = float16BitsToFloat32(bits);
-  for (let i = 0; i < n; i++) wide[i] += delta[i];
-  const narrow = float32ToFloat16Bits(wide);
-  for (let i = 0; i < n; i++) view.setUint16(2 * i, narrow[i], true);
 }

@@ -114,7 +114,7 @@ export async function loadModels(
   const loraFiles = config.lora?.files ?? [];
   const loras = loraFiles.length > 0 ? await LoraSet.load(loraFiles) : undefined;
   const openFor = (target: "unet" | "text_encoder"): SessionOpener =>
-    loras ? (p, o) => loras.open(p, target, o) : open;
+    loras ? (p, o) => loras.open(p, target, o, open) : open;
   const load = async (
     component: Component,
     path: string,
