@@ -84,10 +84,8 @@ Deno.test("models.lock: tokenizer entries match the files rebuilt from OpenAI's 
   }
 });
 
-Deno.test("models.lock: scheduler entry matches the SD 1.5 PNDM config bytes", async () => {
-  // stable-diffusion-v1-5 scheduler/scheduler_config.json (diffusers 0.6.0 PNDM
-  // config); 308 bytes with Git blob 82d05b0e… in a Hugging Face cache listing.
-  const text = `{
+/** The diffusers 0.6.0 PNDM config of SD 1.5, up to its last shared key (no closing brace). */
+const PNDM_060 = `{
   "_class_name": "PNDMScheduler",
   "_diffusers_version": "0.6.0",
   "beta_end": 0.012,
@@ -97,42 +95,35 @@ Deno.test("models.lock: scheduler entry matches the SD 1.5 PNDM config bytes", a
   "set_alpha_to_one": false,
   "skip_prk_steps": true,
   "steps_offset": 1,
-  "trained_betas": null,
-  "clip_sample": false
-}
-`;
-  const bytes = new TextEncoder().encode(text);
-  strictEqual(gitBlobId(bytes), "82d05b0e688d7ea94675678646c427907419346e");
-  const entry = (await readModelsLock(LOCK)).find((e) =>
-    e.path === "sd15/scheduler/scheduler_config.json"
-  );
-  ok(entry);
-  strictEqual(entry.size, 308);
-  strictEqual(entry.sha256, sha256(bytes));
-});
+  "trained_betas": null`;
 
-Deno.test("models.lock: the fp32 set's scheduler entry matches its commit's PNDM config bytes", async () => {
-  // runwayml/stable-diffusion-v1-5 @ eb82621 (onnx branch) scheduler/scheduler_config.json:
-  // Git blob 9b8e2f78…, 284 bytes (the config before "clip_sample" was added on main).
-  const text = `{
-  "_class_name": "PNDMScheduler",
-  "_diffusers_version": "0.6.0",
-  "beta_end": 0.012,
-  "beta_schedule": "scaled_linear",
-  "beta_start": 0.00085,
-  "num_train_timesteps": 1000,
-  "set_alpha_to_one": false,
-  "skip_prk_steps": true,
-  "steps_offset": 1,
-  "trained_betas": null
+for (
+  const [what, path, text, blob, size] of [
+    // stable-diffusion-v1-5 @ 451f4fe: 308 bytes, Git blob 82d05b0e… in a Hugging Face cache listing.
+    [
+      "SD 1.5 (fp16 set)",
+      "sd15/scheduler/scheduler_config.json",
+      `${PNDM_060},\n  "clip_sample": false\n}\n`,
+      "82d05b0e688d7ea94675678646c427907419346e",
+      308,
+    ],
+    // runwayml/stable-diffusion-v1-5 @ eb82621 (onnx branch): 284 bytes, Git blob 9b8e2f78…
+    // (the config before "clip_sample" was added on main).
+    [
+      "the fp32 set",
+      "sd15-fp32/scheduler/scheduler_config.json",
+      `${PNDM_060}\n}\n`,
+      "9b8e2f78682dc088cfd08515e5d3a0a7409d3aac",
+      284,
+    ],
+  ] as const
+) {
+  Deno.test(`models.lock: ${what}'s scheduler entry matches its commit's PNDM config bytes`, async () => {
+    const bytes = new TextEncoder().encode(text);
+    strictEqual(gitBlobId(bytes), blob);
+    const entry = (await readModelsLock(LOCK)).find((e) => e.path === path);
+    ok(entry);
+    strictEqual(entry.size, size);
+    strictEqual(entry.sha256, sha256(bytes));
+  });
 }
-`;
-  const bytes = new TextEncoder().encode(text);
-  strictEqual(gitBlobId(bytes), "9b8e2f78682dc088cfd08515e5d3a0a7409d3aac");
-  const entry = (await readModelsLock(LOCK)).find((e) =>
-    e.path === "sd15-fp32/scheduler/scheduler_config.json"
-  );
-  ok(entry);
-  strictEqual(entry.size, 284);
-  strictEqual(entry.sha256, sha256(bytes));
-});
