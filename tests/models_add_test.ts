@@ -35,10 +35,14 @@ async function modelsTask(cwd: string, ...args: string[]) {
     stdin: "null",
     env: { NO_COLOR: "1" },
   }).output();
-  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
 }
 
-Deno.test("an added local set next to the shipped lock starts and generates, shipped files absent", async () => {
+Deno.test("an added local set and tiny VAE next to the shipped lock start and generate, shipped files absent", async () => {
   const dir = await Deno.makeTempDir({ prefix: "sd15-own-export-" });
   try {
     await copyDir(join(ROOT, "tests/fixtures/tiny/models/sd15-optimum"), join(dir, "models/own"));
@@ -56,9 +60,29 @@ Deno.test("an added local set next to the shipped lock starts and generates, shi
     const lock = await readModelsLock(join(dir, "models.lock"));
     assert.ok(lock.some((e) => e.path === "sd15/unet/weights.pb"));
     await assert.rejects(Deno.stat(join(dir, "models/sd15")), Deno.errors.NotFound);
+    // A tiny VAE decoder of one's own (no public TAESD export is pinned): one command locks it
+    // and chooses it; the set's own full decoder is then not needed, so it may be gone.
+    await copyDir(join(ROOT, "tests/fixtures/tiny/models/taesd"), join(dir, "models/my-taesd"));
+    const tiny = await modelsTask(
+      dir,
+      "add",
+      "--component",
+      "tiny_vae_decoder",
+      "models/my-taesd/vae_decoder/model.onnx",
+      "--write-config",
+    );
+    assert.equal(tiny.code, 0, tiny.stderr);
+    const text = await Deno.readTextFile(config);
+    assert.match(text, /^tiny_vae_decoder = "my-taesd\/vae_decoder\/model\.onnx"/m);
+    assert.match(text, /^vae_decoder = "tiny"/m);
+    await Deno.remove(join(dir, "models/own/vae_decoder"), { recursive: true });
     // `deno task models` has nothing to fetch for this config (no network needed).
     const fetched = await modelsTask(dir);
     assert.equal(fetched.code, 0, fetched.stderr);
+    // `models check` verifies the tiny decoder, the file the config now names.
+    const checked = await modelsTask(dir, "check");
+    assert.equal(checked.code, 0, checked.stderr + checked.stdout);
+    assert.match(checked.stdout + checked.stderr, /ok\s+my-taesd\/vae_decoder\/model\.onnx/);
 
     const session = await connectStdio(["--config", config]);
     try {

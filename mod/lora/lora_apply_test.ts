@@ -362,6 +362,8 @@ Deno.test("start-up: a LoRA must be in models.lock (component lora) and verified
       root,
       base: join(root, "sd15"),
       controlnetUnet: join(root, "sd15", "controlnet_unet", "model.onnx"),
+      vaeDecoder: "full" as const,
+      tinyVaeDecoder: join(root, "taesd", "vae_decoder", "model.onnx"),
       lock: lockPath,
     },
     controlnet: tinyConfig(root).controlnet,

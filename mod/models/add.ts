@@ -22,11 +22,18 @@ import { toLockPath } from "./required.ts";
 import { sha256File } from "./sha256_file.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 
+/**
+ * What `--component` accepts: the single-file lock components, and
+ * `tiny_vae_decoder` (a TAESD decoder, locked as a `vae_decoder` file; no
+ * public export is pinned in models.lock, so this is how one is added).
+ */
+export type AddComponent = ModelComponent | "tiny_vae_decoder";
+
 /** Components `--component` accepts (files outside a base set). */
-export const ADD_COMPONENTS: readonly ModelComponent[] = EXTRA_COMPONENTS;
+export const ADD_COMPONENTS: readonly AddComponent[] = [...EXTRA_COMPONENTS, "tiny_vae_decoder"];
 
 /** The config key each single-file component is named by. */
-export const COMPONENT_KEY: Partial<Record<ModelComponent, { section: string; key: string }>> = {
+export const COMPONENT_KEY: Partial<Record<AddComponent, { section: string; key: string }>> = {
   controlnet_depth: { section: "controlnet.depth", key: "model" },
   controlnet_openpose: { section: "controlnet.openpose", key: "model" },
   controlnet_inpaint: { section: "controlnet.inpaint", key: "model" },
@@ -35,6 +42,7 @@ export const COMPONENT_KEY: Partial<Record<ModelComponent, { section: string; ke
   pose_detector: { section: "controlnet.openpose", key: "detector" },
   pose_estimator: { section: "controlnet.openpose", key: "estimator" },
   lora: { section: "lora", key: "files" },
+  tiny_vae_decoder: { section: "models", key: "tiny_vae_decoder" },
 };
 
 /** What to add. */
@@ -42,7 +50,7 @@ export interface AddOptions {
   /** The export folder (base set) or, with `component`, the one file. */
   target: string;
   /** A single-file component; absent = a whole diffusers-ONNX folder. */
-  component?: ModelComponent;
+  component?: AddComponent;
   /** The models root (lock paths are relative to it). */
   root: string;
   /** The models.lock to update (created when missing). */
@@ -182,6 +190,10 @@ export async function addModels(options: AddOptions): Promise<AddResult> {
       ? `[{ path = ${tomlString(rel)}, weight = 1.0 }]`
       : tomlString(rel);
     edits.push({ section: k.section, key: k.key, value });
+    // The tiny decoder is used once it is chosen.
+    if (component === "tiny_vae_decoder") {
+      edits.push({ section: "models", key: "vae_decoder", value: tomlString("tiny") });
+    }
   }
   return { entries, replaced, check, lockPath: rel, edits, hashed, cached };
 }

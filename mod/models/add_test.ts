@@ -189,7 +189,7 @@ Deno.test("models add: a folder outside the models root is refused with the fix"
   }
 });
 
-Deno.test("models add --component: ControlNet, annotator and LoRA files", async () => {
+Deno.test("models add --component: ControlNet, annotator, LoRA and tiny VAE decoder files", async () => {
   const w = await workspace();
   try {
     await copyDir(join(TINY, "controlnet"), join(w.root, "cn"));
@@ -257,8 +257,56 @@ Deno.test("models add --component: ControlNet, annotator and LoRA files", async 
       }),
       /bad\.safetensors/,
     );
+    // The diffusers/PEFT key layout, which the engine blends too, is accepted as well.
+    await Deno.writeFile(
+      join(w.root, "lora/peft.safetensors"),
+      buildTinyLora(4, { layout: "peft", alpha: null }),
+    );
+    const peft = await addModels({
+      target: join(w.root, "lora/peft.safetensors"),
+      component: "lora",
+      root: w.root,
+      lock: w.lock,
+      progress: false,
+    });
+    deepStrictEqual(peft.entries.map((e) => e.path), ["lora/peft.safetensors"]);
+    // A tiny VAE (TAESD) decoder: locked as a vae_decoder file, and chosen by the config lines.
+    await copyDir(join(TINY, "taesd"), join(w.root, "my-taesd"));
+    const taesd = await addModels({
+      target: join(w.root, "my-taesd/vae_decoder/model.onnx"),
+      component: "tiny_vae_decoder",
+      root: w.root,
+      lock: w.lock,
+      progress: false,
+    });
+    deepStrictEqual(taesd.entries.map((e) => [e.component, e.path]), [[
+      "vae_decoder",
+      "my-taesd/vae_decoder/model.onnx",
+    ]]);
+    deepStrictEqual(taesd.edits, [
+      { section: "models", key: "tiny_vae_decoder", value: '"my-taesd/vae_decoder/model.onnx"' },
+      { section: "models", key: "vae_decoder", value: '"tiny"' },
+    ]);
+    // A model without the VAE decoder's contract is refused, naming what is wrong.
+    await rejects(
+      addModels({
+        target: join(w.root, "ann/yolox_l.onnx"),
+        component: "tiny_vae_decoder",
+        root: w.root,
+        lock: w.lock,
+        progress: false,
+      }),
+      /yolox_l\.onnx: vae_decoder/,
+    );
     const paths = (await readModelsLock(w.lock)).map((e) => e.path);
-    for (const p of ["cn/depth.onnx", "ann/yolox_l.onnx", "lora/style.safetensors"]) {
+    for (
+      const p of [
+        "cn/depth.onnx",
+        "ann/yolox_l.onnx",
+        "lora/style.safetensors",
+        "my-taesd/vae_decoder/model.onnx",
+      ]
+    ) {
       ok(paths.includes(p), p);
     }
     ok(!paths.includes("lora/bad.safetensors"));

@@ -32,7 +32,7 @@ import {
   loadConfig,
   type ResolvedConfig,
 } from "../config/mod.ts";
-import { ADD_COMPONENTS, AddError, addModels, tomlString } from "./add.ts";
+import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles, HostUnreachableError } from "./download.ts";
 import { LockError, type ModelComponent, parseComponentList, readModelsLock } from "./lock.ts";
@@ -73,6 +73,8 @@ function rebase(
       lock: config.models.lock,
       base: move(config.models.base),
       controlnetUnet: move(config.models.controlnetUnet),
+      vaeDecoder: config.models.vaeDecoder,
+      tinyVaeDecoder: move(config.models.tinyVaeDecoder),
     },
     controlnet: {
       depth: {
@@ -264,7 +266,7 @@ async function add(
     "write-config"?: boolean;
   },
 ): Promise<number> {
-  let component: ModelComponent | undefined;
+  let component: AddComponent | undefined;
   if (v.component !== undefined) {
     if (!(ADD_COMPONENTS as readonly string[]).includes(v.component)) {
       log(
@@ -275,7 +277,7 @@ async function add(
       );
       return 2;
     }
-    component = v.component as ModelComponent;
+    component = v.component as AddComponent;
   }
   const { config, configPath, lora } = await setup(v);
   const result = await addModels({
@@ -321,7 +323,10 @@ async function add(
     out(`# put these lines in ${configPath ?? "config.toml"} (or rerun with --write-config):`);
     for (const line of groupedLines(edits)) out(line);
   }
-  if (component !== undefined && component !== "lora" && component !== "controlnet_unet") {
+  if (
+    component !== undefined && component !== "lora" && component !== "controlnet_unet" &&
+    component !== "tiny_vae_decoder"
+  ) {
     log(
       "info",
       "models",

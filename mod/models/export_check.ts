@@ -18,7 +18,7 @@ import { dirname, join } from "node:path";
 import { checkSession, type Component, type ResolvedIo } from "../onnx/contract.ts";
 import { readModelInfo } from "../onnx/model_info.ts";
 import { parseSafetensors } from "../lora/safetensors.ts";
-import { kohyaModules } from "../lora/kohya_keys.ts";
+import { loraModules } from "../lora/lora_layout.ts";
 import type { ModelComponent } from "./lock.ts";
 import { statOrNull } from "./stat_or_null.ts";
 
@@ -273,7 +273,7 @@ function flavourOf(
  */
 export async function checkComponentFile(
   file: string,
-  component: ModelComponent,
+  component: ModelComponent | "tiny_vae_decoder",
 ): Promise<ExportCheck> {
   const files: ExportFile[] = [];
   const problems: string[] = [];
@@ -283,16 +283,23 @@ export async function checkComponentFile(
     const stat = await statOrNull(file);
     if (!stat?.isFile) return { files, problems: [`${name}: missing`], ignored: [] };
     try {
-      const lora = kohyaModules(parseSafetensors(await Deno.readFile(file), name), name);
+      // The layouts the engine reads (mod/lora/lora_layout.ts): kohya, then diffusers/PEFT.
+      const lora = loraModules(parseSafetensors(await Deno.readFile(file), name), name);
       if (lora.modules.length === 0) {
         problems.push(
-          `${name}: no kohya LoRA modules (keys lora_unet_… / lora_te_… with .lora_down.weight ` +
-            "and .lora_up.weight); diffusers/PEFT-style LoRAs are not supported",
+          `${name}: no LoRA modules (kohya keys lora_unet_… / lora_te_… with .lora_down.weight ` +
+            "and .lora_up.weight, or diffusers/PEFT keys unet.….lora_A.weight and .lora_B.weight)",
         );
       } else files.push({ path: name, component });
     } catch (e) {
       problems.push(`${name}: ${(e as Error).message}`);
     }
+    return { files, problems, ignored: [] };
+  }
+  if (component === "tiny_vae_decoder") {
+    // A TAESD decoder in ONNX has the VAE decoder's contract (latent_sample → sample) and is
+    // locked as a vae_decoder file outside the base set.
+    await checkModel(dir, name, "vae_decoder", "vae_decoder", files, problems);
     return { files, problems, ignored: [] };
   }
   const contract = CONTRACT_OF[component];

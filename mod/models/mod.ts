@@ -61,6 +61,7 @@ export {
 } from "./check.ts";
 export {
   ADD_COMPONENTS,
+  type AddComponent,
   AddError,
   addModels,
   type AddOptions,

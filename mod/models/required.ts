@@ -21,10 +21,10 @@ export interface ModelPathsConfig {
     root: string;
     base: string;
     controlnetUnet: string;
-    /** "tiny": the tiny VAE decoder is loaded too (and must be locked). */
-    vaeDecoder?: "full" | "tiny";
+    /** "tiny": the tiny VAE decoder is loaded instead of the base folder's (and must be locked). */
+    vaeDecoder: "full" | "tiny";
     /** Absolute path of the tiny VAE decoder. */
-    tinyVaeDecoder?: string;
+    tinyVaeDecoder: string;
   };
   /** Per-feature enable flags and absolute model paths. */
   controlnet: {
@@ -89,7 +89,8 @@ function keyText(section: string, key: string, abs: string, root: string): strin
  *   `preprocessor`, `detector`, `estimator`, only for enabled features): the
  *   file, plus the lock entries beside it in the same folder with the same
  *   component that are not `.onnx` models themselves (its external data).
- * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file.
+ * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file,
+ *   in place of the base folder's `vae_decoder/` (which the engine then never opens).
  * - `[lora] files`: each configured file.
  */
 export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntry[]): NeededFiles {
@@ -116,12 +117,16 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
   const base = lockPathOf(config.models.base, baseKey);
   if (base !== undefined) {
     const tokenizerJson = byPath.has(`${base}/tokenizer/tokenizer.json`);
+    // With the tiny decoder chosen the engine never opens the set's own VAE decoder.
+    const tiny = config.models.vaeDecoder === "tiny";
     for (const f of BASE_FILES) {
       const path = `${base}/${f}`;
       if (tokenizerJson && f.startsWith("tokenizer/") && !byPath.has(path)) continue;
+      if (tiny && f.startsWith("vae_decoder/")) continue;
       add(path, baseKey);
     }
     for (const e of entries) {
+      if (tiny && e.component === "vae_decoder") continue;
       if (e.path.startsWith(`${base}/`) && BASE_COMPONENT_SET.has(e.component)) {
         add(e.path, baseKey);
       }
@@ -158,7 +163,7 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
     single(cn.openpose.estimator, "controlnet.openpose", "estimator");
   }
   if (cn.inpaint.enabled) single(cn.inpaint.model, "controlnet.inpaint", "model");
-  if (config.models.vaeDecoder === "tiny" && config.models.tinyVaeDecoder) {
+  if (config.models.vaeDecoder === "tiny") {
     single(config.models.tinyVaeDecoder, "models", "tiny_vae_decoder");
   }
   for (const f of config.lora?.files ?? []) {

@@ -37,7 +37,13 @@ Deno.test("neededFiles: exactly what the config's keys name; other entries are i
     at("lora", "lora/b.safetensors"),
   ];
   const config = {
-    models: { root: "/m", base: "/m/mine", controlnetUnet: "/m/mine/controlnet_unet/model.onnx" },
+    models: {
+      root: "/m",
+      base: "/m/mine",
+      controlnetUnet: "/m/mine/controlnet_unet/model.onnx",
+      vaeDecoder: "full" as const,
+      tinyVaeDecoder: "/m/taesd/vae_decoder/model.onnx",
+    },
     controlnet: {
       depth: { enabled: true, model: "/m/cn/depth.onnx", preprocessor: "/m/a/d.onnx" },
       openpose: { enabled: false, model: "/m/x", detector: "/m/y", estimator: "/m/z" },
@@ -75,4 +81,38 @@ Deno.test("neededFiles: exactly what the config's keys name; other entries are i
     [],
   );
   ok(outside.outside[0].startsWith('/elsewhere/x ([models] base = "/elsewhere/x") is outside'));
+});
+
+Deno.test('neededFiles: vae_decoder = "tiny" needs the tiny decoder instead of the set\'s own', () => {
+  const at = (component: LockEntry["component"], path: string): LockEntry => ({
+    ...e(path),
+    component,
+  });
+  const entries = [
+    at("vae_decoder", "sd15/vae_decoder/model.onnx"),
+    at("vae_decoder", "sd15/vae_decoder/model.onnx_data"),
+    at("vae_decoder", "taesd/vae_decoder/model.onnx"),
+  ];
+  const off = { enabled: false, model: "/m/x", preprocessor: "/m/y" };
+  const config = (vaeDecoder: "full" | "tiny") => ({
+    models: {
+      root: "/m",
+      base: "/m/sd15",
+      controlnetUnet: "/m/sd15/controlnet_unet/model.onnx",
+      vaeDecoder,
+      tinyVaeDecoder: "/m/taesd/vae_decoder/model.onnx",
+    },
+    controlnet: {
+      depth: off,
+      openpose: { enabled: false, model: "/m/x", detector: "/m/y", estimator: "/m/z" },
+      inpaint: { enabled: false, model: "/m/x" },
+    },
+  });
+  const vae = (c: ReturnType<typeof config>) =>
+    neededFiles(c, entries).files.map((f) => f.path).filter((p) => p.includes("vae_decoder"));
+  deepStrictEqual(vae(config("full")), [
+    "sd15/vae_decoder/model.onnx",
+    "sd15/vae_decoder/model.onnx_data",
+  ]);
+  deepStrictEqual(vae(config("tiny")), ["taesd/vae_decoder/model.onnx"]);
 });
