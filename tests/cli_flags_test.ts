@@ -72,14 +72,13 @@ Deno.test("--check fails (exit 1) on a model file that does not match the lock, 
   const temp = await writeTinyConfig();
   try {
     const models = join(temp.dir, "models");
-    // The base set of the default config on the CPU provider ([models] base = "auto").
-    await Deno.mkdir(join(models, "sd15-fp32/text_encoder"), { recursive: true });
+    await Deno.mkdir(join(models, "sd15/text_encoder"), { recursive: true });
     const text = await Deno.readTextFile(temp.path);
     // The base text encoder replaced by a same-sized file of other bytes, the rest left missing.
-    const source = join(ROOT, "tests/fixtures/tiny/models/sd15-fp32/text_encoder/model.onnx");
+    const source = join(ROOT, "tests/fixtures/tiny/models/sd15/text_encoder/model.onnx");
     const bytes = await Deno.readFile(source);
     bytes[bytes.length - 1] ^= 0xff;
-    await Deno.writeFile(join(models, "sd15-fp32/text_encoder/model.onnx"), bytes);
+    await Deno.writeFile(join(models, "sd15/text_encoder/model.onnx"), bytes);
     await Deno.writeTextFile(
       temp.path,
       text.replace(/root = .*/, `root = ${JSON.stringify(models)}`),
@@ -87,7 +86,7 @@ Deno.test("--check fails (exit 1) on a model file that does not match the lock, 
     const out = await run(["--check", "--config", temp.path]);
     assert.equal(out.code, 1, out.stderr);
     assert.match(out.stderr, /check failed:/);
-    assert.match(out.stderr, /sd15-fp32\/text_encoder\/model\.onnx/);
+    assert.match(out.stderr, /sd15\/text_encoder\/model\.onnx/);
     // The fix fits the lock entry: fixtures for the test-sized set, a download for pinned files.
     assert.match(out.stderr, /run `deno task (fixtures|models)/);
     assert.equal(out.stdout.split("\n")[0].startsWith("config ok"), false, "nothing printed as ok");

@@ -25,8 +25,7 @@ Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps,
   const dir = await Deno.makeTempDir({ prefix: "sd15-fast-" });
   try {
     const fixtures = join(ROOT, "tests/fixtures/tiny");
-    // sd15-fp32: the base that [models] base = "auto" picks on the CPU provider.
-    for (const sub of ["sd15-fp32", "taesd"]) {
+    for (const sub of ["sd15", "taesd"]) {
       await copyDir(join(fixtures, "models", sub), join(dir, "models", sub));
     }
     const lora = buildTinyLora(41, { rank: 4, alpha: 4 });
@@ -36,7 +35,7 @@ Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps,
       lora,
     );
     const entries = parseLock(await Deno.readTextFile(join(fixtures, "models.lock")))
-      .filter((e) => e.path.startsWith("sd15-fp32/") || e.path.startsWith("taesd/"));
+      .filter((e) => e.path.startsWith("sd15/") || e.path.startsWith("taesd/"));
     entries.push(lockEntry("lora", "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors", lora));
     await Deno.writeTextFile(join(dir, "models.lock"), lockText(entries));
     const config = join(dir, "config.toml");
@@ -63,6 +62,8 @@ Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps,
       assert.equal(readPngText(png).size, "square_512");
       assert.equal(Math.max(...progress), 4, `progress ${progress}`);
       assert.match(session.stderr(), /blended LoRA weights/);
+      // Only sd15/ was copied: base = "auto" fell back to it on the CPU provider, and says so.
+      assert.match(session.stderr(), /running the fp16 SD 1\.5 set on the CPU provider/);
       assert.match(session.stderr(), /lcm-lora-sdv1-5\/pytorch_lora_weights\.safetensors/);
     } finally {
       await session.close();

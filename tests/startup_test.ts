@@ -36,13 +36,9 @@ async function serveOnce(configPath: string) {
 Deno.test("start-up refuses a model file whose hash is not the lock's", async () => {
   const dir = await Deno.makeTempDir({ prefix: "sd15-startup-" });
   try {
-    // sd15-fp32: the default base on the CPU provider ([models] base = "auto").
-    await copyDir(
-      join(ROOT, "tests/fixtures/tiny/models/sd15-fp32"),
-      join(dir, "models/sd15-fp32"),
-    );
+    await copyDir(join(ROOT, "tests/fixtures/tiny/models/sd15"), join(dir, "models/sd15"));
     await Deno.copyFile(join(ROOT, "tests/fixtures/tiny/models.lock"), join(dir, "models.lock"));
-    const unet = join(dir, "models/sd15-fp32/unet/model.onnx");
+    const unet = join(dir, "models/sd15/unet/model.onnx");
     const bytes = await Deno.readFile(unet);
     bytes[bytes.length - 1] ^= 0xff; // same size, different content
     await Deno.writeFile(unet, bytes);
@@ -52,10 +48,7 @@ Deno.test("start-up refuses a model file whose hash is not the lock's", async ()
     const stderr = new TextDecoder().decode(output.stderr);
     assert.notEqual(output.code, 0);
     assert.equal(output.stdout.length, 0);
-    assert.match(
-      stderr,
-      /sd15-fp32\/unet\/model\.onnx \(\[models\] base = "sd15-fp32"\): sha256 is/,
-    );
+    assert.match(stderr, /sd15\/unet\/model\.onnx \(\[models\] base = "sd15"\): sha256 is/);
     // A fixture:// entry is rebuilt, not downloaded.
     assert.match(stderr, /deno task fixtures/);
   } finally {
@@ -71,10 +64,10 @@ Deno.test("start-up refuses a missing model file and names it", async () => {
     const stderr = new TextDecoder().decode(output.stderr);
     assert.notEqual(output.code, 0);
     // Where it was expected, and the config key that needs it.
-    const expected = join(temp.dir, "empty", "sd15-fp32", "unet", "model.onnx");
+    const expected = join(temp.dir, "empty", "sd15", "unet", "model.onnx");
     assert.ok(
       stderr.includes(
-        `sd15-fp32/unet/model.onnx ([models] base = "sd15-fp32"): missing; expected at ${expected}`,
+        `sd15/unet/model.onnx ([models] base = "sd15"): missing; expected at ${expected}`,
       ),
       stderr,
     );

@@ -46,22 +46,33 @@ Deno.test("every key of config.toml has a one-line comment", async () => {
   for (const line of keyLines) assert.match(line, /#\s*\S/, `no comment on: ${line}`);
 });
 
-Deno.test('[models] base = "auto" picks the fp32 set on the CPU provider, fp16 on GPUs', async () => {
-  for (
-    const [provider, expected] of [["cpu", "sd15-fp32"], ["cuda", "sd15"], ["webgpu", "sd15"]]
-  ) {
+Deno.test('[models] base = "auto": the fp32 set on the CPU provider when it is in place, else fp16', async () => {
+  const cases: Array<[string, boolean, string]> = [
+    ["cpu", true, "sd15-fp32"],
+    ["cpu", false, "sd15"], // a fresh machine: the set `deno task models` can download
+    ["cuda", true, "sd15"],
+    ["webgpu", true, "sd15"],
+  ];
+  for (const [provider, present, expected] of cases) {
     await withConfig(
       `[models]\nroot = "m"\n[runtime]\nexecution_provider = "${provider}"\n`,
       async (path) => {
+        const dir = path.slice(0, path.lastIndexOf("/"));
+        if (present) {
+          await Deno.mkdir(join(dir, "m/sd15-fp32/unet"), { recursive: true });
+          await Deno.writeFile(join(dir, "m/sd15-fp32/unet/weights.pb"), new Uint8Array(1));
+        }
         const config = await loadConfig({ path, env: {} });
-        assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", expected));
+        assert.equal(config.models.base, join(dir, "m", expected), `${provider}, ${present}`);
+        assert.equal(config.models.autoBase, true);
       },
     );
   }
-  // A folder named in the config is used as written, whatever the provider.
-  await withConfig(`[models]\nroot = "m"\nbase = "sd15"\n`, async (path) => {
+  // A folder named in the config is used as written, whatever the provider and files.
+  await withConfig(`[models]\nroot = "m"\nbase = "sd15-fp32"\n`, async (path) => {
     const config = await loadConfig({ path, env: {} });
-    assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", "sd15"));
+    assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", "sd15-fp32"));
+    assert.equal(config.models.autoBase, false);
   });
 });
 
@@ -70,8 +81,8 @@ Deno.test("paths resolve against the config file's folder", async () => {
     const dir = path.slice(0, path.lastIndexOf("/"));
     const config = await loadConfig({ path, env: {} });
     assert.equal(config.models.root, join(dir, "m"));
-    // base = "auto" on the default (CPU) provider: the fp32 set.
-    assert.equal(config.models.base, join(dir, "m", "sd15-fp32"));
+    // base = "auto" on the default (CPU) provider without the fp32 set in place: the fp16 one.
+    assert.equal(config.models.base, join(dir, "m", "sd15"));
     assert.equal(config.models.lock, join(dir, "models.lock"));
     assert.equal(config.output.dir, join(dir, "out"));
     assert.equal(config.controlnet.depth.model, join(dir, "m", "controlnet/depth.onnx"));

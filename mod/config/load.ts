@@ -139,5 +139,14 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Resol
       `invalid config ${file ?? "(defaults + command line)"}:\n  ${lines.join("\n  ")}`,
     );
   }
-  return resolveConfig(parsed.data, file, env, cwd);
+  return resolveConfig(parsed.data, file, env, cwd, isFile);
+}
+
+/** Whether `path` is a file (for `[models] base = "auto"`, asked once at load). */
+function isFile(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
 }

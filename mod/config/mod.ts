@@ -15,6 +15,6 @@ export {
   loadConfig,
 } from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
-export { ConfigError } from "./resolve.ts";
+export { AUTO_BASE, ConfigError } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
 export { type ConfigEdit, ConfigEditError, editConfigText } from "./edit.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { dirname, isAbsolute, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { SizeId } from "../pipeline/types.ts";
 import type { SchedulerName } from "../schedulers/mod.ts";
 import type { RawConfig } from "./schema.ts";
@@ -79,6 +79,8 @@ export interface ResolvedConfig {
     lock: string;
     /** Absolute SD 1.5 folder (diffusers ONNX layout). */
     base: string;
+    /** True when `base` was "auto" (picked by {@link AUTO_BASE}). */
+    autoBase: boolean;
     /** Absolute path of the UNet that accepts ControlNet residuals. */
     controlnetUnet: string;
     /** `vae_decoder`: the base folder's VAE decoder ("full") or the tiny one (TAESD). */
@@ -168,12 +170,14 @@ export class ConfigError extends Error {
  * @param file the config file (paths are relative to its folder), or null
  * @param env environment variables to read secrets from
  * @param cwd folder used for relative paths when there is no file
+ * @param exists whether a file exists (for `[models] base = "auto"`); default: never
  */
 export function resolveConfig(
   raw: RawConfig,
   file: string | null,
   env: Record<string, string | undefined>,
   cwd: string,
+  exists: (path: string) => boolean = () => false,
 ): ResolvedConfig {
   const base = file ? dirname(file) : cwd;
   const where = file ?? "defaults";
@@ -258,7 +262,8 @@ export function resolveConfig(
     models: {
       root,
       lock: abs(raw.models.lock),
-      base: abs(baseFolder(raw.models.base, raw.runtime.execution_provider), root),
+      base: abs(baseFolder(raw.models.base, raw.runtime.execution_provider, root, exists), root),
+      autoBase: raw.models.base === "auto",
       controlnetUnet: abs(raw.models.controlnet_unet, root),
       vaeDecoder: raw.models.vae_decoder,
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
@@ -331,19 +336,37 @@ export function resolveConfig(
 }
 
 /**
- * The SD 1.5 set that `[models] base = "auto"` picks per execution provider:
- * the fp32 export on the CPU provider, where fp32 runs about 7× faster per
- * UNet call than fp16 and peaks at 1.4× instead of 3.5× its files (ONNX
- * Runtime's CPU provider has few float16 kernels; docs/performance.md), and
- * the fp16 export (half the download and memory) on GPU providers.
+ * The SD 1.5 sets `[models] base = "auto"` picks from: on the CPU provider
+ * the fp32 export, where fp32 runs 1.5× (idle machine) to 7× (contended)
+ * faster per UNet call than fp16 and peaks at 1.35× instead of 3.5× its
+ * files (ONNX Runtime's CPU provider has few float16 kernels;
+ * docs/performance.md), **when it is in place** — its pinned host
+ * (runwayml/stable-diffusion-v1-5) was withdrawn from Hugging Face, so
+ * `deno task models` cannot fetch it and a fresh machine must still get a set
+ * it can download — and the fp16 export otherwise (GPU providers: half the
+ * download and memory).
  */
-export const AUTO_BASE: Readonly<Record<"cpu" | "cuda" | "webgpu", string>> = {
-  cpu: "sd15-fp32",
-  cuda: "sd15",
-  webgpu: "sd15",
-};
+export const AUTO_BASE = {
+  /** The fp32 set's folder under the models root. */
+  fp32: "sd15-fp32",
+  /** The fp16 set's folder under the models root. */
+  fp16: "sd15",
+  /** The file whose presence says the fp32 set is in place (its largest). */
+  fp32Marker: "sd15-fp32/unet/weights.pb",
+} as const;
 
-/** `[models] base` as a folder: "auto" resolved by {@link AUTO_BASE}, anything else as written. */
-function baseFolder(base: string, provider: keyof typeof AUTO_BASE): string {
-  return base === "auto" ? AUTO_BASE[provider] : base;
+/**
+ * `[models] base` as a folder: "auto" resolved by {@link AUTO_BASE} (asking
+ * `exists` once about the fp32 set's marker), anything else as written.
+ */
+function baseFolder(
+  base: string,
+  provider: "cpu" | "cuda" | "webgpu",
+  root: string,
+  exists: (path: string) => boolean,
+): string {
+  if (base !== "auto") return base;
+  return provider === "cpu" && exists(join(root, ...AUTO_BASE.fp32Marker.split("/")))
+    ? AUTO_BASE.fp32
+    : AUTO_BASE.fp16;
 }
