@@ -16,6 +16,7 @@ import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { type KeysRun, runKeysCli } from "./helpers/keys_cli.ts";
+import { fill, tmpfsUnavailable } from "./helpers/tmpfs.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -344,48 +345,8 @@ for (const mode of modes) {
   });
 }
 
-/** Why a tmpfs cannot be mounted here, or undefined when it can. */
-async function tmpfsUnavailable(): Promise<string | undefined> {
-  if (Deno.build.os !== "linux") return `not Linux (${Deno.build.os})`;
-  const dir = await Deno.makeTempDir({ prefix: "sdmcp-tmpfs-probe-" });
-  try {
-    const mounted = await new Deno.Command("mount", {
-      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", dir],
-      stdout: "null",
-      stderr: "piped",
-    }).output().catch((error) => ({
-      success: false,
-      stderr: new TextEncoder().encode(String(error)),
-    }));
-    if (!mounted.success) {
-      return `mount -t tmpfs failed: ${new TextDecoder().decode(mounted.stderr).trim()}`;
-    }
-    await new Deno.Command("umount", { args: [dir] }).output();
-    return undefined;
-  } finally {
-    await Deno.remove(dir).catch(() => {});
-  }
-}
-
 const noTmpfs = await tmpfsUnavailable();
 if (noTmpfs) console.error(`full-disk test ignored: ${noTmpfs}`);
-
-/** Fills the filesystem at `dir` with `path` until ENOSPC. */
-async function fill(path: string): Promise<void> {
-  const file = await Deno.open(path, { write: true, create: true, append: true });
-  try {
-    for (const size of [1 << 20, 4096, 512]) {
-      const chunk = new Uint8Array(size);
-      try {
-        for (;;) await file.write(chunk);
-      } catch (error) {
-        if (!/No space left|ENOSPC|os error 28/i.test(String(error))) throw error;
-      }
-    }
-  } finally {
-    file.close();
-  }
-}
 
 Deno.test({
   name: "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",

@@ -16,6 +16,7 @@ import {
   UNET_SCOPES,
 } from "../model_builder/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
+import { fill, tmpfsUnavailable } from "../../tests/helpers/tmpfs.ts";
 import { createSession, type Feeds, type Session, Tensor } from "../onnx/mod.ts";
 import { differingBytes, tinyConfig, tinyModels } from "../pipeline/_testing.ts";
 import { createEngine } from "../pipeline/mod.ts";
@@ -404,4 +405,47 @@ Deno.test("start-up: a LoRA must be in models.lock (component lora) and verified
 Deno.test("fixture names: the tiny text encoder carries its torch scope", async () => {
   const model = onnx.onnx.ModelProto.decode(await Deno.readFile(tePath));
   ok(model.graph!.node!.some((n) => n.name === `/${TEXT_ENCODER_SCOPES.mix}/MatMul`));
+});
+
+const noTmpfs = await tmpfsUnavailable();
+if (noTmpfs) console.error(`LoRA full-disk test ignored: ${noTmpfs}`);
+
+Deno.test({
+  name: "patchModel: a model folder with no room for the copy is patched in memory instead",
+  ignore: noTmpfs !== undefined,
+  async fn() {
+    const path = await writeLora("full-disk.safetensors", buildTinyLora(12, { targets: "unet" }));
+    const { modules } = kohyaModules(parseSafetensors(await Deno.readFile(path), path), path);
+    const loras = [{ path, weight: 1, modules }];
+    const expected = await patchModel(unetPath, "unet", loras, { scratch: "memory" });
+    const mountPoint = await Deno.makeTempDir({ prefix: "lora-full-" });
+    const mount = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint],
+    }).output();
+    ok(mount.success, new TextDecoder().decode(mount.stderr));
+    try {
+      // The UNet on a file system that holds it, with less room left than its weights.pb.
+      for (const f of ["model.onnx", "weights.pb"]) {
+        await Deno.copyFile(join(dirname(unetPath), f), join(mountPoint, f));
+      }
+      await fill(join(mountPoint, "filler"));
+      const freed = (await Deno.stat(join(dirname(unetPath), "weights.pb"))).size / 2;
+      await Deno.truncate(
+        join(mountPoint, "filler"),
+        (await Deno.stat(join(mountPoint, "filler"))).size - freed,
+      );
+      const patched = await patchModel(join(mountPoint, "model.onnx"), "unet", loras);
+      ok(patched && expected);
+      strictEqual(patched.file, undefined, "no copy: it did not fit");
+      deepStrictEqual(patched.externalData.map((f) => f.path), ["weights.pb"]);
+      deepStrictEqual(patched.externalData[0].data, expected.externalData[0].data);
+      // The half-written scratch folder is gone.
+      const left = [];
+      for await (const e of Deno.readDir(mountPoint)) left.push(e.name);
+      deepStrictEqual(left.sort(), ["filler", "model.onnx", "weights.pb"]);
+    } finally {
+      await new Deno.Command("umount", { args: [mountPoint] }).output();
+      await Deno.remove(mountPoint, { recursive: true });
+    }
+  },
 });

@@ -94,6 +94,9 @@ interface Planned {
 
 const num = (d: number | { toNumber(): number }) => typeof d === "number" ? d : d.toNumber();
 
+/** Writing the scratch copy failed (full disk, write refused): the in-memory route still can. */
+class ScratchError extends Error {}
+
 /** Prefix of the scratch folders (with the process id, so a crashed run's folder can be swept). */
 const SCRATCH_PREFIX = ".lora-merge-";
 
@@ -173,7 +176,17 @@ export async function patchModel(
           return await patchBeside(path, bytes, model, plan, locations, dir, adder, matched);
         } catch (e) {
           await Deno.remove(dir, { recursive: true }).catch(() => {});
-          throw e;
+          if (!(e instanceof ScratchError)) throw e;
+          // A full disk (or a write refused) costs memory, not the start.
+          log(
+            "warn",
+            "lora",
+            "patching in memory: the copy beside the model could not be written",
+            {
+              folder: dir,
+              error: e.message,
+            },
+          );
         }
       }
     }
@@ -255,12 +268,15 @@ async function patchBeside(
     for (const loc of locations) {
       const from = join(dirname(path), loc);
       const to = join(dir, loc);
-      await Deno.mkdir(dirname(to), { recursive: true });
       try {
-        await Deno.copyFile(from, to);
+        await Deno.stat(from);
       } catch (e) {
         throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
       }
+      await scratchWrite(to, async () => {
+        await Deno.mkdir(dirname(to), { recursive: true });
+        await Deno.copyFile(from, to);
+      });
       files.set(loc, await Deno.open(to, { read: true, write: true }));
     }
     for (const [name, p] of plan) {
@@ -279,13 +295,16 @@ async function patchBeside(
       await readFully(file, region);
       await applyUpdates(region, size, p, adder);
       await file.seek(ref.offset, Deno.SeekMode.Start);
-      await writeFully(file, region);
+      await scratchWrite(ref.location, () => writeFully(file, region));
     }
   } finally {
     for (const f of files.values()) f.close();
   }
   const copy = join(dir, basename(path));
-  await Deno.writeFile(copy, reencode ? P.ModelProto.encode(model).finish() : bytes);
+  await scratchWrite(
+    copy,
+    () => Deno.writeFile(copy, reencode ? P.ModelProto.encode(model).finish() : bytes),
+  );
   return {
     model: bytes,
     externalData: [],
@@ -327,6 +346,15 @@ async function processAlive(pid: number): Promise<boolean> {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Runs a write into the scratch copy; its failure becomes a {@link ScratchError} naming `what`. */
+async function scratchWrite(what: string, write: () => Promise<unknown>): Promise<void> {
+  try {
+    await write();
+  } catch (e) {
+    throw new ScratchError(`writing ${what}: ${(e as Error).message}`);
   }
 }
 
