@@ -12,14 +12,7 @@ import { buildTinyLora, lockEntry, lockText, parseLock } from "../mod/model_buil
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-
-async function copyDir(from: string, to: string) {
-  await Deno.mkdir(to, { recursive: true });
-  for await (const entry of Deno.readDir(from)) {
-    if (entry.isDirectory) await copyDir(join(from, entry.name), join(to, entry.name));
-    else if (entry.isFile) await Deno.copyFile(join(from, entry.name), join(to, entry.name));
-  }
-}
+import { copyDir } from "./helpers/copy_dir.ts";
 
 Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps, tiny decoder, a PNG', async () => {
   const dir = await Deno.makeTempDir({ prefix: "sd15-fast-" });

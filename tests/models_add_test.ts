@@ -11,14 +11,7 @@ import { readModelsLock } from "../mod/models/mod.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-
-async function copyDir(from: string, to: string) {
-  await Deno.mkdir(to, { recursive: true });
-  for await (const entry of Deno.readDir(from)) {
-    if (entry.isDirectory) await copyDir(join(from, entry.name), join(to, entry.name));
-    else if (entry.isFile) await Deno.copyFile(join(from, entry.name), join(to, entry.name));
-  }
-}
+import { copyDir } from "./helpers/copy_dir.ts";
 
 async function modelsTask(cwd: string, ...args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {

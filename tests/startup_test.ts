@@ -11,16 +11,7 @@ import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { emptyModelsRoot, writeTinyConfig } from "./helpers/tiny_config.ts";
 import { teeChildLog } from "./helpers/log_secrets.ts";
-
-async function copyDir(from: string, to: string) {
-  await Deno.mkdir(to, { recursive: true });
-  for await (const entry of Deno.readDir(from)) {
-    if (entry.isDirectory) await copyDir(join(from, entry.name), join(to, entry.name));
-    else if (entry.isFile && !entry.name.startsWith(".")) {
-      await Deno.copyFile(join(from, entry.name), join(to, entry.name));
-    }
-  }
-}
+import { copyDir } from "./helpers/copy_dir.ts";
 
 async function serveOnce(configPath: string) {
   const output = await new Deno.Command(Deno.execPath(), {

@@ -86,8 +86,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
   if (
-    role !== "front" && config.models.autoBase && config.runtime.executionProvider === "cpu" &&
-    !config.models.base.endsWith(AUTO_BASE.fp32)
+    role !== "front" && config.models.autoBase === "fp16" &&
+    config.runtime.executionProvider === "cpu"
   ) {
     // base = "auto" fell back to the fp16 set on the CPU provider: say what the fp32 one buys.
     log("info", "app", "running the fp16 SD 1.5 set on the CPU provider", {

@@ -64,7 +64,7 @@ Deno.test('[models] base = "auto": the fp32 set on the CPU provider when it is i
         }
         const config = await loadConfig({ path, env: {} });
         assert.equal(config.models.base, join(dir, "m", expected), `${provider}, ${present}`);
-        assert.equal(config.models.autoBase, true);
+        assert.equal(config.models.autoBase, expected === "sd15" ? "fp16" : "fp32");
       },
     );
   }
@@ -72,7 +72,7 @@ Deno.test('[models] base = "auto": the fp32 set on the CPU provider when it is i
   await withConfig(`[models]\nroot = "m"\nbase = "sd15-fp32"\n`, async (path) => {
     const config = await loadConfig({ path, env: {} });
     assert.equal(config.models.base, join(path.slice(0, path.lastIndexOf("/")), "m", "sd15-fp32"));
-    assert.equal(config.models.autoBase, false);
+    assert.equal(config.models.autoBase, null);
   });
 });
 

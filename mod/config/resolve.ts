@@ -79,8 +79,8 @@ export interface ResolvedConfig {
     lock: string;
     /** Absolute SD 1.5 folder (diffusers ONNX layout). */
     base: string;
-    /** True when `base` was "auto" (picked by {@link AUTO_BASE}). */
-    autoBase: boolean;
+    /** What `base = "auto"` picked ({@link AUTO_BASE}), or null when a folder was named. */
+    autoBase: "fp32" | "fp16" | null;
     /** Absolute path of the UNet that accepts ControlNet residuals. */
     controlnetUnet: string;
     /** `vae_decoder`: the base folder's VAE decoder ("full") or the tiny one (TAESD). */
@@ -183,6 +183,7 @@ export function resolveConfig(
   const where = file ?? "defaults";
   const abs = (p: string, from = base) => isAbsolute(p) ? p : resolve(from, p);
   const root = abs(raw.models.root);
+  const auto = autoBase(raw.models.base, raw.runtime.execution_provider, root, exists);
   const nonEmpty = (v: string | undefined) => v === undefined || v === "" ? undefined : v;
 
   const environment = nonEmpty(env.MCP_ENV) ?? raw.server.environment;
@@ -262,8 +263,8 @@ export function resolveConfig(
     models: {
       root,
       lock: abs(raw.models.lock),
-      base: abs(baseFolder(raw.models.base, raw.runtime.execution_provider, root, exists), root),
-      autoBase: raw.models.base === "auto",
+      base: abs(auto ? AUTO_BASE[auto] : raw.models.base, root),
+      autoBase: auto,
       controlnetUnet: abs(raw.models.controlnet_unet, root),
       vaeDecoder: raw.models.vae_decoder,
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
@@ -356,17 +357,17 @@ export const AUTO_BASE = {
 } as const;
 
 /**
- * `[models] base` as a folder: "auto" resolved by {@link AUTO_BASE} (asking
- * `exists` once about the fp32 set's marker), anything else as written.
+ * Which set `[models] base = "auto"` picks by {@link AUTO_BASE} (asking
+ * `exists` once about the fp32 set's marker); null for a named folder.
  */
-function baseFolder(
+function autoBase(
   base: string,
   provider: "cpu" | "cuda" | "webgpu",
   root: string,
   exists: (path: string) => boolean,
-): string {
-  if (base !== "auto") return base;
+): "fp32" | "fp16" | null {
+  if (base !== "auto") return null;
   return provider === "cpu" && exists(join(root, ...AUTO_BASE.fp32Marker.split("/")))
-    ? AUTO_BASE.fp32
-    : AUTO_BASE.fp16;
+    ? "fp32"
+    : "fp16";
 }

@@ -6,20 +6,11 @@ import { AddError, addModels } from "./add.ts";
 import { readModelsLock } from "./lock.ts";
 import { ADDED_MARK } from "./lock_write.ts";
 import { loadVerifyCache } from "./verify_cache.ts";
+import { copyDir } from "../../tests/helpers/copy_dir.ts";
 
 const FIXTURES = new URL("../../tests/fixtures/tiny/", import.meta.url).pathname;
 const TINY = join(FIXTURES, "models");
 const SHIPPED_LOCK = new URL("../../models.lock", import.meta.url).pathname;
-
-async function copyDir(from: string, to: string): Promise<void> {
-  await Deno.mkdir(to, { recursive: true });
-  for await (const e of Deno.readDir(from)) {
-    if (e.isDirectory) await copyDir(join(from, e.name), join(to, e.name));
-    else if (e.isFile && !e.name.startsWith(".")) {
-      await Deno.copyFile(join(from, e.name), join(to, e.name));
-    }
-  }
-}
 
 /** A temp folder with `models/` and a copy of the shipped models.lock. */
 async function workspace(): Promise<
