@@ -223,22 +223,15 @@ async function patchInMemory(
       throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
     }
   }
-  let reencode = false;
-  for (const [name, p] of plan) {
-    const { count, size } = storage(path, name, p);
-    const ref = externalRef(p.t.init);
-    let region: Uint8Array;
-    if (ref) {
-      const file = external.get(ref.location)!;
-      checkBounds(path, name, ref, count * size, file.length);
-      region = file.subarray(ref.offset, ref.offset + count * size);
-    } else {
-      region = inlineRegion(path, name, p, count * size);
-      // onnx-proto decodes bytes as views of the input; otherwise re-encode.
-      if (region.buffer !== bytes.buffer) reencode = true;
-    }
-    await applyUpdates(region, size, p, adder);
-  }
+  const reencode = await patchPlanned(path, bytes, plan, adder, (ref, length, name) => {
+    const file = external.get(ref.location)!;
+    checkBounds(path, name, ref, length, file.length);
+    // A view of the file's bytes: updated in place, nothing to write back.
+    return Promise.resolve({
+      region: file.subarray(ref.offset, ref.offset + length),
+      commit: () => Promise.resolve(),
+    });
+  });
   return {
     model: reencode ? P.ModelProto.encode(model).finish() : bytes,
     externalData: [...external].map(([p, data]) => ({ path: p, data })),
@@ -246,6 +239,43 @@ async function patchInMemory(
     matched,
     patched: [...plan.keys()],
   };
+}
+
+/** An externally stored weight's bytes, and how to store them back once updated. */
+type ExternalRegion = (
+  ref: { location: string; offset: number },
+  length: number,
+  name: string,
+) => Promise<{ region: Uint8Array; commit(): Promise<void> }>;
+
+/**
+ * Adds every planned update, inline weights in `bytes` (the model's own
+ * buffer) and external ones through `external`; returns whether the model
+ * must be re-encoded (an inline weight that onnx-proto did not decode as a
+ * view of `bytes`).
+ */
+async function patchPlanned(
+  path: string,
+  bytes: Uint8Array,
+  plan: ReadonlyMap<string, Planned>,
+  adder: GemmAdder,
+  external: ExternalRegion,
+): Promise<boolean> {
+  let reencode = false;
+  for (const [name, p] of plan) {
+    const { count, size } = storage(path, name, p);
+    const ref = externalRef(p.t.init);
+    if (ref) {
+      const { region, commit } = await external(ref, count * size, name);
+      await applyUpdates(region, size, p, adder);
+      await commit();
+    } else {
+      const region = inlineRegion(path, name, p, count * size);
+      if (region.buffer !== bytes.buffer) reencode = true;
+      await applyUpdates(region, size, p, adder);
+    }
+  }
+  return reencode;
 }
 
 /**
@@ -279,24 +309,20 @@ async function patchBeside(
       });
       files.set(loc, await Deno.open(to, { read: true, write: true }));
     }
-    for (const [name, p] of plan) {
-      const { count, size } = storage(path, name, p);
-      const ref = externalRef(p.t.init);
-      if (!ref) {
-        const region = inlineRegion(path, name, p, count * size);
-        if (region.buffer !== bytes.buffer) reencode = true;
-        await applyUpdates(region, size, p, adder);
-        continue;
-      }
+    reencode = await patchPlanned(path, bytes, plan, adder, async (ref, length, name) => {
       const file = files.get(ref.location)!;
-      checkBounds(path, name, ref, count * size, (await file.stat()).size);
-      const region = new Uint8Array(count * size);
+      checkBounds(path, name, ref, length, (await file.stat()).size);
+      const region = new Uint8Array(length);
       await file.seek(ref.offset, Deno.SeekMode.Start);
       await readFully(file, region);
-      await applyUpdates(region, size, p, adder);
-      await file.seek(ref.offset, Deno.SeekMode.Start);
-      await scratchWrite(ref.location, () => writeFully(file, region));
-    }
+      return {
+        region,
+        async commit() {
+          await file.seek(ref.offset, Deno.SeekMode.Start);
+          await scratchWrite(ref.location, () => writeFully(file, region));
+        },
+      };
+    });
   } finally {
     for (const f of files.values()) f.close();
   }
