@@ -65,7 +65,7 @@ import { parseSafetensors, type StoredTensor } from "../lora/safetensors.ts";
 /**
  * Version of the converter's output. It changes whenever the bytes
  * {@link taesdDecoderToOnnx} writes for a given input would change (graph,
- * names, opset, encoder), so a digest recorded for one version is never
+ * names, opset, onnx-proto's serialisation), so a digest recorded for one version is never
  * taken for another's.
  */
 export const TAESD_CONVERTER_VERSION = 1;
