@@ -6,7 +6,13 @@
  * @module
  */
 
-export { type FloatTensor, parseSafetensors, SafetensorsError } from "./safetensors.ts";
+export {
+  type FloatTensor,
+  parseSafetensors,
+  SafetensorsError,
+  type SafetensorsFloatDtype,
+  type StoredTensor,
+} from "./safetensors.ts";
 export {
   fixNodeName,
   KOHYA_PREFIXES,

@@ -3,7 +3,8 @@
  * 8-byte little-endian header size N, N bytes of JSON
  * `{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__"?: {…}}`,
  * then the tensor bytes, offsets relative to the end of the header. Every
- * tensor is returned as float32 (F32, F16 and BF16 are accepted).
+ * tensor is returned as float32 (F32, F16 and BF16 are accepted), with the
+ * dtype the file stores it in.
  *
  * @module
  */
@@ -12,12 +13,21 @@
 // (no FFI permission) reads LoRA files through this parser.
 import { float16BitsToFloat32 } from "../onnx/fp16.ts";
 
-/** A float tensor read from a file. */
+/** Float element types a safetensors file may store (safetensors `Dtype` names). */
+export type SafetensorsFloatDtype = "F32" | "F16" | "BF16";
+
+/** A float tensor: shape and float32 values. */
 export interface FloatTensor {
   /** Shape; `[]` for a scalar. */
   shape: number[];
   /** Values in row-major order, as float32. */
   data: Float32Array;
+}
+
+/** A float tensor read from a file, with the element type the file stores it in. */
+export interface StoredTensor extends FloatTensor {
+  /** The stored element type (the values are widened to float32). */
+  dtype: SafetensorsFloatDtype;
 }
 
 /** A safetensors file that cannot be read; the message names the file. */
@@ -29,7 +39,7 @@ export class SafetensorsError extends Error {
   }
 }
 
-const BYTES: Record<string, number> = { F32: 4, F16: 2, BF16: 2 };
+const BYTES: Record<SafetensorsFloatDtype, number> = { F32: 4, F16: 2, BF16: 2 };
 /** The safetensors reference implementation caps the header at 100 MB. */
 const MAX_HEADER = 100_000_000;
 
@@ -40,7 +50,7 @@ const MAX_HEADER = 100_000_000;
  * @param source file name for error messages
  * @throws SafetensorsError naming `source` and what is wrong
  */
-export function parseSafetensors(bytes: Uint8Array, source: string): Map<string, FloatTensor> {
+export function parseSafetensors(bytes: Uint8Array, source: string): Map<string, StoredTensor> {
   const fail = (why: string): never => {
     throw new SafetensorsError(`${source}: not a valid safetensors file: ${why}`);
   };
@@ -62,13 +72,13 @@ export function parseSafetensors(bytes: Uint8Array, source: string): Map<string,
   }
   const dataStart = 8 + n;
   const dataLength = bytes.length - dataStart;
-  const out = new Map<string, FloatTensor>();
+  const out = new Map<string, StoredTensor>();
   for (const [name, info] of Object.entries(header as Record<string, unknown>)) {
     if (name === "__metadata__") continue;
     const t = info as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (t === null || typeof t !== "object") fail(`entry "${name}" is not an object`);
     const dtype = t.dtype;
-    if (typeof dtype !== "string" || !(dtype in BYTES)) {
+    if (typeof dtype !== "string" || !Object.hasOwn(BYTES, dtype)) {
       fail(`tensor "${name}" has dtype ${JSON.stringify(dtype)} (supported: F32, F16, BF16)`);
     }
     const shape = t.shape;
@@ -91,7 +101,7 @@ export function parseSafetensors(bytes: Uint8Array, source: string): Map<string,
     const dims = shape as number[];
     const [begin, end] = offsets as number[];
     const count = dims.reduce((a, b) => a * b, 1);
-    const size = BYTES[dtype as string];
+    const size = BYTES[dtype as SafetensorsFloatDtype];
     if (end - begin !== count * size) {
       fail(
         `tensor "${name}" (${dtype} [${dims}]) needs ${count * size} bytes, ` +
@@ -99,15 +109,21 @@ export function parseSafetensors(bytes: Uint8Array, source: string): Map<string,
       );
     }
     out.set(name, {
+      dtype: dtype as SafetensorsFloatDtype,
       shape: [...dims],
-      data: decode(bytes, dataStart + begin, count, dtype as string),
+      data: decode(bytes, dataStart + begin, count, dtype as SafetensorsFloatDtype),
     });
   }
   return out;
 }
 
 /** Decodes little-endian F32/F16/BF16 values into float32 (handles unaligned offsets). */
-function decode(bytes: Uint8Array, at: number, count: number, dtype: string): Float32Array {
+function decode(
+  bytes: Uint8Array,
+  at: number,
+  count: number,
+  dtype: SafetensorsFloatDtype,
+): Float32Array {
   const view = new DataView(bytes.buffer, bytes.byteOffset + at, count * BYTES[dtype]);
   const out = new Float32Array(count);
   if (dtype === "F32") {

@@ -41,9 +41,13 @@ Deno.test("safetensors: F32, F16 and BF16 tensors decode to float32", () => {
   ]);
   const t = parseSafetensors(bytes, "x.safetensors");
   deepStrictEqual([...t.keys()], ["a", "b", "c"]);
-  deepStrictEqual(t.get("a"), { shape: [2], data: Float32Array.of(1.5, -2) });
-  deepStrictEqual(t.get("b"), { shape: [1, 3], data: Float32Array.of(1, -0.5, 65504) });
-  deepStrictEqual(t.get("c"), { shape: [], data: Float32Array.of(3) });
+  deepStrictEqual(t.get("a"), { dtype: "F32", shape: [2], data: Float32Array.of(1.5, -2) });
+  deepStrictEqual(t.get("b"), {
+    dtype: "F16",
+    shape: [1, 3],
+    data: Float32Array.of(1, -0.5, 65504),
+  });
+  deepStrictEqual(t.get("c"), { dtype: "BF16", shape: [], data: Float32Array.of(3) });
 });
 
 Deno.test("safetensors: an unaligned data section still decodes", () => {
@@ -73,6 +77,11 @@ Deno.test("safetensors: header problems name the file and what is wrong", () => 
   check(
     file('{"w":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}', [0, 0, 0, 0, 0, 0, 0, 0]),
     /tensor "w" has dtype "I64"/,
+  );
+  // A name inherited from Object.prototype is no dtype either.
+  check(
+    file('{"w":{"dtype":"constructor","shape":[1],"data_offsets":[0,4]}}', [0, 0, 0, 0]),
+    /tensor "w" has dtype "constructor" \(supported: F32, F16, BF16\)/,
   );
   check(
     file('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}', [0, 0, 0, 0]),
