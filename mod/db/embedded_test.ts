@@ -60,10 +60,16 @@ Deno.test({
         async () => {
           const db = await openDatabase({ embeddedDir: dir, maxConnections: 2 });
           try {
-            strictEqual(await mode(dir), 0o700, "cluster directory");
+            // As root the cluster directory is root's (the postgres account only
+            // passes through it to its own data/ and run/), the password root's
+            // and readable by the postgres group alone (initdb reads it).
+            const root = Deno.uid() === 0;
+            strictEqual(await mode(dir), root ? 0o711 : 0o700, "cluster directory");
+            strictEqual((await Deno.stat(dir)).uid, Deno.uid(), "cluster directory owner");
             strictEqual(await mode(`${dir}/data`), 0o700, "data directory");
             strictEqual(await mode(`${dir}/run`), 0o700, "socket directory");
-            strictEqual(await mode(`${dir}/password`), 0o600, "password file");
+            strictEqual(await mode(`${dir}/password`), root ? 0o640 : 0o600, "password file");
+            strictEqual((await Deno.stat(`${dir}/password`)).uid, Deno.uid(), "password owner");
             strictEqual(await mode(`${dir}.lock`), 0o600, "lock file");
             const [settings] = await db.query<{ listen: string; auth: string }>(
               "SELECT current_setting('listen_addresses') AS listen, current_setting('password_encryption') AS auth",
