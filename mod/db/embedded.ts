@@ -369,6 +369,19 @@ export class EmbeddedPostgres {
   }
 
   /**
+   * The absolute paths this cluster's error messages may name, each with
+   * what to call it instead when the message may reach a client: the data
+   * directory as given and as resolved (`server.data_dir`, the cluster being
+   * its `postgres/`) and a temporary socket directory.
+   */
+  paths(): Array<[string, string]> {
+    const out: Array<[string, string]> = [[dirname(this.dataDir), "server.data_dir"]];
+    if (this.#dir) out.push([dirname(this.#dir), "server.data_dir"]);
+    if (this.#tempSocketDir) out.push([this.#tempSocketDir, "<socket directory>"]);
+    return out;
+  }
+
+  /**
    * Where to connect: this process's own server, or another process's; when
    * the cluster is free, this process takes it and starts the server. While
    * this process's server is down and its restart is pausing, rejects at once.
