@@ -282,9 +282,17 @@ export function writeNewFile(path: string, text: string, own: Ownership): void {
       written += fs.writeSync(fd, bytes, written, bytes.length - written);
     }
     fs.fsyncSync(fd);
-  } finally {
+  } catch (error) {
+    // A full disk, say: nothing half-written is left, and the message says where.
     fs.closeSync(fd);
+    try {
+      Deno.removeSync(path);
+    } catch {
+      // already gone
+    }
+    throw new Error(`could not write ${path}: ${(error as Error)?.message ?? error}`);
   }
+  fs.closeSync(fd);
 }
 
 /**
