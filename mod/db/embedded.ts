@@ -7,13 +7,23 @@
  * Isolation: the server has no TCP listener at all (`listen_addresses = ''`);
  * it listens only on a Unix socket in a 0700 directory, and every connection
  * must also pass SCRAM password authentication with a random password kept in
- * a 0600 file. The cluster directory is 0700. So only this user (or root) can
- * reach the key store.
+ * a file only this user can read. The cluster directory is 0700. So only this
+ * user (or root) can reach the key store.
  *
  * `initdb` and `postgres` refuse to run as root. When this process is root,
- * the cluster belongs to the `postgres` system user (created with `useradd`
- * when missing) and both programs are started through `setpriv`, which drops
- * to that user and then execs, so the child is PostgreSQL itself.
+ * PostgreSQL runs as the `postgres` system user (created with `useradd` when
+ * missing): both programs are started through `setpriv`, which drops to that
+ * user and then execs, so the child is PostgreSQL itself. That account owns
+ * only what PostgreSQL writes (`data/` and `run/`, 0700); the cluster
+ * directory around them is root's (0711) and the password root's with the
+ * account's group (0640, for initdb), so nothing root writes can be swapped
+ * for a link by that account.
+ *
+ * Nothing here follows a link: the parents of the cluster directory must be
+ * such that only root or this user can change them (`safe_dir.ts`, as
+ * OpenSSH's StrictModes), and the lock, the cluster directory, the password
+ * and `postmaster.pid` are opened without following one and checked through
+ * the descriptor (`no_follow.ts`). What is refused says which path and why.
  *
  * Several processes share one cluster (the server and `deno task keys`): the
  * first to take an exclusive lock on `<dir>.lock` owns the cluster, starts
