@@ -7,9 +7,9 @@
  */
 
 import assert from "node:assert/strict";
-import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir } from "./helpers/postgres.ts";
 import { runKeysCli } from "./helpers/keys_cli.ts";
+import { serveOnce } from "./helpers/serve_once.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 /** The `nobody` account, the attacker. */
@@ -35,21 +35,6 @@ async function snapshot(file: string, dir: string): Promise<string> {
     file: [f.uid, f.gid, f.mode, await Deno.readTextFile(file)],
     dir: [d.uid, d.gid, d.mode, entries.sort()],
   });
-}
-
-/** Starts the server (`main.ts --transport http`) on `config`; it must fail at once. */
-async function serve(config: string): Promise<{ code: number; stderr: string }> {
-  const run = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=serve", "main.ts", "--config", config, "--transport", "http"],
-    cwd: ROOT,
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-    clearEnv: true,
-    signal: AbortSignal.timeout(120_000),
-  }).output();
-  return { code: run.code, stderr: new TextDecoder().decode(run.stderr) };
 }
 
 Deno.test({
@@ -95,7 +80,7 @@ Deno.test({
       });
 
       await t.step("the server refuses to start, and says the same", async () => {
-        const run = await serve(temp.path);
+        const run = await serveOnce(temp.path);
         assert.equal(run.code, 1, run.stderr);
         assert.match(run.stderr, /start-up failed: refusing /);
         assert.match(run.stderr, refusal);

@@ -12,8 +12,8 @@ import { startApp } from "../mod/app/mod.ts";
 import { STATEMENT_TIMEOUT_MS } from "../mod/auth/cli.ts";
 import { type Database, openDatabase } from "../mod/db/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
-import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
+import { serveOnce } from "./helpers/serve_once.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { type KeysRun, runKeysCli } from "./helpers/keys_cli.ts";
 import {
@@ -448,17 +448,8 @@ Deno.test({
           `data_dir = ${JSON.stringify(`${mountPoint}/fresh`)}`,
         );
         await Deno.writeTextFile(temp.path, text);
-        const run = await new Deno.Command(Deno.execPath(), {
-          args: ["run", "-P=serve", "main.ts", "--config", temp.path, "--transport", "http"],
-          cwd: ROOT,
-          stdin: "null",
-          stdout: "null",
-          stderr: "piped",
-          env: { NO_COLOR: "1" },
-          clearEnv: true,
-          signal: AbortSignal.timeout(120_000),
-        }).output();
-        const stderr = new TextDecoder().decode(run.stderr);
+        const run = await serveOnce(temp.path);
+        const stderr = run.stderr;
         console.error(
           `start-up on a full disk: exit ${run.code} ${stderr.trim().split("\n").at(-1)}`,
         );

@@ -206,19 +206,24 @@ export function ownedDirectory(path: string, own: Ownership): number {
   }
 }
 
+/** {@link openNoFollow} of a file for reading; undefined when there is none. */
+function openExistingFile(path: string): number | undefined {
+  try {
+    return openNoFollow(path, "file", O_RDONLY);
+  } catch (error) {
+    if (errno(error) === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
 /**
  * Gives the existing regular file `path` the ownership and mode of `own`
  * (through an `O_NOFOLLOW` descriptor, after the checks of {@link ownedDirectory}
  * and a link count of one). Missing: returns false.
  */
 export function ownedFile(path: string, own: Ownership): boolean {
-  let fd: number;
-  try {
-    fd = openNoFollow(path, "file", O_RDONLY);
-  } catch (error) {
-    if (errno(error) === "ENOENT") return false;
-    throw error;
-  }
+  const fd = openExistingFile(path);
+  if (fd === undefined) return false;
   try {
     const stat = fs.fstatSync(fd);
     checkOpened(path, stat, "file", owners(own));
@@ -235,13 +240,8 @@ export function ownedFile(path: string, own: Ownership): boolean {
  * `accept` or linked elsewhere.
  */
 export function readNoFollow(path: string, accept: readonly number[]): string | undefined {
-  let fd: number;
-  try {
-    fd = openNoFollow(path, "file", O_RDONLY);
-  } catch (error) {
-    if (errno(error) === "ENOENT") return undefined;
-    throw error;
-  }
+  const fd = openExistingFile(path);
+  if (fd === undefined) return undefined;
   try {
     checkOpened(path, fs.fstatSync(fd), "file", accept);
     const chunks: Uint8Array[] = [];
