@@ -25,6 +25,11 @@ async function asNobody(script: string): Promise<void> {
   assert.ok(run.success, new TextDecoder().decode(run.stderr));
 }
 
+/** `deno task keys list` on the embedded default (whatever DATABASE_URL says here). */
+function keysList(config: string) {
+  return runKeysCli(["list", "--config", config], { env: {}, clearEnv: true, quiet: true });
+}
+
 /** What the victim's file and directory look like (owner, mode, content, entries). */
 async function snapshot(file: string, dir: string): Promise<string> {
   const f = await Deno.lstat(file);
@@ -72,7 +77,7 @@ Deno.test({
       );
 
       await t.step("deno task keys list refuses, naming the directory and why", async () => {
-        const run = await runKeysCli(["list", "--config", temp.path], { quiet: true });
+        const run = await keysList(temp.path);
         assert.equal(run.code, 1, run.stderr);
         assert.match(run.stderr, refusal);
         assert.match(run.stderr, /chown root /);
@@ -93,20 +98,20 @@ Deno.test({
         await Deno.symlink(`${victim}/precious`, `${own}/postgres.lock`);
         await Deno.symlink(`${victim}/keep`, `${own}/postgres`);
         await useDataDir(own);
-        let run = await runKeysCli(["list", "--config", temp.path], { quiet: true });
+        let run = await keysList(temp.path);
         assert.equal(run.code, 1, run.stderr);
         assert.match(
           run.stderr,
           new RegExp(`refusing ${own}/postgres.lock: it is a symbolic link`),
         );
         await Deno.remove(`${own}/postgres.lock`);
-        run = await runKeysCli(["list", "--config", temp.path], { quiet: true });
+        run = await keysList(temp.path);
         assert.equal(run.code, 1, run.stderr);
         assert.match(run.stderr, new RegExp(`refusing ${own}/postgres: it is a symbolic link`));
         assert.equal(await snapshot(`${victim}/precious`, `${victim}/keep`), before);
         // With the links gone, the same directory serves.
         await Deno.remove(`${own}/postgres`);
-        run = await runKeysCli(["list", "--config", temp.path], { quiet: true });
+        run = await keysList(temp.path);
         assert.equal(run.code, 0, run.stderr);
       });
     } finally {
