@@ -135,7 +135,12 @@ Deno.test("saving: name prefix, never overwriting, file named in the batch text"
       for (const f of files) assert.match(f, /^my_fox__\d{8}_\d{6}_(7|8)(-\d+)?\.png$/);
       // Seed 7 was generated twice (single + batch image 1): two distinct files.
       assert.equal(files.filter((f) => /_7(-\d+)?\.png$/.test(f)).length, 2);
-      assert.match(texts(batch), /\[1\/2\] seed 7, .*saved to .*my_fox__\d{8}_\d{6}_7/);
+      // Named by the setting, not the server's absolute path.
+      assert.match(
+        texts(batch),
+        /\[1\/2\] seed 7, .*saved to output\.dir\/my_fox__\d{8}_\d{6}_7(-\d+)?\.png/,
+      );
+      assert.ok(!texts(batch).includes(temp.dir), texts(batch));
       const saved = await Deno.readFile(join(temp.dir, "saved", files[0]));
       assert.equal(readPngText(saved).mode, "text_to_image");
     } finally {

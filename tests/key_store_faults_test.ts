@@ -12,11 +12,19 @@ import { startApp } from "../mod/app/mod.ts";
 import { STATEMENT_TIMEOUT_MS } from "../mod/auth/cli.ts";
 import { type Database, openDatabase } from "../mod/db/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
-import { ROOT } from "./helpers/paths.ts";
 import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
+import { serveOnce } from "./helpers/serve_once.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { type KeysRun, runKeysCli } from "./helpers/keys_cli.ts";
-import { fill, tmpfsUnavailable } from "./helpers/tmpfs.ts";
+import {
+  fill,
+  mountTmpfs,
+  resizeTmpfs,
+  tmpfsUnavailable,
+  treeBytes,
+  unmountTmpfs,
+  usedBytes,
+} from "./helpers/tmpfs.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -348,6 +356,15 @@ for (const mode of modes) {
 const noTmpfs = await tmpfsUnavailable();
 if (noTmpfs) console.error(`full-disk test ignored: ${noTmpfs}`);
 
+/** The tmpfs while the server starts: a limit, not memory taken (tmpfs uses what is written). */
+const START_ROOM = 1 << 30;
+/**
+ * Free room once the server is up, for what it writes before the disk is
+ * filled (a key, a checkpoint): three 16 MiB WAL segments.
+ */
+const HEADROOM = 48 << 20;
+const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(1);
+
 Deno.test({
   name: "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
   ignore: noTmpfs !== undefined,
@@ -355,16 +372,24 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     const mountPoint = await makeReachableTempDir("sdmcp-fulldisk-");
-    const mount = await new Deno.Command("mount", {
-      args: ["-t", "tmpfs", "-o", "size=96m,mode=0711", "tmpfs", mountPoint],
-    }).output();
-    assert.ok(mount.success, new TextDecoder().decode(mount.stderr));
+    // Room for whatever start-up puts there: the cluster, and a copy of the
+    // PostgreSQL binaries when the checkout is out of the postgres account's
+    // reach (as root, under a 0700 home). Sized to fit once it is in place.
+    await mountTmpfs(mountPoint, START_ROOM);
     const filler = `${mountPoint}/filler`;
     try {
       const h = await embeddedHarness((text) =>
         text.replace(/^data_dir = .*$/m, `data_dir = ${JSON.stringify(`${mountPoint}/data`)}`)
       );
       try {
+        const held = await usedBytes(mountPoint);
+        const binaries = await treeBytes(`${mountPoint}/data/postgres/pgsql`);
+        await resizeTmpfs(mountPoint, held + HEADROOM);
+        console.error(
+          `full-disk tmpfs: ${mib(held)} MiB in place (${
+            binaries ? `${mib(binaries)} MiB of it the copied PostgreSQL binaries` : "the cluster"
+          }), sized ${mib(held + HEADROOM)} MiB`,
+        );
         const steady = await createKey(h, "steady");
         assert.equal(await request(h.port, steady.key), 200);
 
@@ -423,17 +448,8 @@ Deno.test({
           `data_dir = ${JSON.stringify(`${mountPoint}/fresh`)}`,
         );
         await Deno.writeTextFile(temp.path, text);
-        const run = await new Deno.Command(Deno.execPath(), {
-          args: ["run", "-P=serve", "main.ts", "--config", temp.path, "--transport", "http"],
-          cwd: ROOT,
-          stdin: "null",
-          stdout: "null",
-          stderr: "piped",
-          env: { NO_COLOR: "1" },
-          clearEnv: true,
-          signal: AbortSignal.timeout(120_000),
-        }).output();
-        const stderr = new TextDecoder().decode(run.stderr);
+        const run = await serveOnce(temp.path);
+        const stderr = run.stderr;
         console.error(
           `start-up on a full disk: exit ${run.code} ${stderr.trim().split("\n").at(-1)}`,
         );
@@ -445,7 +461,7 @@ Deno.test({
       }
     } finally {
       await Deno.remove(filler).catch(() => {});
-      await new Deno.Command("umount", { args: ["-l", mountPoint] }).output();
+      await unmountTmpfs(mountPoint);
       await Deno.remove(mountPoint, { recursive: true }).catch(() => {});
     }
   },

@@ -66,7 +66,9 @@ export interface Listening {
 
 /**
  * A failure talking to the database. The message never contains the DSN
- * password. `unavailable` is true when the database could not be reached or
+ * password; one from a query or a transaction names no absolute path of the
+ * server either (`server.data_dir` and `…` stand in), since it may reach a
+ * client. `unavailable` is true when the database could not be reached or
  * did not answer in time (as opposed to an SQL error such as a constraint
  * violation).
  */

@@ -7,13 +7,23 @@
  * Isolation: the server has no TCP listener at all (`listen_addresses = ''`);
  * it listens only on a Unix socket in a 0700 directory, and every connection
  * must also pass SCRAM password authentication with a random password kept in
- * a 0600 file. The cluster directory is 0700. So only this user (or root) can
- * reach the key store.
+ * a file only this user can read. The cluster directory is 0700. So only this
+ * user (or root) can reach the key store.
  *
  * `initdb` and `postgres` refuse to run as root. When this process is root,
- * the cluster belongs to the `postgres` system user (created with `useradd`
- * when missing) and both programs are started through `setpriv`, which drops
- * to that user and then execs, so the child is PostgreSQL itself.
+ * PostgreSQL runs as the `postgres` system user (created with `useradd` when
+ * missing): both programs are started through `setpriv`, which drops to that
+ * user and then execs, so the child is PostgreSQL itself. That account owns
+ * only what PostgreSQL writes (`data/` and `run/`, 0700); the cluster
+ * directory around them is root's (0711) and the password root's with the
+ * account's group (0640, for initdb), so nothing root writes can be swapped
+ * for a link by that account.
+ *
+ * Nothing here follows a link: the parents of the cluster directory must be
+ * such that only root or this user can change them (`safe_dir.ts`, as
+ * OpenSSH's StrictModes), and the lock, the cluster directory, the password
+ * and `postmaster.pid` are opened without following one and checked through
+ * the descriptor (`no_follow.ts`). What is refused says which path and why.
  *
  * Several processes share one cluster (the server and `deno task keys`): the
  * first to take an exclusive lock on `<dir>.lock` owns the cluster, starts
@@ -29,8 +39,17 @@
  */
 
 import net from "node:net";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { DatabaseError } from "./database.ts";
+import {
+  openLockFile,
+  ownedDirectory,
+  ownedFile,
+  type Ownership,
+  readNoFollow,
+  writeNewFile,
+} from "./no_follow.ts";
+import { safeDataDir } from "./safe_dir.ts";
 import { log } from "../log/mod.ts";
 
 /** Where and how to connect, and whether this process runs that server. */
@@ -70,6 +89,8 @@ interface Runner {
   gid: number;
   /** True when this process is root and must drop to `uid` through setpriv. */
   drop: boolean;
+  /** This process's own user and group (root's when `drop`). */
+  self: { uid: number; gid: number };
 }
 
 /**
@@ -148,7 +169,8 @@ async function runnerUser(): Promise<Runner> {
   if (uid === null || gid === null) {
     throw unavailable("the embedded PostgreSQL needs a Unix system");
   }
-  if (uid !== 0) return { name: String(uid), uid, gid, drop: false };
+  const self = { uid, gid };
+  if (uid !== 0) return { name: String(uid), uid, gid, drop: false, self };
   let entry = await passwdEntry(ROLE);
   if (!entry) {
     log("warn", "db", `creating the system user "${ROLE}" to run the embedded PostgreSQL as`);
@@ -179,7 +201,7 @@ async function runnerUser(): Promise<Runner> {
   if (entry.uid === 0) {
     throw unavailable(`the user "${ROLE}" is root; PostgreSQL refuses to run as root`);
   }
-  return { name: ROLE, uid: entry.uid, gid: entry.gid, drop: true };
+  return { name: ROLE, uid: entry.uid, gid: entry.gid, drop: true, self };
 }
 
 /**
@@ -231,7 +253,13 @@ async function reachableBinaries(
   const native = dirname(dirname(bin.postgres));
   const target = join(clusterDir, "pgsql");
   const marker = join(target, ".source");
-  if ((await Deno.readTextFile(marker).catch(() => "")) !== native) {
+  let source: string | undefined;
+  try {
+    source = readNoFollow(marker, [runner.self.uid]);
+  } catch {
+    // Not ours, or not a plain file: placed again below.
+  }
+  if (source !== native) {
     await Deno.remove(target, { recursive: true }).catch(() => {});
     await copyTree(native, target);
     await Deno.writeTextFile(marker, native);
@@ -256,11 +284,38 @@ async function copyTree(from: string, to: string): Promise<void> {
   }
 }
 
-/** Creates `path` (0700) owned by the runner. */
-async function privateDir(path: string, runner: Runner): Promise<void> {
-  await Deno.mkdir(path, { recursive: true, mode: 0o700 });
-  await Deno.chmod(path, 0o700);
-  if (runner.drop) await Deno.chown(path, runner.uid, runner.gid);
+/**
+ * What the runner owns: PostgreSQL's data and socket directories (0700).
+ * When they already exist they may also be this process's (a socket
+ * directory made by makeTempDir); anyone else's is refused.
+ */
+function runnerOwned(runner: Runner): Ownership {
+  return { uid: runner.uid, gid: runner.gid, mode: 0o700, accept: [runner.self.uid] };
+}
+
+/**
+ * The cluster directory. As root it is root's, 0711: the `postgres` account
+ * can reach `data/` and `run/` (its own) but cannot create, rename or replace
+ * anything in it, so nothing root writes or changes there (the password, the
+ * copied binaries, the scratch directory of initdb) can be swapped for a link.
+ * One made by an earlier version (the runner's, 0700) is taken back.
+ * Otherwise it is this user's, 0700.
+ */
+function clusterOwned(runner: Runner): Ownership {
+  return runner.drop
+    ? { uid: runner.self.uid, gid: runner.self.gid, mode: 0o711, accept: [runner.uid] }
+    : { uid: runner.uid, gid: runner.gid, mode: 0o700 };
+}
+
+/**
+ * The password file: 0600 and this user's; as root it is root's with the
+ * runner's group, 0640, since initdb (run as the runner) reads it. One the
+ * runner owns (an earlier version's) is taken back.
+ */
+function passwordOwned(runner: Runner): Ownership {
+  return runner.drop
+    ? { uid: runner.self.uid, gid: runner.gid, mode: 0o640, accept: [runner.uid] }
+    : { uid: runner.uid, gid: runner.gid, mode: 0o600 };
 }
 
 /** Runs a PostgreSQL program as the runner; throws with its output when it fails. */
@@ -292,9 +347,12 @@ function dropArgs(runner: Runner): string[] {
  * described in the module documentation.
  */
 export class EmbeddedPostgres {
-  /** Absolute cluster directory (holds `data/`, `run/` and `password`). */
+  /** Absolute cluster directory as given (holds `data/`, `run/` and `password`). */
   readonly dataDir: string;
-  readonly #lockPath: string;
+  /** The cluster directory with every link resolved, once its parents are checked. */
+  #dir = "";
+  #lockPath = "";
+  #runner?: Runner;
   readonly #waitMs: number;
   readonly #connectTimeoutMs: number;
   readonly #binaries?: EmbeddedBinaries;
@@ -315,10 +373,22 @@ export class EmbeddedPostgres {
   /** Prepares (does not start) the embedded database in `dataDir`. */
   constructor(dataDir: string, options: EmbeddedOptions = {}) {
     this.dataDir = resolve(dataDir);
-    this.#lockPath = `${this.dataDir}.lock`;
     this.#waitMs = options.waitMs ?? 30_000;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.#binaries = options.binaries;
+  }
+
+  /**
+   * The absolute paths this cluster's error messages may name, each with
+   * what to call it instead when the message may reach a client: the data
+   * directory as given and as resolved (`server.data_dir`, the cluster being
+   * its `postgres/`) and a temporary socket directory.
+   */
+  paths(): Array<[string, string]> {
+    const out: Array<[string, string]> = [[dirname(this.dataDir), "server.data_dir"]];
+    if (this.#dir) out.push([dirname(this.#dir), "server.data_dir"]);
+    if (this.#tempSocketDir) out.push([this.#tempSocketDir, "<socket directory>"]);
+    return out;
   }
 
   /**
@@ -384,16 +454,23 @@ export class EmbeddedPostgres {
     }
   }
 
+  /**
+   * Checks the parents of the cluster directory (creating them when missing)
+   * and fixes the real paths everything below works on.
+   */
+  async #prepare(): Promise<Runner> {
+    const runner = this.#runner ??= await runnerUser();
+    const parent = safeDataDir(dirname(this.dataDir), runner.self.uid);
+    this.#dir = join(parent, basename(this.dataDir));
+    this.#lockPath = `${this.#dir}.lock`;
+    return runner;
+  }
+
   async #resolve(): Promise<EmbeddedEndpoint> {
     const deadline = Date.now() + this.#waitMs;
-    await Deno.mkdir(dirname(this.dataDir), { recursive: true });
+    const runner = await this.#prepare();
     for (;;) {
-      const file = await Deno.open(this.#lockPath, {
-        read: true,
-        write: true,
-        create: true,
-        mode: 0o600,
-      });
+      const file = openLockFile(this.#lockPath, runner.self.uid, runner.self.gid);
       let keep = false;
       try {
         if (await file.tryLock(true)) {
@@ -406,9 +483,9 @@ export class EmbeddedPostgres {
       } finally {
         if (!keep) file.close();
       }
-      const info = await this.#readLockInfo();
+      const info = this.#readLockInfo(runner);
       if (info) {
-        const password = await this.#readPassword();
+        const password = this.#readPassword(runner);
         if (password) {
           this.#endpoint = {
             socketPath: join(info.socketDir, `.s.PGSQL.${PORT}`),
@@ -449,46 +526,58 @@ export class EmbeddedPostgres {
 
   async #startServer(): Promise<EmbeddedEndpoint> {
     const started = performance.now();
-    const runner = await runnerUser();
-    await checkReachable(this.dataDir, runner, "the cluster directory");
-    await privateDir(this.dataDir, runner);
+    // Checked again on every (re)start: the parents may have changed meanwhile.
+    const runner = await this.#prepare();
+    const dir = this.#dir;
+    await checkReachable(dir, runner, "the cluster directory");
+    const previousOwner = ownedDirectory(dir, clusterOwned(runner));
+    if (runner.drop && previousOwner === runner.uid) {
+      // An earlier version's layout: the runner could write here, so what
+      // root placed here (the copied binaries) is placed again.
+      log("info", "db", "the cluster directory is root's now; its runner keeps data/ and run/", {
+        dir,
+      });
+      await Deno.remove(join(dir, "pgsql"), { recursive: true }).catch(() => {});
+    }
     const bin = await reachableBinaries(
       this.#binaries ?? await binaries(),
       runner,
-      this.dataDir,
+      dir,
     );
     await checkReachable(bin.postgres, runner, "its program");
 
     const password = await this.#ensurePassword(runner);
-    const data = join(this.dataDir, "data");
+    const data = join(dir, "data");
     if (!await exists(join(data, "PG_VERSION"))) {
       // initdb into a scratch directory, renamed when complete, so an
       // interrupted initdb (e.g. a full disk) is simply redone next time.
-      const scratch = join(this.dataDir, "data.initdb");
+      // (Deno.remove does not follow links, at the top or inside.)
+      const scratch = join(dir, "data.initdb");
       await Deno.remove(scratch, { recursive: true }).catch(() => {});
+      ownedDirectory(scratch, runnerOwned(runner));
       await runAs(runner, bin.initdb, [
         "-D",
         scratch,
         "-U",
         ROLE,
-        `--pwfile=${join(this.dataDir, "password")}`,
+        `--pwfile=${join(dir, "password")}`,
         "--auth=scram-sha-256",
         "--encoding=UTF8",
         "--locale=C",
         "--no-instructions",
       ]);
       await Deno.rename(scratch, data);
-      log("info", "db", "embedded PostgreSQL cluster created", { dir: this.dataDir });
+      log("info", "db", "embedded PostgreSQL cluster created", { dir });
     }
     await this.#stopLeftover(data, runner, bin);
 
-    let socketDir = join(this.dataDir, "run");
+    let socketDir = join(dir, "run");
     if (join(socketDir, `.s.PGSQL.${PORT}`).length > MAX_SOCKET_PATH) {
       // The path is too long for a Unix socket: a private temporary directory instead.
       this.#tempSocketDir ??= await Deno.makeTempDir({ dir: "/tmp", prefix: "sdmcp-pg-" });
       socketDir = this.#tempSocketDir;
     }
-    await privateDir(socketDir, runner);
+    ownedDirectory(socketDir, runnerOwned(runner));
 
     const args = [
       "-D",
@@ -536,7 +625,7 @@ export class EmbeddedPostgres {
     void done.then((status) => this.#exited(child, status));
 
     try {
-      await this.#waitReady(data, socketDir, child.pid, done);
+      await this.#waitReady(runner, data, socketDir, child.pid, done);
     } catch (error) {
       await this.#stopChild();
       throw error;
@@ -556,36 +645,40 @@ export class EmbeddedPostgres {
       owned: true,
     };
     log("info", "db", "embedded PostgreSQL started", {
-      dir: this.dataDir,
+      dir,
       pid: child.pid,
       ms: Math.round(performance.now() - started),
     });
     return this.#endpoint;
   }
 
-  /** The password file (0600, owned by the runner): created with a random password when missing. */
+  /**
+   * The password file (see {@link passwordOwned}): created with a random
+   * password when missing, its owner and mode set again when present.
+   */
   async #ensurePassword(runner: Runner): Promise<string> {
-    const path = join(this.dataDir, "password");
-    const existing = await this.#readPassword();
-    if (existing) return existing;
+    const path = join(this.#dir, "password");
+    const own = passwordOwned(runner);
+    if (ownedFile(path, own)) {
+      const existing = this.#readPassword(runner);
+      if (existing) return existing;
+    }
     const bytes = crypto.getRandomValues(new Uint8Array(24));
     const password = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-    // Written aside and renamed, so a full disk never leaves half a password.
+    // Written aside and renamed, so a full disk never leaves half a password;
+    // created O_EXCL | O_NOFOLLOW, after unlinking any leftover (unlink does not follow).
     const scratch = `${path}.new`;
-    await Deno.writeTextFile(scratch, password + "\n", { mode: 0o600 });
-    await Deno.chmod(scratch, 0o600);
-    if (runner.drop) await Deno.chown(scratch, runner.uid, runner.gid);
+    await Deno.remove(scratch).catch(() => {});
+    writeNewFile(scratch, password + "\n", own);
     await Deno.rename(scratch, path);
     return password;
   }
 
-  async #readPassword(): Promise<string | undefined> {
-    try {
-      const text = (await Deno.readTextFile(join(this.dataDir, "password"))).trim();
-      return text || undefined;
-    } catch {
-      return undefined;
-    }
+  /** The password, read without following a link; undefined while there is none. */
+  #readPassword(runner: Runner): string | undefined {
+    const own = passwordOwned(runner);
+    const text = readNoFollow(join(this.#dir, "password"), [own.uid, ...own.accept ?? []])?.trim();
+    return text || undefined;
   }
 
   /**
@@ -602,7 +695,9 @@ export class EmbeddedPostgres {
     const pidFile = join(data, "postmaster.pid");
     let lines: string[];
     try {
-      lines = (await Deno.readTextFile(pidFile)).split("\n");
+      const text = readNoFollow(pidFile, [runner.uid]);
+      if (text === undefined) return;
+      lines = text.split("\n");
     } catch {
       return;
     }
@@ -632,6 +727,7 @@ export class EmbeddedPostgres {
 
   /** Waits until postmaster.pid names `pid` and says "ready" (what `pg_ctl -w` waits for). */
   async #waitReady(
+    runner: Runner,
     data: string,
     socketDir: string,
     pid: number,
@@ -652,7 +748,7 @@ export class EmbeddedPostgres {
         );
       }
       try {
-        const lines = (await Deno.readTextFile(join(data, "postmaster.pid"))).split("\n");
+        const lines = (readNoFollow(join(data, "postmaster.pid"), [runner.uid]) ?? "").split("\n");
         // setpriv execs, so the child's pid is the postmaster's; a pid file of
         // another postmaster is not ours to trust.
         if (Number(lines[0]) === pid && lines[7]?.trim() === "ready" && await exists(socket)) {
@@ -767,9 +863,11 @@ export class EmbeddedPostgres {
     }
   }
 
-  async #readLockInfo(): Promise<LockInfo | undefined> {
+  #readLockInfo(runner: Runner): LockInfo | undefined {
     try {
-      const parsed = JSON.parse(await Deno.readTextFile(this.#lockPath)) as Partial<LockInfo>;
+      const parsed = JSON.parse(
+        readNoFollow(this.#lockPath, [runner.self.uid]) ?? "",
+      ) as Partial<LockInfo>;
       if (typeof parsed.socketDir === "string" && parsed.socketDir) {
         return { pid: Number(parsed.pid), socketDir: parsed.socketDir };
       }

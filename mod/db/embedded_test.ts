@@ -1,4 +1,4 @@
-import { notStrictEqual, ok, rejects, strictEqual } from "node:assert";
+import { deepStrictEqual, notStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import net from "node:net";
 import { dirname } from "node:path";
 import { makeReachableTempDir } from "../../tests/helpers/postgres.ts";
@@ -19,6 +19,37 @@ async function mode(path: string): Promise<number> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The uid (or, with `-g`, the gid) of the `postgres` account the embedded server runs as under root. */
+async function postgresUid(flag = "-u"): Promise<number> {
+  const id = await new Deno.Command("id", { args: [flag, "postgres"], stdout: "piped" }).output();
+  ok(id.success, "the postgres account exists (the embedded server made it)");
+  return Number(new TextDecoder().decode(id.stdout).trim());
+}
+
+/** Runs `sh -c script` as the `postgres` account. */
+async function asPostgres(script: string): Promise<void> {
+  const [uid, gid] = [String(await postgresUid()), String(await postgresUid("-g"))];
+  const run = await new Deno.Command("setpriv", {
+    args: ["--reuid", uid, "--regid", gid, "--clear-groups", "--", "sh", "-c", script],
+    stderr: "piped",
+  }).output();
+  ok(run.success, new TextDecoder().decode(run.stderr));
+}
+
+/** Owner, group, mode and entries (or content) of `path`, to compare before and after. */
+async function fingerprint(path: string): Promise<string> {
+  const info = await Deno.lstat(path);
+  let body: string[] | string;
+  if (info.isDirectory) {
+    body = [];
+    for await (const entry of Deno.readDir(path)) body.push(entry.name);
+    body.sort();
+  } else {
+    body = await Deno.readTextFile(path);
+  }
+  return JSON.stringify([info.uid, info.gid, info.mode, body]);
 }
 
 // The embedded default is tested on its own, whatever DATABASE_URL says.
@@ -55,15 +86,48 @@ Deno.test({
         await again.close();
       });
 
+      await t.step({
+        name: "as root, an earlier version's layout (all the runner's) is taken back, data kept",
+        ignore: Deno.uid() !== 0,
+        async fn() {
+          // Before, the cluster directory and the password were the postgres account's.
+          const runner = await postgresUid();
+          const group = await postgresUid("-g");
+          for (const [path, bits] of [[dir, 0o700], [`${dir}/password`, 0o600]] as const) {
+            await Deno.chown(path, runner, group);
+            await Deno.chmod(path, bits);
+          }
+          const db = await openDatabase({ embeddedDir: dir });
+          try {
+            strictEqual((await db.query("SELECT key_prefix FROM mcp_api_keys")).length, 1);
+            const cluster = await Deno.stat(dir);
+            strictEqual(cluster.uid, 0);
+            strictEqual(cluster.mode! & 0o777, 0o711);
+            const password = await Deno.stat(`${dir}/password`);
+            strictEqual(password.uid, 0);
+            strictEqual(password.gid, group, "readable by the postgres group (initdb)");
+            strictEqual(password.mode! & 0o777, 0o640);
+          } finally {
+            await db.close();
+          }
+        },
+      });
+
       await t.step(
         "nothing is readable by other users; no TCP listener; every connection its own session",
         async () => {
           const db = await openDatabase({ embeddedDir: dir, maxConnections: 2 });
           try {
-            strictEqual(await mode(dir), 0o700, "cluster directory");
+            // As root the cluster directory is root's (the postgres account only
+            // passes through it to its own data/ and run/), the password root's
+            // and readable by the postgres group alone (initdb reads it).
+            const root = Deno.uid() === 0;
+            strictEqual(await mode(dir), root ? 0o711 : 0o700, "cluster directory");
+            strictEqual((await Deno.stat(dir)).uid, Deno.uid(), "cluster directory owner");
             strictEqual(await mode(`${dir}/data`), 0o700, "data directory");
             strictEqual(await mode(`${dir}/run`), 0o700, "socket directory");
-            strictEqual(await mode(`${dir}/password`), 0o600, "password file");
+            strictEqual(await mode(`${dir}/password`), root ? 0o640 : 0o600, "password file");
+            strictEqual((await Deno.stat(`${dir}/password`)).uid, Deno.uid(), "password owner");
             strictEqual(await mode(`${dir}.lock`), 0o600, "lock file");
             const [settings] = await db.query<{ listen: string; auth: string }>(
               "SELECT current_setting('listen_addresses') AS listen, current_setting('password_encryption') AS auth",
@@ -203,6 +267,42 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "a restart refused (a link planted in the cluster) fails queries without naming a path",
+        async () => {
+          const db = await openDatabase({ embeddedDir: dir });
+          try {
+            await Deno.rename(`${dir}/run`, `${dir}/run.moved`);
+            await Deno.symlink(`${dir}/run.moved`, `${dir}/run`);
+            Deno.kill(await serverPid(dir), "SIGKILL");
+            let failure: DatabaseError | undefined;
+            for (let i = 0; i < 200 && !failure?.message.includes("refusing"); i++) {
+              await db.query("SELECT 1", [], { timeoutMs: 3_000 }).catch((error) =>
+                failure = error
+              );
+              await sleep(25);
+            }
+            ok(failure instanceof DatabaseError, String(failure));
+            strictEqual(failure.unavailable, true);
+            strictEqual(
+              failure.message,
+              "refusing server.data_dir/postgres/run: it is a symbolic link (to server.data_dir/postgres/run.moved), " +
+                "and links are never followed here; remove the link; the program creates what it needs",
+            );
+            await Deno.remove(`${dir}/run`);
+            await Deno.rename(`${dir}/run.moved`, `${dir}/run`);
+            let rows: unknown[] = [];
+            for (let i = 0; i < 100 && rows.length === 0; i++) {
+              rows = await db.query("SELECT 1 AS one", [], { timeoutMs: 3_000 }).catch(() => []);
+              if (rows.length === 0) await sleep(100);
+            }
+            strictEqual(rows.length, 1, "back once the link is gone");
+          } finally {
+            await db.close();
+          }
+        },
+      );
+
       await t.step("a cleanly stopped server starts again on the next connection", async () => {
         const db = await openDatabase({ embeddedDir: dir });
         try {
@@ -315,6 +415,69 @@ Deno.test({
           ok(!await Deno.stat(`${dir}/data/postmaster.pid`).then(() => true, () => false));
         },
       );
+    } finally {
+      await Deno.remove(root, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "as root, links the postgres account plants in the cluster directory are not followed",
+  ignore: Deno.uid() !== 0,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const root = await makeReachableTempDir("sdmcp-planted-");
+    try {
+      const victim = `${root}/victim`;
+      await Deno.mkdir(`${victim}/keep`, { recursive: true, mode: 0o755 });
+      await Deno.chmod(`${victim}/keep`, 0o755);
+      await Deno.writeTextFile(`${victim}/precious`, "root's file\n", { mode: 0o644 });
+      const before = [await fingerprint(`${victim}/precious`), await fingerprint(`${victim}/keep`)];
+      const unchanged = async () =>
+        deepStrictEqual(
+          [await fingerprint(`${victim}/precious`), await fingerprint(`${victim}/keep`)],
+          before,
+        );
+      // An earlier version's cluster directory: the postgres account's own, so it can plant links.
+      await Deno.mkdir(`${root}/data`, { mode: 0o755 });
+      const dir = `${root}/data/postgres`;
+      await Deno.mkdir(dir, { mode: 0o700 });
+      await Deno.chown(dir, await postgresUid(), await postgresUid("-g"));
+      await asPostgres(
+        `ln -s ${victim}/precious ${dir}/password && ln -s ${victim}/precious ${dir}/password.new` +
+          ` && ln -s ${victim}/keep ${dir}/data.initdb && ln -s ${victim}/keep ${dir}/run`,
+      );
+      const attempt = async (culprit: string | null) => {
+        const db = new EmbeddedPostgres(dir, { waitMs: 60_000 });
+        try {
+          if (culprit === null) {
+            await db.endpoint();
+          } else {
+            await rejects(db.endpoint(), (error: unknown) => {
+              ok(error instanceof DatabaseError, String(error));
+              strictEqual(error.code, "UNSAFE_PATH");
+              ok(
+                error.message.startsWith(`refusing ${dir}/${culprit}: it is a symbolic link`),
+                error.message,
+              );
+              return true;
+            });
+          }
+        } finally {
+          await db.close();
+        }
+        await unchanged();
+      };
+      await attempt("password");
+      // Refused, and the cluster directory is root's now: the account can plant nothing more.
+      strictEqual((await Deno.stat(dir)).uid, 0);
+      await Deno.remove(`${dir}/password`);
+      // password.new and data.initdb are unlinked and made afresh; run is checked.
+      await attempt("run");
+      await Deno.remove(`${dir}/run`);
+      await attempt(null);
+      strictEqual((await Deno.lstat(`${dir}/data`)).isSymlink, false);
     } finally {
       await Deno.remove(root, { recursive: true });
     }

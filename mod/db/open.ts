@@ -83,6 +83,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       connectTimeoutSeconds: options.connectTimeoutSeconds,
       queryTimeoutMs: options.queryTimeoutMs,
       secrets: [endpoint.password],
+      paths: () => embedded.paths(),
       onClose: () => embedded.close(),
     });
   }

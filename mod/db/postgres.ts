@@ -18,7 +18,7 @@ import {
   type Row,
   type SqlParam,
 } from "./database.ts";
-import { scrubSecrets } from "./redact.ts";
+import { hidePaths, scrubSecrets } from "./redact.ts";
 
 /** How to reach the server: a DSN, or a function that opens a connected socket. */
 export type PostgresTarget =
@@ -41,6 +41,13 @@ export interface PostgresOptions {
   queryTimeoutMs?: number;
   /** Secrets that must never appear in error messages (the DSN password). */
   secrets?: readonly (string | undefined)[];
+  /**
+   * The server's own absolute paths, each with the label error messages use
+   * instead (asked on every error: some are known only once the database
+   * runs). Any other absolute path in a message becomes `…`: these messages
+   * reach clients (a tool's error text), and the log keeps {@link Database.target}.
+   */
+  paths?: () => readonly (readonly [string, string])[];
   /**
    * `application_name` of every connection (default `generate-image-sd15-mcp`);
    * a replica puts its worker name here so others can see it is alive.
@@ -139,14 +146,21 @@ export function connectPostgres(options: PostgresOptions): Database {
     ? postgres(options.target.url, common)
     : postgres(socketOptions(common, options.target));
 
+  const hide = (text: string) => hidePaths(text, options.paths?.() ?? []);
   const wrap = (error: unknown): DatabaseError => {
-    if (error instanceof DatabaseError) return error;
+    if (error instanceof DatabaseError) {
+      // Made here or by the embedded server's socket factory (which may name its files).
+      const text = hide(error.message);
+      return text === error.message
+        ? error
+        : new DatabaseError(text, error.code, error.unavailable);
+    }
     const raw = error as { code?: unknown; message?: unknown } | undefined;
     const code = typeof raw?.code === "string" ? raw.code : "UNKNOWN";
     const unavailable = isUnavailable(code);
     const text = scrubSecrets(String(raw?.message ?? error), secrets);
     const what = unavailable ? "database unavailable" : "database error";
-    return new DatabaseError(`${what} (${options.description}): ${text}`, code, unavailable);
+    return new DatabaseError(hide(`${what} (${options.description}): ${text}`), code, unavailable);
   };
 
   const run = async <T extends Row>(

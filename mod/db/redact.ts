@@ -50,3 +50,25 @@ export function scrubSecrets(text: string, secrets: readonly (string | undefined
   }
   return out;
 }
+
+/**
+ * Takes the server's absolute paths out of `text`, for error messages that
+ * may reach a client (a tool result, an HTTP body): each `known` path
+ * becomes its label (the setting a user knows it by, e.g. `server.data_dir`),
+ * longest first, and any other absolute path becomes `…`. The operator's log
+ * keeps the full message where it is written; a remote caller learns what
+ * failed, not where the server keeps its files.
+ */
+export function hidePaths(text: string, known: readonly (readonly [string, string])[]): string {
+  let out = text;
+  const sorted = [...known].filter(([path]) => path.length > 1).sort((a, b) =>
+    b[0].length - a[0].length
+  );
+  for (const [path, label] of sorted) out = out.replaceAll(path, label);
+  // Quoted (PostgreSQL quotes paths with "", Deno and Node with ''), then bare:
+  // a bare path starts the text or follows a space, a bracket or "=", and ends
+  // before a space or a bracket, its last "." ":" "," or ";" left in place.
+  return out
+    .replace(/(["'`])\/[^"'`\n]*\1/g, "$1…$1")
+    .replace(/(^|[\s(\[=])\/[^\s'"`()\[\]]*?(?=[.:,;]?(?:[\s'"`)\]]|$))/g, "$1…");
+}

@@ -11,6 +11,7 @@
  */
 
 import { log } from "../log/mod.ts";
+import { shownPath } from "../output/mod.ts";
 import { type ImageContent, type TextContent, ToolError } from "../mcp/tool.ts";
 import type { ControlMode, Mask, RgbImage, SizeId } from "../pipeline/types.ts";
 import { SIZES } from "../pipeline/types.ts";
@@ -151,7 +152,7 @@ export async function runImageRequest(
         receivedAt: i === 1 ? request.receivedAt : Date.now(),
         onProgress: (step, steps) => hooks.onProgress({ image: i, images: count, step, steps }),
       });
-      const saved = o.savedPath ? `, saved to ${o.savedPath}` : "";
+      const saved = o.savedPath ? `, saved to ${shownPath(o.savedPath)}` : "";
       const notes = o.notes.length ? ` ${o.notes.join(" ")}` : "";
       items = [
         {

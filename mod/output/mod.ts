@@ -5,4 +5,4 @@
  */
 
 export { compactUtcTimestamp, imageFileName, MAX_NAME_LENGTH, sanitizeName } from "./file_name.ts";
-export { savePng } from "./save.ts";
+export { savePng, shownPath } from "./save.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ToolError } from "../mcp/tool.ts";
-import { compactUtcTimestamp, imageFileName, sanitizeName, savePng } from "./mod.ts";
+import { compactUtcTimestamp, imageFileName, sanitizeName, savePng, shownPath } from "./mod.ts";
 
 Deno.test("sanitizeName replaces characters outside [A-Za-z0-9_-] with _", () => {
   assert.equal(sanitizeName("my cat/photo.v2"), "my_cat_photo_v2");
@@ -80,4 +80,11 @@ Deno.test("savePng names an unwritable file relative to output.dir, never the ab
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("shownPath names a saved file by output.dir and its name only", () => {
+  assert.equal(
+    shownPath("/srv/sd/outputs/cat_20260304_050607_42-2.png"),
+    "output.dir/cat_20260304_050607_42-2.png",
+  );
 });

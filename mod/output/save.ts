@@ -4,7 +4,7 @@
  * @module
  */
 
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { log } from "../log/mod.ts";
 import { ToolError } from "../mcp/tool.ts";
 
@@ -26,6 +26,15 @@ function savingError(what: string, error: unknown, dir: string): ToolError {
     error: error instanceof Error ? error.message : String(error),
   });
   return new ToolError("saving", `${what}: ${scrub(error, dir)}`);
+}
+
+/**
+ * How a file {@link savePng} wrote is named to a client (a tool text):
+ * `output.dir/<file name>`. The user knows the folder by its setting; the
+ * server's absolute path says nothing a remote caller should know.
+ */
+export function shownPath(saved: string): string {
+  return `output.dir/${basename(saved)}`;
 }
 
 /**
