@@ -3,7 +3,7 @@
  * package) shows the test host page, which reads the view from the server
  * over real streamable HTTP (an SDK client with an API key, the tiny
  * models) and runs it in a sandbox proxy on another origin under the MCP
- * Apps default CSP. Checked: a finished image with its metadata, Save, Again,
+ * Apps default CSP (the resources themselves: tests/apps_test.ts). Checked: a finished image with its metadata, Save, Again,
  * light and dark themes, a narrow width; a handed-off job's progress to
  * completion; the Cancel button; list_generations and get_generation views;
  * that the view made no request and broke no CSP rule. Screenshots go to
@@ -16,7 +16,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { startApp } from "../mod/app/mod.ts";
-import { GALLERY_HTML, GALLERY_URI, MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
+import { MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { startAppsHost } from "./helpers/apps_host.ts";
@@ -30,15 +30,6 @@ import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
 const APPS_CLIENT = { extensions: { [UI_EXTENSION_ID]: { mimeTypes: [MCP_APP_MIME_TYPE] } } };
-
-/** The tools whose `_meta.ui.resourceUri` names the gallery. */
-const VIEWED_TOOLS = [
-  "generate_image",
-  "generate_guided_image",
-  "inpaint_image",
-  "get_generation",
-  "list_generations",
-];
 
 /** Finds the view's frame: the sandbox's inner srcdoc document with the gallery's root. */
 const VIEW_PROBE = `location.href === "about:srcdoc" && document.getElementById("app") !== null`;
@@ -116,7 +107,6 @@ type CallResult = {
 async function startServer(label: string, sections: string) {
   const tdb = await openTestDatabase(label);
   const write = await createTestKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
-  const read = await createTestKey(tdb.db, { projectId: 1, userId: 1, permission: "read" });
   const temp = await writeTinyConfig(sections);
   const config = await loadConfig({
     path: temp.path,
@@ -131,8 +121,6 @@ async function startServer(label: string, sections: string) {
     port,
     client,
     host,
-    writeKey: write.key,
-    readKey: read.key,
     async close() {
       await host.close();
       await client.close();
@@ -245,54 +233,6 @@ if ("missing" in found) {
     const hostState = <T>(page: Page, expression: string) => page.evaluate<T>(expression);
 
     try {
-      await t.step("resources/list and resources/read return the view over HTTP", async () => {
-        const listed = await fast.client.listResources();
-        assert.deepEqual(listed.resources.map((r) => [r.uri, r.mimeType]), [[
-          GALLERY_URI,
-          MCP_APP_MIME_TYPE,
-        ]]);
-        const read = await fast.client.readResource({ uri: GALLERY_URI });
-        assert.equal(read.contents.length, 1);
-        assert.equal(read.contents[0].mimeType, MCP_APP_MIME_TYPE);
-        assert.equal((read.contents[0] as { text?: string }).text, GALLERY_HTML);
-        assert.deepEqual(read.contents[0]._meta, { ui: { prefersBorder: true } });
-        const caps = fast.client.getServerCapabilities();
-        assert.deepEqual(caps?.resources, {});
-        assert.deepEqual(caps?.extensions?.[UI_EXTENSION_ID], { mimeTypes: [MCP_APP_MIME_TYPE] });
-        const tools = (await fast.client.listTools()).tools;
-        for (const tool of tools) {
-          const uri = (tool._meta as { ui?: { resourceUri?: string } } | undefined)?.ui
-            ?.resourceUri;
-          assert.equal(uri, VIEWED_TOOLS.includes(tool.name) ? GALLERY_URI : undefined, tool.name);
-        }
-        // A read key may read it (read-only); no key is refused before any MCP work.
-        const reader = await connectHttp(fast.port, { "MCP-API-Key": fast.readKey });
-        try {
-          assert.equal(
-            ((await reader.readResource({ uri: GALLERY_URI })).contents[0] as { text?: string })
-              .text,
-            GALLERY_HTML,
-          );
-        } finally {
-          await reader.close();
-        }
-        const anonymous = await fetch(`http://127.0.0.1:${fast.port}/mcp`, {
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            accept: "application/json, text/event-stream",
-          },
-          body: JSON.stringify({
-            jsonrpc: "2.0",
-            id: 1,
-            method: "resources/read",
-            params: { uri: GALLERY_URI },
-          }),
-        });
-        assert.equal(anonymous.status, 401);
-        await anonymous.body?.cancel();
-      });
-
       let firstSeed = "";
       await t.step("a finished image at full size with its metadata; Save; Again", async () => {
         const args = {
