@@ -8,11 +8,10 @@
  * @module
  */
 
-/** Where Chromium is looked for: `CHROMIUM_BIN`, then Debian's launcher. */
-export const CHROMIUM_CANDIDATES: readonly string[] = [
-  ...(Deno.env.get("CHROMIUM_BIN") ? [Deno.env.get("CHROMIUM_BIN")!] : []),
-  "/usr/bin/chromium",
-];
+/** Where Chromium is looked for: `CHROMIUM_BIN` when set, else Debian's launcher. */
+export const CHROMIUM_CANDIDATES: readonly string[] = Deno.env.get("CHROMIUM_BIN")
+  ? [Deno.env.get("CHROMIUM_BIN")!]
+  : ["/usr/bin/chromium"];
 
 /**
  * Flags that work on the development and CI machines (root, no display, no
