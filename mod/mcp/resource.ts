@@ -32,4 +32,4 @@ export interface ResourceDefinition {
  * The JSON-RPC error code of a `resources/read` for a URI the server does
  * not have (MCP 2025-11-25, server/resources "Error Handling": -32002).
  */
-export const RESOURCE_NOT_FOUND = -32002;
+export const RESOURCE_NOT_FOUND: number = -32002;
