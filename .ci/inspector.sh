@@ -149,6 +149,15 @@ check_app_info() { # $1 label, $2 output
   fi
 }
 
+expect_exit() { # $1 expected exit code, $2 actual, $3 its stderr, $4 label
+  if [ "$2" -eq "$1" ]; then
+    ok "$4 (exit $1)"
+  else
+    cat "$3" >&2
+    bad "$4: exit $2, expected $1"
+  fi
+}
+
 check_png() { # $1 label, $2 status, $3 png
   if [ "$2" -eq 0 ] && png_is "$3" 512 384; then
     ok "$1 generate_image returned a 512x384 PNG"
@@ -192,13 +201,7 @@ check_app_info "stdio (advertising MCP Apps)" "$work/stdio-apps.jsonl"
 # Without the extension advertised, the stdio server names no view (exit 2: no app).
 inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-name generate_image \
   --app-info >/dev/null 2>"$work/stdio-noapps.log"
-status=$?
-if [ $status -eq 2 ]; then
-  ok "stdio without MCP Apps advertised: no view named (exit 2)"
-else
-  cat "$work/stdio-noapps.log" >&2
-  bad "stdio without MCP Apps advertised: exit $status, expected 2"
-fi
+expect_exit 2 $? "$work/stdio-noapps.log" "stdio without MCP Apps advertised: no view named"
 
 # --- streamable HTTP with MCP-API-Key and X-MCP-Token ------------------------
 CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
@@ -238,12 +241,6 @@ check_app_info "HTTP (stateless: for every client)" "$work/http-apps.jsonl"
 # The same client without the key must be refused (exit 3: auth required).
 inspector "$url" --transport http --header "X-MCP-Token: $secret" --method tools/list \
   --format json >/dev/null 2>"$work/http-nokey.log"
-status=$?
-if [ $status -eq 3 ]; then
-  ok "HTTP without a key is refused (exit 3)"
-else
-  cat "$work/http-nokey.log" >&2
-  bad "HTTP without a key: exit $status, expected 3"
-fi
+expect_exit 3 $? "$work/http-nokey.log" "HTTP without a key is refused"
 
 finish

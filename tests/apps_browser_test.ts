@@ -15,18 +15,14 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { startApp } from "../mod/app/mod.ts";
 import { MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { startAppsHost } from "./helpers/apps_host.ts";
 import { findChromium, type FrameContext, launchChromium, Page } from "./helpers/chromium.ts";
+import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { createTestKey } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
-import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs } from "./helpers/results.ts";
-import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
 const APPS_CLIENT = { extensions: { [UI_EXTENSION_ID]: { mimeTypes: [MCP_APP_MIME_TYPE] } } };
@@ -103,30 +99,19 @@ type CallResult = {
   isError?: boolean;
 };
 
-/** One server over HTTP with the tiny models, and a client that renders MCP Apps. */
+/** One server over HTTP with the tiny models, and a client that renders MCP Apps behind the test host. */
 async function startServer(label: string, sections: string) {
-  const tdb = await openTestDatabase(label);
-  const write = await createTestKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
-  const temp = await writeTinyConfig(sections);
-  const config = await loadConfig({
-    path: temp.path,
-    overrides: { transport: "http" },
-    env: { DATABASE_URL: tdb.url },
-  });
-  const app = await startApp(config);
-  const port = app.http!.port;
-  const client = await connectHttp(port, { "MCP-API-Key": write.key }, APPS_CLIENT);
+  const server = await startHttpApp(label, sections);
+  const client = await connectHttp(server.port, { "MCP-API-Key": server.writeKey }, APPS_CLIENT);
   const host = await startAppsHost(client);
   return {
-    port,
+    port: server.port,
     client,
     host,
     async close() {
       await host.close();
       await client.close();
-      await app.shutdown();
-      await tdb.close();
-      await temp.remove();
+      await server.close();
     },
   };
 }

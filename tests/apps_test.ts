@@ -10,16 +10,12 @@
  */
 
 import assert from "node:assert/strict";
-import { startApp } from "../mod/app/mod.ts";
 import { GALLERY_HTML, GALLERY_URI, MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
+import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { createTestKey } from "./helpers/log_secrets.ts";
 import { TINY_CONFIG } from "./helpers/paths.ts";
-import { openTestDatabase } from "./helpers/postgres.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
 const APPS_CLIENT = { extensions: { [UI_EXTENSION_ID]: { mimeTypes: [MCP_APP_MIME_TYPE] } } };
@@ -108,44 +104,37 @@ Deno.test("apps over stdio: the gallery is listed and read; tools name it for an
 });
 
 Deno.test("apps over HTTP: the gallery with any key, never without one; tools name it", async (t) => {
-  const tdb = await openTestDatabase("apps_http");
-  const write = await createTestKey(tdb.db, { projectId: 3, userId: 3, permission: "write" });
-  const read = await createTestKey(tdb.db, { projectId: 3, userId: 3, permission: "read" });
-  const temp = await writeTinyConfig();
-  const app = await startApp(
-    await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    }),
-  );
-  const port = app.http!.port;
+  const server = await startHttpApp("apps_http");
   try {
-    await t.step("resources/list and resources/read with a write key", async () => {
-      const client = await connectHttp(port, { "MCP-API-Key": write.key }, APPS_CLIENT);
-      try {
-        await assertGalleryServed(client);
-        const tools = (await client.listTools()).tools;
-        assert.deepEqual(views(tools), expectedViews(tools));
-      } finally {
-        await client.close();
-      }
-    });
-    await t.step("a read key reads it too (resources are read-only)", async () => {
-      const client = await connectHttp(port, { authorization: `Bearer ${read.key}` });
-      try {
-        await assertGalleryServed(client);
-        // Stateless HTTP: each request is a new server that never saw this client's
-        // initialize, so the tools name the view for every client.
-        const tools = (await client.listTools()).tools;
-        assert.deepEqual(views(tools), expectedViews(tools));
-      } finally {
-        await client.close();
-      }
-    });
+    for (
+      const [label, headers] of [
+        ["a write key", { "MCP-API-Key": server.writeKey }],
+        ["a read key (resources are read-only)", { authorization: `Bearer ${server.readKey}` }],
+      ] as const
+    ) {
+      await t.step(
+        `resources/list, resources/read and the tools' views with ${label}`,
+        async () => {
+          const client = await connectHttp(server.port, headers, APPS_CLIENT);
+          const plain = await connectHttp(server.port, headers);
+          try {
+            await assertGalleryServed(client);
+            // Stateless HTTP: each request is a new server that never saw the client's
+            // initialize, so the tools name the view for every client.
+            for (const c of [client, plain]) {
+              const tools = (await c.listTools()).tools;
+              assert.deepEqual(views(tools), expectedViews(tools));
+            }
+          } finally {
+            await client.close();
+            await plain.close();
+          }
+        },
+      );
+    }
     await t.step("no key gets 401 before any MCP work, for resources too", async () => {
       for (const method of ["resources/list", "resources/read"]) {
-        const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+        const response = await fetch(`http://127.0.0.1:${server.port}/mcp`, {
           method: "POST",
           headers: {
             "content-type": "application/json",
@@ -158,8 +147,6 @@ Deno.test("apps over HTTP: the gallery with any key, never without one; tools na
       }
     });
   } finally {
-    await app.shutdown();
-    await tdb.close();
-    await temp.remove();
+    await server.close();
   }
 });
