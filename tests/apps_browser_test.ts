@@ -167,6 +167,8 @@ if ("missing" in found) {
       "apps_slow",
       `[generation]\nsteps = 500\nmax_wait_seconds = 0.5\n`,
     );
+    // 500 steps and the default wait (50 s): a call stays open for its whole job.
+    const patient = await startServer("apps_open", `[generation]\nsteps = 500\n`);
     const pages: Page[] = [];
     const shot = async (page: Page, name: string) => {
       // Once the host has fitted the frame to the view's content (the view reports its size).
@@ -252,6 +254,8 @@ if ("missing" in found) {
           `${Number(metadata.elapsed_seconds).toFixed(1)} s`,
         );
         assert.ok(figure.fields.timestamp, "when it was made");
+        // Every tEXt key of the PNG is shown (a preset's keys too, where the server writes them).
+        for (const key of Object.keys(metadata)) assert.ok(key in figure.fields, key);
         assert.ok(run.buttons.includes("again"), JSON.stringify(run.buttons));
         assert.ok(shown.scrollWidth <= shown.clientWidth, "no horizontal scrolling");
         firstSeed = metadata.seed;
@@ -412,6 +416,51 @@ if ("missing" in found) {
         },
       );
 
+      await t.step(
+        "a call still open: its job's progress, found with list_generations",
+        async () => {
+          const { page, result, snapshot } = await open(patient, "generate_image", {
+            positive_prompt: "an open call",
+            count: 3,
+          });
+          let answered = false;
+          result.then(() => answered = true, () => answered = true);
+          const whileOpen: string[] = [];
+          await until(
+            "the images",
+            async () => {
+              const s = await snapshot();
+              const line = s.runs[0]?.progress ?? "";
+              if (!answered && /^Image [1-3] of 3, step \d+ of \d+$/.test(line)) {
+                whileOpen.push(line);
+              }
+              return s;
+            },
+            (s) => s.runs[0]?.figures.length === 3 && s.runs[0].figures.every((f) => f.complete),
+            180_000,
+          );
+          const final = await result;
+          assert.equal(final.structuredContent, undefined, "the call did not hand off");
+          assert.equal(pngs(final).length, 3);
+          assert.ok(
+            whileOpen.length >= 2,
+            `progress while the call was open: ${whileOpen.join(" | ")}`,
+          );
+          const calls = await hostState<
+            Array<{ name?: string; arguments?: Record<string, unknown> }>
+          >(
+            page,
+            "host.log",
+          );
+          assert.ok(
+            calls.some((c) => c.name === "list_generations"),
+            "looked for the job",
+          );
+          assert.ok(calls.some((c) => c.name === "get_generation"), "followed the job");
+          await shot(page, "open-call-done");
+        },
+      );
+
       let cancelledJob = "";
       await t.step("Cancel stops a running job", async () => {
         // Four images of 500 steps: the job still runs when the button is pressed.
@@ -518,6 +567,7 @@ if ("missing" in found) {
     } finally {
       for (const page of pages) await page.close().catch(() => {});
       await browser.close();
+      await patient.close();
       await slow.close();
       await fast.close();
     }
