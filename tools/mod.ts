@@ -5,6 +5,7 @@
  * @module
  */
 
+import { withGalleryView } from "../mod/apps/mod.ts";
 import { createBackendClient } from "../mod/backend/mod.ts";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import type { ImageService } from "../mod/generation/mod.ts";
@@ -17,6 +18,19 @@ import { createGenerateImageTool } from "./generate_image.ts";
 import { createGetGenerationTool } from "./get_generation.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
 import { createListGenerationsTool } from "./list_generations.ts";
+
+/**
+ * The tools whose results the MCP Apps gallery view shows (`_meta.ui.resourceUri`):
+ * every tool that returns images, and the job tools that return a job's images or
+ * progress. A new image tool joins this list.
+ */
+export const GALLERY_TOOLS: readonly string[] = [
+  "generate_image",
+  "generate_guided_image",
+  "inpaint_image",
+  "get_generation",
+  "list_generations",
+];
 
 /** Builds every tool this configuration serves, in listing order. */
 export function createTools(
@@ -41,5 +55,5 @@ export function createTools(
     });
     tools.push(...(createDesignCodeTools(backend) as ToolDefinition[]));
   }
-  return tools;
+  return tools.map((tool) => GALLERY_TOOLS.includes(tool.name) ? withGalleryView(tool) : tool);
 }

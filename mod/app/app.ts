@@ -6,6 +6,7 @@
  * @module
  */
 
+import { GALLERY_RESOURCE, MCP_APPS_EXTENSION } from "../apps/mod.ts";
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
@@ -146,6 +147,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     throw error;
   }
   const tools = createTools(config, images, jobs);
+  // MCP Apps: the gallery view of the image and job tools' results (tool results stay as they are).
+  const views = { resources: [GALLERY_RESOURCE], extensions: [MCP_APPS_EXTENSION] };
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   let rejectFinished!: (error: unknown) => void;
@@ -199,7 +202,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, instructions: INSTRUCTIONS, ready });
+    const server = createMcpServer({ tools, ...views, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
     const shutdown = () =>
       stopping ??= (async () => {
@@ -280,7 +283,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         authenticator,
         authFailureResponse,
         createServer: (scope) =>
-          createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
+          createMcpServer({ tools, ...views, scope, instructions: INSTRUCTIONS, ready }),
         // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
         health: async () => ({
           ...(await jobs.health()),

@@ -1,11 +1,15 @@
 /**
- * MCP plumbing: the tool interface, the server factory, the stdio transport
- * and the SDK door.
+ * MCP plumbing: the tool and resource interfaces, extensions, the server
+ * factory, the stdio transport and the SDK door.
  *
  * @module
  */
 
 export * from "./tool.ts";
+export { RESOURCE_NOT_FOUND } from "./resource.ts";
+export type { ResourceDefinition } from "./resource.ts";
+export { toolMetaFor } from "./extension.ts";
+export type { ClientExtensionCapabilities, McpExtension } from "./extension.ts";
 export { createMcpServer, SERVER_INFO } from "./server.ts";
 export type { McpServerOptions } from "./server.ts";
 export { DenoStdioTransport } from "./stdio.ts";

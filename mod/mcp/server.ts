@@ -9,7 +9,18 @@
 import { z } from "zod";
 import { checkToolScope } from "../auth/tool_scope.ts";
 import { log } from "../log/mod.ts";
-import { ErrorCode, ListToolsRequestSchema, McpError, type McpServer, Server } from "./sdk.ts";
+import { type McpExtension, toolMetaFor } from "./extension.ts";
+import { RESOURCE_NOT_FOUND, type ResourceDefinition } from "./resource.ts";
+import {
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  type McpServer,
+  ReadResourceRequestSchema,
+  Server,
+} from "./sdk.ts";
 import {
   errorResult,
   type Scope,
@@ -71,6 +82,14 @@ export interface McpServerOptions {
   /** Server instructions shown to the client at initialize. */
   instructions?: string;
   /**
+   * Resources served by `resources/list` and `resources/read` (with the
+   * `resources` capability); none, and the capability is not advertised.
+   * They do not wait for {@link ready}.
+   */
+  resources?: readonly ResourceDefinition[];
+  /** Extensions advertised in `capabilities.extensions` (see `extension.ts`). */
+  extensions?: readonly McpExtension[];
+  /**
    * Settles when the tools can run (the model check and engine start-up).
    * `initialize` is answered at once; `tools/list` and `tools/call` wait for
    * it, and fail with its error when it rejects.
@@ -80,8 +99,16 @@ export interface McpServerOptions {
 
 /** Creates a server that lists `tools` and dispatches calls to them. */
 export function createMcpServer(options: McpServerOptions): McpServer {
+  const resources = options.resources ?? [];
+  const extensions = options.extensions ?? [];
   const server = new Server(SERVER_INFO, {
-    capabilities: { tools: {} },
+    capabilities: {
+      tools: {},
+      ...(resources.length ? { resources: {} } : {}),
+      ...(extensions.length
+        ? { extensions: Object.fromEntries(extensions.map((e) => [e.id, { ...e.settings }])) }
+        : {}),
+    },
     instructions: options.instructions,
   });
   const byName = new Map(options.tools.map((t) => [t.name, t]));
@@ -99,18 +126,58 @@ export function createMcpServer(options: McpServerOptions): McpServer {
 
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     await ready();
-    return listing;
+    // Known after this session's `initialize` (stdio); unknown on a stateless HTTP request.
+    const client = server.getClientCapabilities();
+    return {
+      tools: options.tools.map((t) => {
+        const meta = toolMetaFor(t._meta, extensions, client);
+        return {
+          name: t.name,
+          ...(t.title ? { title: t.title } : {}),
+          description: t.description,
+          inputSchema: t.inputSchema as { type: "object"; [k: string]: unknown },
+          annotations: t.annotations,
+          ...(meta ? { _meta: meta } : {}),
+        };
+      }),
+    };
   });
-  /** Built once: what every `tools/list` answers. */
-  const listing = {
-    tools: options.tools.map((t) => ({
-      name: t.name,
-      ...(t.title ? { title: t.title } : {}),
-      description: t.description,
-      inputSchema: t.inputSchema as { type: "object"; [k: string]: unknown },
-      annotations: t.annotations,
-    })),
-  };
+
+  if (resources.length) {
+    const byUri = new Map(resources.map((r) => [r.uri, r]));
+    // Static documents: no engine needed, so these answer while the models load.
+    server.setRequestHandler(ListResourcesRequestSchema, () => ({
+      resources: resources.map((r) => ({
+        uri: r.uri,
+        name: r.name,
+        ...(r.title ? { title: r.title } : {}),
+        ...(r.description ? { description: r.description } : {}),
+        mimeType: r.mimeType,
+        ...(r._meta ? { _meta: { ...r._meta } } : {}),
+      })),
+    }));
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }));
+    server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+      const resource = byUri.get(request.params.uri);
+      if (!resource) {
+        throw new McpError(
+          RESOURCE_NOT_FOUND,
+          `Resource not found: ${request.params.uri} (resources/list shows ${
+            resources.map((r) => r.uri).join(", ")
+          })`,
+          { uri: request.params.uri },
+        );
+      }
+      return {
+        contents: [{
+          uri: resource.uri,
+          mimeType: resource.mimeType,
+          text: await resource.read(),
+          ...(resource.contentMeta ? { _meta: { ...resource.contentMeta } } : {}),
+        }],
+      };
+    });
+  }
 
   server.setRequestHandler(CallToolRequest, async (request, extra) => {
     await ready();

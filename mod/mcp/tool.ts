@@ -125,6 +125,12 @@ export interface ToolDefinition<Schema extends ZodSchema = ZodSchema> {
   inputSchema: JsonSchema;
   /** Behaviour hints; `readOnlyHint` also decides which key scopes may call it. */
   annotations: ToolAnnotations;
+  /**
+   * The tool's `_meta` in `tools/list` (e.g. MCP Apps' `ui.resourceUri`).
+   * Keys an extension owns are listed only to clients that may use it
+   * (see `extension.ts`).
+   */
+  _meta?: Readonly<Record<string, unknown>>;
   /** Validates raw arguments; failures become field-level tool errors. */
   validate: Schema;
   /**

@@ -16,10 +16,11 @@ export interface StdioSession {
   close(): Promise<void>;
 }
 
-/** Starts the server with `args` and connects a client. */
+/** Starts the server with `args` and connects a client advertising `capabilities` (none by default). */
 export async function connectStdio(
   args: string[],
   env: Record<string, string> = {},
+  capabilities: Record<string, unknown> = {},
 ): Promise<StdioSession> {
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
@@ -30,7 +31,7 @@ export async function connectStdio(
   });
   let stderr = "";
   transport.stderr?.on("data", (chunk: Uint8Array) => stderr += new TextDecoder().decode(chunk));
-  const client = new Client({ name: "e2e-test", version: "1.0.0" });
+  const client = new Client({ name: "e2e-test", version: "1.0.0" }, { capabilities });
   await client.connect(transport);
   return {
     client,

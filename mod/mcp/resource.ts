@@ -1,0 +1,35 @@
+/**
+ * The shape of an MCP resource this server serves: what `resources/list`
+ * shows of it and what `resources/read` returns. The server (`server.ts`)
+ * lists the definitions and reads them by exact URI; resources are static
+ * documents here (the MCP Apps view), so there are no templates and no
+ * subscriptions.
+ *
+ * @module
+ */
+
+/** One resource: its listing entry and how to read it. */
+export interface ResourceDefinition {
+  /** The resource URI, matched exactly by `resources/read`. */
+  uri: string;
+  /** Programmatic name shown in `resources/list`. */
+  name: string;
+  /** Human title. */
+  title?: string;
+  /** What the resource is, for a host (or a person) choosing it. */
+  description?: string;
+  /** MIME type of the content, shown in the listing and on the content. */
+  mimeType: string;
+  /** `_meta` of the listing entry (MCP Apps reads `_meta.ui` from it as the default). */
+  _meta?: Readonly<Record<string, unknown>>;
+  /** `_meta` of the content item `resources/read` returns (preferred over the listing's). */
+  contentMeta?: Readonly<Record<string, unknown>>;
+  /** The resource's text (UTF-8). */
+  read(): string | Promise<string>;
+}
+
+/**
+ * The JSON-RPC error code of a `resources/read` for a URI the server does
+ * not have (MCP 2025-11-25, server/resources "Error Handling": -32002).
+ */
+export const RESOURCE_NOT_FOUND: number = -32002;
