@@ -17,6 +17,8 @@ import { createGenerateImageTool } from "./generate_image.ts";
 import { createGetGenerationTool } from "./get_generation.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
 import { createListGenerationsTool } from "./list_generations.ts";
+import { createTransformImageTool } from "./transform_image.ts";
+import { createUpscaleImageTool } from "./upscale_image.ts";
 
 /** Builds every tool this configuration serves, in listing order. */
 export function createTools(
@@ -28,6 +30,8 @@ export function createTools(
     createGenerateImageTool({ images, jobs, maxCount: config.generation.maxCount }),
     createGenerateGuidedImageTool({ images, jobs, controlnet: config.controlnet }),
     createInpaintImageTool({ images, jobs, inpaint: config.controlnet.inpaint }),
+    createTransformImageTool({ images, jobs }),
+    createUpscaleImageTool({ images, jobs }),
     createGetGenerationTool({ jobs, maxWaitMs: config.generation.maxWaitMs }),
     createCancelGenerationTool({ jobs }),
     createListGenerationsTool({ jobs }),

@@ -78,18 +78,31 @@ function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
  * "resized to the generation size") with PIL's Lanczos (`lanczos.ts`).
  * Rejects with `ToolError("image")` for corrupt or truncated data.
  */
-export async function toRgbImage(
+export function toRgbImage(
   decoded: DecodedImage,
   width: number,
   height: number,
 ): Promise<RgbImage> {
-  checkSize(width, height);
+  return toRgbImageSized(decoded, () => ({ width, height }));
+}
+
+/**
+ * {@link toRgbImage} at the size `choose` picks from the decoded image's
+ * width and height after EXIF orientation (e.g. the output size closest to
+ * the input's aspect ratio).
+ */
+export async function toRgbImageSized(
+  decoded: DecodedImage,
+  choose: (width: number, height: number) => { width: number; height: number },
+): Promise<RgbImage> {
   let full;
   try {
     full = await decodeRgb(decoded.bytes);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
+  const { width, height } = choose(full.width, full.height);
+  checkSize(width, height);
   const raw = resizeLanczos(full, width, height);
   return { width: raw.width, height: raw.height, data: raw.data };
 }
