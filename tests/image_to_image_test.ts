@@ -37,7 +37,12 @@ async function dataUri(width: number, height: number): Promise<string> {
   return `data:image/png;base64,${(await encodePng(image, {})).toBase64()}`;
 }
 
-function call(client: Client, name: string, args: Record<string, unknown>, onprogress?: () => void) {
+function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  onprogress?: () => void,
+) {
   return client.callTool({ name, arguments: args }, undefined, {
     timeout: 300_000,
     onprogress,
@@ -45,7 +50,9 @@ function call(client: Client, name: string, args: Record<string, unknown>, onpro
 }
 
 /** One PNG from a successful call: its pixels and metadata. */
-async function image(result: Result): Promise<{ pixels: Uint8Array; text: Record<string, string> }> {
+async function image(
+  result: Result,
+): Promise<{ pixels: Uint8Array; text: Record<string, string> }> {
   assert.equal(result.isError, undefined, texts(result));
   const [png] = pngs(result);
   return { pixels: await pixels(png), text: readPngText(png) };

@@ -23,7 +23,10 @@ function scripted() {
       requests.push(request);
       for (let s = 1; s <= 3; s++) options?.onProgress?.(s, 3);
       const data = new Uint8Array(request.width * request.height * 3).fill(90);
-      return Promise.resolve({ image: { width: request.width, height: request.height, data }, notes: [] });
+      return Promise.resolve({
+        image: { width: request.width, height: request.height, data },
+        notes: [],
+      });
     },
     close: () => Promise.resolve(),
   };
@@ -143,7 +146,10 @@ Deno.test(
     const { transform, requests } = await tools();
     for (const input_image of ["not base64!", btoa("GIF89a not a png")]) {
       await assert.rejects(
-        transform.handle(transform.validate.parse({ positive_prompt: "a", input_image }), context()),
+        transform.handle(
+          transform.validate.parse({ positive_prompt: "a", input_image }),
+          context(),
+        ),
         (e) => e instanceof ToolError && e.category === "image" && /input_image/.test(e.message),
       );
     }
@@ -172,7 +178,12 @@ Deno.test(
       assert.equal(text.size, id, `${w}×${h}`);
       assert.equal(text.mode, "upscale_image");
       const r = requests.at(-1) as Extract<GenerationRequest, { mode: "upscale_image" }>;
-      assert.deepEqual([r.width, r.height, r.image.width, r.image.height], [width, height, width, height]);
+      assert.deepEqual([r.width, r.height, r.image.width, r.image.height], [
+        width,
+        height,
+        width,
+        height,
+      ]);
       assert.equal(r.strength, 0.35, "[upscale] strength");
       assert.equal(r.positive, "base", "no prompt: only the base prompt");
     }
@@ -209,7 +220,10 @@ Deno.test(
       context(),
     );
     assert.equal(result.isError, true);
-    assert.match(JSON.stringify(result.content), /strengths \(\[transform\], \[upscale\]\) are not configured/);
+    assert.match(
+      JSON.stringify(result.content),
+      /strengths \(\[transform\], \[upscale\]\) are not configured/,
+    );
     assert.equal(requests.length, 0);
   }),
 );

@@ -2,7 +2,7 @@
  * The path every image takes once its job runs: engine → PNG with metadata
  * → optional save. Tool handlers decode and validate, the job queue
  * (mod/jobs) runs one job at a time; this module owns seeds, timing,
- * metadata and saving, so the three tools behave alike.
+ * metadata and saving, so the image tools behave alike.
  *
  * @module
  */

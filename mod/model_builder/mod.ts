@@ -70,6 +70,7 @@ export {
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
+  buildFullVaeEncoder,
   type FullModel,
   type FullModule,
   type FullOptions,

@@ -86,7 +86,7 @@ export function buildVaeEncoder(seed: number, dims: ModelDims, o: ExportOptions)
  * ConstantOfShape(Shape(mean)), followed by the `.to(dtype)` Cast of
  * diffusers 0.6's `sample()` in the diffusers flavour; `mean + std · noise`.
  */
-function sampleInGraph(L: Layers, params: string, flavour: Flavour): string {
+export function sampleInGraph(L: Layers, params: string, flavour: Flavour): string {
   const g = L.g;
   let mean: string;
   let logvar: string;
