@@ -25,12 +25,11 @@ export interface ImageScenario {
 /** The runner of these scenarios. */
 export const IMAGE_RUNNER = "mod/bench/full_image_run.ts";
 
-/** Scenario names, for the estimate. */
-export const TRANSFORM_SCENARIO =
-  "image-to-image (transform_image, strength 0.5), fast preset, fp32, tiny VAE";
+/** The image-to-image scenario's name (no commas, so `--only` can name it). */
+export const TRANSFORM_SCENARIO = "image-to-image: strength 0.5 (fast preset; fp32; tiny VAE)";
 /** The upscale scenario's name. */
 export const UPSCALE_SCENARIO =
-  "upscale 512 → 1024×1024 (9 tiles, strength 0.3), fast preset, fp32, tiny VAE";
+  "upscale: 512 to 1024x1024 in 9 tiles at strength 0.3 (fast preset; fp32; tiny VAE)";
 
 /** The scenarios, with the common flags (`--size` is not used: the sizes are the tools'). */
 export function imageScenarios(): ImageScenario[] {

@@ -7,6 +7,7 @@
 
 import { deepStrictEqual, notDeepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
+import onnx from "onnx-proto";
 import { ToolError } from "../mcp/tool.ts";
 import { createSessionFromBytes, exposeLatentParameters, Tensor } from "../onnx/mod.ts";
 import { TorchGenerator } from "../random/mod.ts";
@@ -22,6 +23,7 @@ import {
 } from "./_testing.ts";
 import { createEngine, type EngineOptions } from "./engine.ts";
 import type { EngineConfig } from "./engine_config.ts";
+import { openVaeEncoder } from "./load_models.ts";
 import { CancelledError } from "./errors.ts";
 import type { GenerationRequest, RgbImage } from "./types.ts";
 import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
@@ -287,4 +289,49 @@ Deno.test("start-up: a strength the LCM-distilled schedule cannot serve is named
     }),
     /\[upscale\] strength = 0.05 cannot be used with scheduler "lcm" and 4 steps/,
   );
+});
+
+Deno.test("openVaeEncoder: an encoder with external data is rewritten and opened from memory", async () => {
+  const inline = join(root, "sd15", "vae_encoder", "model.onnx");
+  const model = onnx.onnx.ModelProto.decode(await Deno.readFile(inline));
+  const chunks: Uint8Array[] = [];
+  let offset = 0;
+  for (const t of model.graph!.initializer!) {
+    const raw = t.rawData!;
+    if (raw.length < 64) continue;
+    t.dataLocation = onnx.onnx.TensorProto.DataLocation.EXTERNAL;
+    t.externalData = [
+      { key: "location", value: "weights.bin" },
+      { key: "offset", value: String(offset) },
+      { key: "length", value: String(raw.length) },
+    ];
+    t.rawData = new Uint8Array();
+    chunks.push(raw.slice());
+    offset += raw.length;
+  }
+  const dir = await Deno.makeTempDir({ prefix: "vae-encoder-external-" });
+  try {
+    ok(chunks.length > 0);
+    const external = new Uint8Array(offset);
+    chunks.reduce((at, c) => (external.set(c, at), at + c.length), 0);
+    await Deno.writeFile(join(dir, "weights.bin"), external);
+    await Deno.writeFile(join(dir, "model.onnx"), onnx.onnx.ModelProto.encode(model).finish());
+    const a = await openVaeEncoder(join(dir, "model.onnx"), { intraOpThreads: 1 });
+    const b = await openVaeEncoder(inline, { intraOpThreads: 1 });
+    try {
+      strictEqual(a.graph, "rewritten");
+      const feeds = {
+        sample: new Tensor("float32", new Float32Array(3 * 64 * 64).fill(0.25), [1, 3, 64, 64]),
+      };
+      deepStrictEqual(
+        (await a.session.run(feeds)).latent_parameters.data,
+        (await b.session.run(feeds)).latent_parameters.data,
+      );
+    } finally {
+      await a.session.release();
+      await b.session.release();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
