@@ -9,34 +9,20 @@ import { ImageService } from "../mod/generation/mod.ts";
 import { encodePng, readPngText } from "../mod/image/mod.ts";
 import { startMemoryJobs } from "../mod/jobs/testing.ts";
 import type { JobService } from "../mod/jobs/mod.ts";
-import { type ToolContext, ToolError } from "../mod/mcp/mod.ts";
-import type { GenerationRequest, Generator, RgbImage } from "../mod/pipeline/types.ts";
+import { ToolError } from "../mod/mcp/mod.ts";
+import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
+import type { GenerationRequest, RgbImage } from "../mod/pipeline/types.ts";
 import { closestUpscaleSize, createUpscaleImageTool } from "./upscale_image.ts";
 import { createTransformImageTool } from "./transform_image.ts";
 
 const STRENGTHS = { transform: { subtle: 0.2, moderate: 0.45, strong: 0.85 }, upscale: 0.35 };
 
-function scripted() {
-  const requests: GenerationRequest[] = [];
-  const generator: Generator = {
-    generate(request, options) {
-      requests.push(request);
-      for (let s = 1; s <= 3; s++) options?.onProgress?.(s, 3);
-      const data = new Uint8Array(request.width * request.height * 3).fill(90);
-      return Promise.resolve({
-        image: { width: request.width, height: request.height, data },
-        notes: [],
-      });
-    },
-    close: () => Promise.resolve(),
-  };
-  return { generator, requests };
-}
-
-const started: JobService[] = [];
+const scope = jobScope();
+const withJobs = scope.scoped;
+const context = toolContext;
 
 async function tools(strengths: typeof STRENGTHS | null = STRENGTHS) {
-  const { generator, requests } = scripted();
+  const { generator, requests } = scriptedGenerator(() => null, 3);
   const images = new ImageService({
     generator,
     prompt: { positive: "base", negative: "" },
@@ -45,32 +31,11 @@ async function tools(strengths: typeof STRENGTHS | null = STRENGTHS) {
     output: { save: false, dir: "/nonexistent" },
     strengths: strengths ?? undefined,
   });
-  const jobs = await startMemoryJobs(images);
-  started.push(jobs);
+  const jobs = scope.track(await startMemoryJobs(images));
   return {
     requests,
     transform: createTransformImageTool({ images, jobs }),
     upscale: createUpscaleImageTool({ images, jobs }),
-  };
-}
-
-function withJobs(fn: () => Promise<void>): () => Promise<void> {
-  return async () => {
-    try {
-      await fn();
-    } finally {
-      for (const jobs of started.splice(0)) await jobs.dispose();
-    }
-  };
-}
-
-function context(progress: Array<[number, number | undefined]> = []): ToolContext {
-  return {
-    signal: new AbortController().signal,
-    progress: (p, total) => {
-      progress.push([p, total]);
-      return Promise.resolve();
-    },
   };
 }
 

@@ -27,6 +27,7 @@ import { loadConfig } from "../config/mod.ts";
 import { decodeImageInput, encodePng, toRgbImage } from "../image/mod.ts";
 import { createSessionFromBytes } from "../onnx/mod.ts";
 import { createEngine, engineConfigOf, type GenerationRequest } from "../pipeline/mod.ts";
+import { testPicture } from "../pipeline/_testing.ts";
 import { TileBlender, tileGrid } from "../pipeline/upscale.ts";
 import { procMemory } from "./proc_memory.ts";
 import { type RunReport, timedSession } from "./full_run.ts";
@@ -99,18 +100,9 @@ async function main(): Promise<void> {
     (stages[name] ??= []).push(performance.now() - s);
     return out;
   };
-  // A lit sphere on a gradient (the picture full_run.ts guides with), as a PNG the tool decodes.
+  // Gradients and a bright square (the pipeline tests' picture); content does not change the cost.
   const side = 512;
-  const picture = {
-    width: side,
-    height: side,
-    data: Uint8Array.from({ length: side * side * 3 }, (_, i) => {
-      const p = Math.floor(i / 3);
-      const x = p % side - side / 2;
-      const y = Math.floor(p / side) - side / 2;
-      return x * x + y * y < (side / 3) ** 2 ? 220 - (x + y) / 8 : (p % side) * 255 / side;
-    }),
-  };
+  const picture = testPicture(side, side);
   const png = (await encodePng(picture, {})).toBase64();
   const out = upscale ? 1024 : side;
   const input = await time(

@@ -26,6 +26,18 @@ const codePoints = (s: string) => {
   return n;
 };
 
+/** The prompt length rule: at most {@link MAX_PROMPT_CHARS} code points. */
+function checkLength(ctx: { value: string; issues: unknown[] }): void {
+  const n = codePoints(ctx.value);
+  if (n > MAX_PROMPT_CHARS) {
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
+    });
+  }
+}
+
 /** `positive_prompt`: required string, non-empty after trimming, ≤ 10,000 characters. */
 export const positivePrompt: ZodField<string> = z.string({
   error: (issue) =>
@@ -40,30 +52,14 @@ export const positivePrompt: ZodField<string> = z.string({
       message: "must not be empty or only whitespace",
     });
   }
-  const n = codePoints(ctx.value);
-  if (n > MAX_PROMPT_CHARS) {
-    ctx.issues.push({
-      code: "custom",
-      input: ctx.value,
-      message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
-    });
-  }
+  checkLength(ctx);
 });
 
 /** An optional prompt: a string or null (= ""), ≤ 10,000 characters, may be empty. */
 const optionalPrompt = (): ZodField<string, string | null | undefined> =>
   z.string({
     error: (issue) => `must be a string or null, got ${typeof issue.input}`,
-  }).check((ctx) => {
-    const n = codePoints(ctx.value);
-    if (n > MAX_PROMPT_CHARS) {
-      ctx.issues.push({
-        code: "custom",
-        input: ctx.value,
-        message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
-      });
-    }
-  }).nullable().optional().transform((v) => v ?? "");
+  }).check(checkLength).nullable().optional().transform((v) => v ?? "");
 
 /** `negative_prompt`: optional string or null (= ""), ≤ 10,000 characters. */
 export const negativePrompt: ZodField<string, string | null | undefined> = optionalPrompt();

@@ -246,9 +246,8 @@ export class Engine {
     run.boundary("before it started");
     switch (request.mode) {
       case "image_to_image":
-        return await this.#transform(run, request);
       case "upscale_image":
-        return await this.#upscale(run, request);
+        return await this.#fromImage(run, request);
       default:
         return await this.#fromNoise(run, request);
     }
@@ -354,39 +353,31 @@ export class Engine {
     return { image, notes: prompts.notes };
   }
 
-  /** `transform_image`: diffusers' image-to-image (`image_to_image.ts`). */
-  async #transform(
-    run: Run,
-    request: Extract<GenerationRequest, { mode: "image_to_image" }>,
-  ): Promise<GenerationResult> {
-    this.#requireEncoder("transform_image");
-    checkInputImage(request.image, request.width, request.height);
-    const prompts = await this.#prompts(run, run.models.unet, request.positive, request.negative);
-    run.boundary("after text encoding");
-    const kept = this.#schedule(run, request.strength).timesteps.length;
-    const image = await this.#imageToImage(run, prompts, request.image, request.strength, {
-      seed: request.seed,
-      progress: (i) => run.progress(i, kept),
-    });
-    return { image, notes: prompts.notes };
-  }
-
   /**
-   * `upscale_image`: the image, already enlarged to the output size, refined
-   * tile by tile, each tile one image-to-image run with seed `seed + i` (the
-   * SD upscale script's `p.seed = processed.seed + 1` per tile), then blended
-   * (`upscale.ts`). One progress total over all tiles.
+   * `transform_image`: diffusers' image-to-image on the request's image
+   * (`image_to_image.ts`). `upscale_image`: the image, already enlarged to the
+   * output size, refined tile by tile, each tile one image-to-image run with
+   * seed `seed + i` (the SD upscale script's `p.seed = processed.seed + 1` per
+   * tile), then blended (`upscale.ts`). One progress total over all tiles.
    */
-  async #upscale(
+  async #fromImage(
     run: Run,
-    request: Extract<GenerationRequest, { mode: "upscale_image" }>,
+    request: Extract<GenerationRequest, { mode: "image_to_image" | "upscale_image" }>,
   ): Promise<GenerationResult> {
-    this.#requireEncoder("upscale_image");
+    const upscale = request.mode === "upscale_image";
+    this.#requireEncoder(upscale ? "upscale_image" : "transform_image");
     checkInputImage(request.image, request.width, request.height);
-    const grid = tileGrid(request.width, request.height);
+    const grid = upscale ? tileGrid(request.width, request.height) : null;
     const prompts = await this.#prompts(run, run.models.unet, request.positive, request.negative);
     run.boundary("after text encoding");
     const kept = this.#schedule(run, request.strength).timesteps.length;
+    if (!grid) {
+      const image = await this.#imageToImage(run, prompts, request.image, request.strength, {
+        seed: request.seed,
+        progress: (i) => run.progress(i, kept),
+      });
+      return { image, notes: prompts.notes };
+    }
     const total = kept * grid.tiles.length;
     const blender = new TileBlender(grid);
     for (let i = 0; i < grid.tiles.length; i++) {
