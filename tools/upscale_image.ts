@@ -17,7 +17,7 @@ import {
   UPSCALE_SIZE_IDS,
   upscaleSize,
 } from "../mod/generation/mod.ts";
-import { decodeImageInput, toRgbImageSized } from "../mod/image/mod.ts";
+import { closestAspect, decodeImageInput, toRgbImageClosest } from "../mod/image/mod.ts";
 import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { UPSCALE_SIZES, type UpscaleSizeId } from "../mod/pipeline/types.ts";
@@ -68,23 +68,11 @@ export interface UpscaleImageDeps {
   jobs: JobService;
 }
 
-/**
- * The upscale size whose aspect ratio is closest to `width`×`height`
- * (compared as log ratios, so 4:3 and 3:4 are equally far from square).
- */
+const UPSCALE_SIZE_LIST = UPSCALE_SIZE_IDS.map((id) => UPSCALE_SIZES[id]);
+
+/** The upscale size whose aspect ratio is closest to `width`×`height` (`closestAspect`). */
 export function closestUpscaleSize(width: number, height: number): UpscaleSizeId {
-  const ratio = Math.log(width / height);
-  let best: UpscaleSizeId = "square_1024";
-  let distance = Infinity;
-  for (const id of UPSCALE_SIZE_IDS) {
-    const s = UPSCALE_SIZES[id];
-    const d = Math.abs(ratio - Math.log(s.width / s.height));
-    if (d < distance - 1e-12) {
-      best = id;
-      distance = d;
-    }
-  }
-  return best;
+  return UPSCALE_SIZE_IDS[closestAspect(width, height, UPSCALE_SIZE_LIST)];
 }
 
 /** Creates the `upscale_image` tool. */
@@ -111,13 +99,15 @@ export function createUpscaleImageTool(
     async handle(args, context) {
       const receivedAt = Date.now();
       await deps.jobs.assertRoom();
-      let sizeId: UpscaleSizeId = args.size ?? "square_1024";
+      // The asked-for size, else the one closest to the input's shape (after EXIF orientation).
+      const sizes = args.size ? [UPSCALE_SIZES[args.size]] : UPSCALE_SIZE_LIST;
       const image = await deps.images.prepareInputs(async () =>
-        toRgbImageSized(await decodeImageInput("input_image", args.input_image), (w, h) => {
-          sizeId = args.size ?? closestUpscaleSize(w, h);
-          return UPSCALE_SIZES[sizeId];
-        })
+        toRgbImageClosest(await decodeImageInput("input_image", args.input_image), sizes)
       );
+      const sizeId = args.size ??
+        UPSCALE_SIZE_IDS.find((id) =>
+          UPSCALE_SIZES[id].width === image.width && UPSCALE_SIZES[id].height === image.height
+        )!;
       return await deps.jobs.submit({
         tool: "upscale_image",
         mode: "upscale_image",
