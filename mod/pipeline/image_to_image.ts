@@ -42,6 +42,10 @@
  * `int(original_inference_steps · strength)` training steps and all `steps`
  * are run; `prepare_latents` is the same.
  *
+ * `image_to_image_reference_test.ts` replays diffusers 0.25.0's own
+ * `get_timesteps`, `prepare_latents`, `retrieve_timesteps` and schedulers
+ * (`testdata/make_img2img_reference.py`) through the engine; docs/image-to-image.md.
+ *
  * @module
  */
 
