@@ -140,6 +140,7 @@ check_app_info() { # $1 label, $2 output
     const lines = fs.readFileSync(file, "utf8").split("\n").filter((l) => l.startsWith("{"));
     const apps = Object.fromEntries(lines.map(JSON.parse).map((l) => [l.toolName, l.hasApp ? l.resourceUri : null]));
     const want = { generate_image: uri, generate_guided_image: uri, inpaint_image: uri,
+      transform_image: uri, upscale_image: uri,
       get_generation: uri, cancel_generation: null, list_generations: uri };
     if (JSON.stringify(apps) !== JSON.stringify(want)) throw new Error(JSON.stringify(apps));
   ' "$2" "$gallery_uri"; then

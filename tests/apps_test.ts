@@ -25,6 +25,8 @@ const VIEWED = [
   "generate_image",
   "generate_guided_image",
   "inpaint_image",
+  "transform_image",
+  "upscale_image",
   "get_generation",
   "list_generations",
 ];

@@ -65,7 +65,7 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
         assert.equal(bad.isError, true);
         assert.match(texts(bad), /positive_prompt: must not be empty/);
         const again = await client.listTools();
-        assert.equal(again.tools.length, 6);
+        assert.equal(again.tools.length, IMAGE_TOOL_NAMES.length);
       });
     } finally {
       await client.close();
@@ -196,7 +196,7 @@ Deno.test("http: generate_image streams progress and returns a PNG; tools/list a
       const listed = await lister.listTools();
       const listedDuringGeneration = !generationDone;
       const result = await call;
-      assert.equal(listed.tools.length, 6);
+      assert.equal(listed.tools.length, IMAGE_TOOL_NAMES.length);
       assert.ok(listedDuringGeneration, "tools/list waited for the generation");
       assert.equal(result.isError, undefined, texts(result));
       const [png] = pngs(result);

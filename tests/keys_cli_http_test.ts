@@ -11,6 +11,7 @@ import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { registerPrintedKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { runKeysCli } from "./helpers/keys_cli.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 
 async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
   const output = await runKeysCli(args, { env: { DATABASE_URL: databaseUrl }, quiet: true });
@@ -48,7 +49,7 @@ Deno.test("a CLI-created key works over HTTP and stops working after keys revoke
     const app = await startApp(config);
     try {
       const client = await connectHttp(app.http!.port, { authorization: `Bearer ${key}` });
-      assert.equal((await client.listTools()).tools.length, 6);
+      assert.equal((await client.listTools()).tools.length, IMAGE_TOOL_NAMES.length);
       const listing = await keys(tdb.url, "list");
       assert.ok(listing.includes(prefix));
       assert.ok(!listing.includes(key), "list must never show a secret");
@@ -90,7 +91,7 @@ Deno.test("with no DATABASE_URL, keys --config writes where the server reads (em
     const app = await startApp(config);
     try {
       const client = await connectHttp(app.http!.port, { "MCP-API-Key": key });
-      assert.equal((await client.listTools()).tools.length, 6);
+      assert.equal((await client.listTools()).tools.length, IMAGE_TOOL_NAMES.length);
       await client.close();
     } finally {
       await app.shutdown();

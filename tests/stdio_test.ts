@@ -96,7 +96,7 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
 
     await t.step("the server still serves after all of that", async () => {
       const listed = await session.client.listTools();
-      assert.equal(listed.tools.length, 6);
+      assert.equal(listed.tools.length, IMAGE_TOOL_NAMES.length);
     });
   } finally {
     await session.close();
@@ -192,7 +192,7 @@ Deno.test("stdio: a cancelled call (notifications/cancelled) stops at the next s
     assert.ok(line, `no cancellation logged:\n${session.stderr()}`);
     assert.ok(Number(line[1]) < Number(line[2]), `ran to the end: ${line[0]}`);
     // The server still answers after the cancellation.
-    assert.equal((await session.client.listTools()).tools.length, 6);
+    assert.equal((await session.client.listTools()).tools.length, IMAGE_TOOL_NAMES.length);
   } finally {
     await session.close();
     await temp.remove();

@@ -7,34 +7,17 @@
 import assert from "node:assert/strict";
 import { ImageService } from "../mod/generation/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
-import { type ToolContext, ToolError } from "../mod/mcp/mod.ts";
-import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { ToolError } from "../mod/mcp/mod.ts";
+import type { Generator } from "../mod/pipeline/types.ts";
 import { startMemoryJobs } from "../mod/jobs/testing.ts";
 import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
 import { createGenerateImageTool, generateImageArgs } from "./generate_image.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
+import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
 
-function scriptedGenerator(fail: (call: number) => string | null) {
-  const requests: GenerationRequest[] = [];
-  const generator: Generator = {
-    generate(request, options) {
-      requests.push(request);
-      const reason = fail(requests.length);
-      if (reason) return Promise.reject(new ToolError("inference", reason));
-      for (let s = 1; s <= 2; s++) options?.onProgress?.(s, 2);
-      const data = new Uint8Array(request.width * request.height * 3).fill(requests.length * 20);
-      return Promise.resolve({
-        image: { width: request.width, height: request.height, data },
-        notes: [],
-      });
-    },
-    close: () => Promise.resolve(),
-  };
-  return { generator, requests };
-}
-
-const services: JobService[] = [];
+const scope = jobScope();
+const withJobs = scope.scoped;
+const context = toolContext;
 
 async function tool(generator: Generator, seed: number | null) {
   const images = new ImageService({
@@ -44,30 +27,8 @@ async function tool(generator: Generator, seed: number | null) {
     seed,
     output: { save: false, dir: "/nonexistent" },
   });
-  const jobs = await startMemoryJobs(images);
-  services.push(jobs);
+  const jobs = scope.track(await startMemoryJobs(images));
   return createGenerateImageTool({ images, jobs, maxCount: 5 });
-}
-
-/** Runs `fn`, then stops every job service it started. */
-function withJobs(fn: () => Promise<void>): () => Promise<void> {
-  return async () => {
-    try {
-      await fn();
-    } finally {
-      for (const jobs of services.splice(0)) await jobs.dispose();
-    }
-  };
-}
-
-function context(progress: Array<[number, number | undefined]> = []): ToolContext {
-  return {
-    signal: new AbortController().signal,
-    progress: (p, total) => {
-      progress.push([p, total]);
-      return Promise.resolve();
-    },
-  };
 }
 
 const args = (extra: Record<string, unknown>) =>
@@ -181,8 +142,7 @@ Deno.test(
       seed: 1,
       output: { save: false, dir: "/nonexistent" },
     });
-    const jobs = await startMemoryJobs(images, { queueLimit: 0 });
-    services.push(jobs);
+    const jobs = scope.track(await startMemoryJobs(images, { queueLimit: 0 }));
     const running = createGenerateImageTool({ images, jobs, maxCount: 1 }).handle(
       args({}),
       context(),

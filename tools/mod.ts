@@ -18,6 +18,8 @@ import { createGenerateImageTool } from "./generate_image.ts";
 import { createGetGenerationTool } from "./get_generation.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
 import { createListGenerationsTool } from "./list_generations.ts";
+import { createTransformImageTool } from "./transform_image.ts";
+import { createUpscaleImageTool } from "./upscale_image.ts";
 
 /**
  * The tools whose results the MCP Apps gallery view shows (`_meta.ui.resourceUri`):
@@ -28,6 +30,8 @@ export const GALLERY_TOOLS: readonly string[] = [
   "generate_image",
   "generate_guided_image",
   "inpaint_image",
+  "transform_image",
+  "upscale_image",
   "get_generation",
   "list_generations",
 ];
@@ -42,6 +46,8 @@ export function createTools(
     createGenerateImageTool({ images, jobs, maxCount: config.generation.maxCount }),
     createGenerateGuidedImageTool({ images, jobs, controlnet: config.controlnet }),
     createInpaintImageTool({ images, jobs, inpaint: config.controlnet.inpaint }),
+    createTransformImageTool({ images, jobs }),
+    createUpscaleImageTool({ images, jobs }),
     createGetGenerationTool({ jobs, maxWaitMs: config.generation.maxWaitMs }),
     createCancelGenerationTool({ jobs }),
     createListGenerationsTool({ jobs }),

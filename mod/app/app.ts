@@ -47,7 +47,9 @@ export interface AppOverrides {
 
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
   "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
-  "inpaint_image repaints the white area of a mask. Images are 512x512, 512x384 or 384x512 PNGs. " +
+  "inpaint_image repaints the white area of a mask; transform_image redraws an image as the " +
+  "prompt describes; upscale_image enlarges one 2x and adds detail. Images are 512x512, 512x384 " +
+  "or 384x512 PNGs (1024x1024, 1024x768 or 768x1024 when upscaled). " +
   "Generations run one at a time; each takes seconds to minutes. When one takes longer than " +
   "the server waits, the tool answers with a job_id: call get_generation with it for the " +
   "images (cancel_generation stops it, list_generations lists your jobs).";
@@ -103,6 +105,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     defaultSize: config.generation.defaultSize,
     seed: config.generation.seed,
     output: config.output,
+    strengths: { transform: config.transform, upscale: config.upscale.strength },
   });
   const limits = {
     queueLimit: config.generation.queueLimit,

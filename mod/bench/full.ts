@@ -21,6 +21,7 @@ import { Client, StdioClientTransport } from "../mcp/sdk.ts";
 import { SD15_PARAMS } from "../model_builder/mod.ts";
 import { buildFullExtras, buildFullSet, type FullExtras, type FullSet } from "./full_models.ts";
 import type { RunReport } from "./full_run.ts";
+import { imageScenarios, upscaleEstimates } from "./full_image.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -32,6 +33,8 @@ interface Scenario {
   args: string[];
   /** Needs {@link buildFullExtras} (ControlNet, residual UNet, LCM-shaped LoRA). */
   extras?: boolean;
+  /** The runner script (default `mod/bench/full_run.ts`; image scenarios: `full_image_run.ts`). */
+  runner?: string;
 }
 
 /** The test-sized depth annotator (`deno task fixtures`): guided runs need one, its cost is not measured. */
@@ -80,7 +83,15 @@ async function runScenario(
   s: Scenario,
 ): Promise<(RunReport & { sampledPeakRss: number }) | { error: string }> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=test", "--quiet", "mod/bench/full_run.ts", "--root", set.root, ...s.args],
+    args: [
+      "run",
+      "-P=test",
+      "--quiet",
+      s.runner ?? "mod/bench/full_run.ts",
+      "--root",
+      set.root,
+      ...s.args,
+    ],
     cwd: REPO,
     stdout: "piped",
     stderr: "piped",
@@ -259,6 +270,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       ],
       extras: true,
     },
+    ...imageScenarios(),
   ];
   const only = v.only?.split(",").map((s) => s.trim());
   const chosen = only
@@ -314,9 +326,10 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       rows.push([s.name, r.error]);
       continue;
     }
+    // The VAE encoder is opened only by the image scenarios.
     const files = set.files.filter((f) =>
       f.component !== "tokenizer" && f.component !== "scheduler" &&
-      f.path !== "sd15/vae_encoder/model.onnx"
+      (s.runner !== undefined || !f.path.startsWith("sd15/vae_encoder/"))
     )
       .filter((f) =>
         r.options.vae === "tiny"
@@ -342,6 +355,9 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
         ? [
           `ControlNet ${fmtMs(median(r.runs.controlnet))}, n=${r.runs.controlnet.length}`,
         ]
+        : []),
+      ...(r.runs.vae_encoder
+        ? [`VAE encode ${fmtMs(median(r.runs.vae_encoder))}, n=${r.runs.vae_encoder.length}`]
         : []),
       `VAE ${fmtMs(median(r.runs.vae_decoder ?? []))}`,
       untimed
@@ -390,6 +406,18 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
           `fast is ${(measuredMs / fastMs).toFixed(1)}× faster`,
         ],
     );
+  }
+  const upscale = upscaleEstimates(results, scenarios[0].name, scenarios[1].name);
+  if (upscale) {
+    report.upscaleEstimates = upscale;
+    rows.push([
+      "1024×1024 upscale (9 tiles, strength 0.3), estimated from the calls measured above",
+      ...upscale.map((e) =>
+        `${e.preset}: ${
+          fmtMs(e.totalMs)
+        } (${e.unetCallsPerTile} UNet call(s) + encode + decode per tile, ${fmtMs(e.perTileMs)})`
+      ),
+    ]);
   }
   if (!only || only.includes("startup")) {
     const st = await startup(sets.fp32!);

@@ -3,7 +3,7 @@
  * cache folder outside the repository (default
  * `~/.cache/generate-image-sd15-mcp/`, `$SD_MCP_BENCH_CACHE` overrides):
  * the diffusers-script layout (`text_encoder/`, `unet/` + `weights.pb`,
- * `vae_decoder/`, `tokenizer/`, `scheduler/`), the TAESD-structure tiny
+ * `vae_decoder/`, `vae_encoder/`, `tokenizer/`, `scheduler/`), the TAESD-structure tiny
  * decoder (`taesd/vae_decoder/model.onnx`), fp32 or fp16, and a models.lock
  * with the files' real sizes and sha256. Random weights from a seed
  * (`mod/model_builder/sd15_full.ts`); a stamp skips the rebuild while the
@@ -19,6 +19,7 @@ import {
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
+  buildFullVaeEncoder,
   buildTaesdDecoder,
   buildTinyLora,
   type FullModel,
@@ -36,7 +37,7 @@ import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
  * `BUILDER_VERSION` is not used, so a change to the test fixtures does not
  * rewrite gigabytes of bench models).
  */
-export const FULL_SET_VERSION = 3;
+export const FULL_SET_VERSION = 4;
 
 /** Options of {@link buildFullSet}. */
 export interface FullSetOptions {
@@ -145,11 +146,10 @@ export async function buildFullSet(options: FullSetOptions): Promise<FullSet> {
     SCHEDULER_CONFIG_JSON,
   );
   await add("sd15/scheduler/scheduler_config.json", "scheduler");
-  // The server verifies vae_encoder entries of the lock; the bench never inpaints, so the
-  // encoder is a copy of the tiny decoder's bytes under the encoder's path only for the lock.
-  await Deno.mkdir(join(root, "sd15/vae_encoder"), { recursive: true });
-  await Deno.writeFile(join(root, "sd15/vae_encoder/model.onnx"), taesd.model);
-  await add("sd15/vae_encoder/model.onnx", "vae_encoder");
+  // The server opens (and rewrites, mod/onnx vae_encoder_graph.ts) the VAE encoder for
+  // image-to-image and upscaling: the full-size one, sampling in the graph as the diffusers
+  // script's export does.
+  await write("sd15/vae_encoder", "vae_encoder", buildFullVaeEncoder(seed), "model.onnx_data");
   await Deno.writeTextFile(join(root, "models.lock"), lockText(files));
   const saved = { files, params };
   await Deno.writeTextFile(stampPath, stamp + JSON.stringify(saved));

@@ -49,27 +49,33 @@ export interface RunReport {
   stages: Record<string, number[]>;
 }
 
-function timingOpener(runs: Record<string, number[]>, active: { on: boolean; sum: number }) {
-  return async (path: string, options: Parameters<typeof createSession>[1]) => {
-    const session = await createSession(path, options);
-    const label = options?.label ?? path;
-    const wrapped: ModelSession = {
-      inputs: session.inputs,
-      outputs: session.outputs,
-      async run(feeds: Feeds, names?: readonly string[]): Promise<Record<string, Tensor>> {
-        const t0 = performance.now();
-        const out = await session.run(feeds, names);
-        const ms = performance.now() - t0;
-        if (active.on) {
-          (runs[label] ??= []).push(ms);
-          active.sum += ms;
-        }
-        return out;
-      },
-      release: () => session.release(),
-    };
-    return wrapped;
+/** `session` with every run timed into `runs[label]` while `active.on`, summed into `active.sum`. */
+export function timedSession(
+  session: ModelSession,
+  label: string,
+  runs: Record<string, number[]>,
+  active: { on: boolean; sum: number },
+): ModelSession {
+  return {
+    inputs: session.inputs,
+    outputs: session.outputs,
+    async run(feeds: Feeds, names?: readonly string[]): Promise<Record<string, Tensor>> {
+      const t0 = performance.now();
+      const out = await session.run(feeds, names);
+      const ms = performance.now() - t0;
+      if (active.on) {
+        (runs[label] ??= []).push(ms);
+        active.sum += ms;
+      }
+      return out;
+    },
+    release: () => session.release(),
   };
+}
+
+function timingOpener(runs: Record<string, number[]>, active: { on: boolean; sum: number }) {
+  return async (path: string, options: Parameters<typeof createSession>[1]) =>
+    timedSession(await createSession(path, options), options?.label ?? path, runs, active);
 }
 
 async function main(): Promise<void> {

@@ -284,3 +284,29 @@ Deno.test("server.role front/worker needs HTTP and DATABASE_URL; lease_seconds r
   });
   assert.equal((await loadConfig({ env: {} })).server.role, "all");
 });
+
+Deno.test("[transform] and [upscale]: the strengths per change level, in order, in (0, 1]", async () => {
+  const defaults = await loadConfig({ env: {} });
+  assert.deepEqual(defaults.transform, { subtle: 0.3, moderate: 0.5, strong: 0.75 });
+  assert.deepEqual(defaults.upscale, { strength: 0.3 });
+  await withConfig(
+    `[transform]\nsubtle = 0.1\nmoderate = 0.1\nstrong = 1.0\n[upscale]\nstrength = 0.2\n`,
+    async (path) => {
+      const c = await loadConfig({ path, env: {} });
+      assert.deepEqual(c.transform, { subtle: 0.1, moderate: 0.1, strong: 1 });
+      assert.equal(c.upscale.strength, 0.2);
+    },
+  );
+  await withConfig(`[transform]\nsubtle = 0.6\n`, async (path) => {
+    assert.match(
+      await configError(loadConfig({ path, env: {} })),
+      /\[transform\] must keep subtle <= moderate <= strong, got subtle = 0.6, moderate = 0.5/,
+    );
+  });
+  await withConfig(`[upscale]\nstrength = 0\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /upscale\.strength.*above 0/);
+  });
+  await withConfig(`[transform]\nstrong = 1.5\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /transform\.strong/);
+  });
+});

@@ -141,6 +141,14 @@ export interface ResolvedConfig {
     /** Absolute `.safetensors` paths (under the models root) and their weights. */
     files: { path: string; weight: number }[];
   };
+  /**
+   * `[transform]`: the image-to-image strength (diffusers `strength`: the
+   * share of the denoising schedule re-run from the image) of each
+   * `transform_image` `change`, subtle ≤ moderate ≤ strong.
+   */
+  transform: { subtle: number; moderate: number; strong: number };
+  /** `[upscale]`: the strength of `upscale_image`'s tiled refinement. */
+  upscale: { strength: number };
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
   /** `[jobs]`: how long finished results are kept, the cap on their total size, the claim lease. */
@@ -227,6 +235,14 @@ export function resolveConfig(
       timeoutMs: raw.backend.timeout_ms,
       maxResponseBytes: raw.backend.max_response_bytes,
     };
+  }
+
+  const t = raw.transform;
+  if (!(t.subtle <= t.moderate && t.moderate <= t.strong)) {
+    throw new ConfigError(
+      `${where}: [transform] must keep subtle <= moderate <= strong, got subtle = ${t.subtle}, ` +
+        `moderate = ${t.moderate}, strong = ${t.strong}`,
+    );
   }
 
   const cn = raw.controlnet;
@@ -327,6 +343,8 @@ export function resolveConfig(
         ...(fast ? [{ path: abs(raw.models.lcm_lora, root), weight: 1 }] : []),
       ],
     },
+    transform: { subtle: t.subtle, moderate: t.moderate, strong: t.strong },
+    upscale: { strength: raw.upscale.strength },
     output: { save: raw.output.save, dir: abs(raw.output.dir) },
     jobs: {
       resultTtlMs: raw.jobs.result_ttl_seconds * 1000,

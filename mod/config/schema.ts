@@ -129,6 +129,19 @@ const lora = z.strictObject({
   files: z.array(loraFile).default([]),
 });
 
+/** An image-to-image strength: the share of the denoising schedule re-run from the image. */
+const strength = z.number().gt(0, "must be above 0 (0 would keep the image as it is)").max(1);
+
+const transform = z.strictObject({
+  subtle: strength.default(0.3),
+  moderate: strength.default(0.5),
+  strong: strength.default(0.75),
+});
+
+const upscale = z.strictObject({
+  strength: strength.default(0.3),
+});
+
 const jobs = z.strictObject({
   result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
   max_result_mib: z.number().min(1).max(1_048_576).default(512),
@@ -151,6 +164,8 @@ const rawConfigObject = z.strictObject({
   prompt: prompt.prefault({}),
   controlnet: controlnet.prefault({}),
   lora: lora.prefault({}),
+  transform: transform.prefault({}),
+  upscale: upscale.prefault({}),
   output: output.prefault({}),
   jobs: jobs.prefault({}),
 });

@@ -1,12 +1,13 @@
 /**
- * Input rules shared by the three image tools (contract §2): prompts and
- * size, as zod schemas whose messages name the rule and the value.
+ * Input rules shared by the image tools (contract §2): prompts, size and the
+ * image-to-image `change`, as zod schemas whose messages name the rule and
+ * the value.
  *
  * @module
  */
 
 import { z } from "zod";
-import type { SizeId } from "../pipeline/types.ts";
+import type { SizeId, UpscaleSizeId } from "../pipeline/types.ts";
 import type { ZodField } from "../mcp/tool.ts";
 
 /** Longest prompt, in characters (Unicode code points). */
@@ -25,6 +26,18 @@ const codePoints = (s: string) => {
   return n;
 };
 
+/** The prompt length rule: at most {@link MAX_PROMPT_CHARS} code points. */
+function checkLength(ctx: { value: string; issues: unknown[] }): void {
+  const n = codePoints(ctx.value);
+  if (n > MAX_PROMPT_CHARS) {
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
+    });
+  }
+}
+
 /** `positive_prompt`: required string, non-empty after trimming, ≤ 10,000 characters. */
 export const positivePrompt: ZodField<string> = z.string({
   error: (issue) =>
@@ -39,29 +52,23 @@ export const positivePrompt: ZodField<string> = z.string({
       message: "must not be empty or only whitespace",
     });
   }
-  const n = codePoints(ctx.value);
-  if (n > MAX_PROMPT_CHARS) {
-    ctx.issues.push({
-      code: "custom",
-      input: ctx.value,
-      message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
-    });
-  }
+  checkLength(ctx);
 });
 
+/** An optional prompt: a string or null (= ""), ≤ 10,000 characters, may be empty. */
+const optionalPrompt = (): ZodField<string, string | null | undefined> =>
+  z.string({
+    error: (issue) => `must be a string or null, got ${typeof issue.input}`,
+  }).check(checkLength).nullable().optional().transform((v) => v ?? "");
+
 /** `negative_prompt`: optional string or null (= ""), ≤ 10,000 characters. */
-export const negativePrompt: ZodField<string, string | null | undefined> = z.string({
-  error: (issue) => `must be a string or null, got ${typeof issue.input}`,
-}).check((ctx) => {
-  const n = codePoints(ctx.value);
-  if (n > MAX_PROMPT_CHARS) {
-    ctx.issues.push({
-      code: "custom",
-      input: ctx.value,
-      message: `is ${n} characters long; the limit is ${MAX_PROMPT_CHARS}`,
-    });
-  }
-}).nullable().optional().transform((v) => v ?? "");
+export const negativePrompt: ZodField<string, string | null | undefined> = optionalPrompt();
+
+/**
+ * `positive_prompt` of `upscale_image`: optional string or null (= "", only
+ * the configured base prompt guides the refinement), ≤ 10,000 characters.
+ */
+export const optionalPositivePrompt: ZodField<string, string | null | undefined> = optionalPrompt();
 
 /** `size`: one of the size ids, or null/missing for the configured default. */
 export const size: ZodField<SizeId | null, SizeId | null | undefined> = z.enum(SIZE_IDS, {
@@ -70,6 +77,39 @@ export const size: ZodField<SizeId | null, SizeId | null | undefined> = z.enum(S
       JSON.stringify(issue.input)
     }`,
 }).nullable().optional().transform((v) => v ?? null);
+
+/** The `change` levels of `transform_image`, from least to most. */
+export const CHANGE_LEVELS = ["subtle", "moderate", "strong"] as const;
+
+/** How much `transform_image` changes the input (a strength from `[transform]`). */
+export type ChangeLevel = typeof CHANGE_LEVELS[number];
+
+/** `change`: one of the levels, or null/missing for "moderate". */
+export const change: ZodField<ChangeLevel, ChangeLevel | null | undefined> = z.enum(
+  CHANGE_LEVELS,
+  {
+    error: (issue) =>
+      `must be one of ${CHANGE_LEVELS.map((s) => `"${s}"`).join(", ")} or null, got ${
+        JSON.stringify(issue.input)
+      }`,
+  },
+).nullable().optional().transform((v) => v ?? "moderate");
+
+/** The upscale size ids, in schema order. */
+export const UPSCALE_SIZE_IDS = [
+  "square_1024",
+  "landscape_1024",
+  "portrait_1024",
+] as const satisfies readonly UpscaleSizeId[];
+
+/** `size` of `upscale_image`: an upscale size id, or null/missing to follow the input's shape. */
+export const upscaleSize: ZodField<UpscaleSizeId | null, UpscaleSizeId | null | undefined> = z
+  .enum(UPSCALE_SIZE_IDS, {
+    error: (issue) =>
+      `must be one of ${UPSCALE_SIZE_IDS.map((s) => `"${s}"`).join(", ")} or null, got ${
+        JSON.stringify(issue.input)
+      }`,
+  }).nullable().optional().transform((v) => v ?? null);
 
 /** A required image string; its content is checked by the image decoder. */
 export const imageString = (field: string): ZodField<string> =>

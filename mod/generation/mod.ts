@@ -1,5 +1,5 @@
 /**
- * What the three image tools share: input rules, the generation service, and
+ * What the image tools share: input rules, the generation service, and
  * the storable request each call becomes.
  *
  * @module

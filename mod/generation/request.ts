@@ -13,12 +13,18 @@
 import { log } from "../log/mod.ts";
 import { shownPath } from "../output/mod.ts";
 import { type ImageContent, type TextContent, ToolError } from "../mcp/tool.ts";
-import type { ControlMode, Mask, RgbImage, SizeId } from "../pipeline/types.ts";
-import { SIZES } from "../pipeline/types.ts";
+import type { ControlMode, Mask, OutputSizeId, RgbImage } from "../pipeline/types.ts";
+import { sizeOf } from "../pipeline/types.ts";
+import type { ChangeLevel } from "./inputs.ts";
 import { type ImageJob, type ImageService, pngContent } from "./service.ts";
 
 /** The tools that make images. */
-export type ImageToolName = "generate_image" | "generate_guided_image" | "inpaint_image";
+export type ImageToolName =
+  | "generate_image"
+  | "generate_guided_image"
+  | "inpaint_image"
+  | "transform_image"
+  | "upscale_image";
 
 /** A validated image-tool call, with decoded inputs and the seed of every image. */
 export type ImageRequest =
@@ -29,8 +35,11 @@ export type ImageRequest =
     positive: string;
     /** The user's negative prompt ("" when none). */
     negative: string;
-    /** The resolved size id. */
-    size: SizeId;
+    /**
+     * The resolved size id: a generation size (`SizeId`), or for
+     * `upscale_image` an upscale size (`UpscaleSizeId`), the size of `image`.
+     */
+    size: OutputSizeId;
     /** Sanitized saved-file prefix, or null. */
     name: string | null;
     /** One seed per image, in order; its length is the number of images. */
@@ -42,6 +51,10 @@ export type ImageRequest =
     | { mode: "text_to_image" }
     | { mode: "guided_image"; controlMode: ControlMode; image: RgbImage }
     | { mode: "inpaint_image"; image: RgbImage; mask: Mask }
+    /** `transform_image`: `image` at the size; `change` picks a strength from `[transform]`. */
+    | { mode: "image_to_image"; image: RgbImage; change: ChangeLevel }
+    /** `upscale_image`: `image` already enlarged (PIL Lanczos) to the upscale size. */
+    | { mode: "upscale_image"; image: RgbImage }
   );
 
 /** Where a running request is: image `image` of `images`, step `step` of `steps`. */
@@ -101,6 +114,10 @@ function imageJob(request: ImageRequest, index: number): ImageJob {
       };
     case "inpaint_image":
       return { ...base, mode: "inpaint_image", image: request.image, mask: request.mask };
+    case "image_to_image":
+      return { ...base, mode: "image_to_image", image: request.image, change: request.change };
+    case "upscale_image":
+      return { ...base, mode: "upscale_image", image: request.image };
   }
 }
 
@@ -140,7 +157,7 @@ export async function runImageRequest(
       return { state: "failed", error: `${request.tool} failed: ${message(error)}` };
     }
   }
-  const { width, height } = SIZES[request.size];
+  const { width, height } = sizeOf(request.size);
   let failures = 0;
   for (let i = 1; i <= count; i++) {
     if (hooks.signal.aborted) return { state: "cancelled", error: null };

@@ -2,20 +2,27 @@
  * The path every image takes once its job runs: engine → PNG with metadata
  * → optional save. Tool handlers decode and validate, the job queue
  * (mod/jobs) runs one job at a time; this module owns seeds, timing,
- * metadata and saving, so the three tools behave alike.
+ * metadata and saving, so the image tools behave alike.
  *
  * @module
  */
 
 import { encodePng } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
-import type { ImageContent } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
-import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
-import { SIZES } from "../pipeline/types.ts";
+import { type ImageContent, ToolError } from "../mcp/tool.ts";
+import type {
+  GenerationRequest,
+  Generator,
+  Mode,
+  OutputSizeId,
+  RgbImage,
+  SizeId,
+} from "../pipeline/types.ts";
+import { sizeOf } from "../pipeline/types.ts";
 import { ConcurrencyLimit } from "../queue/mod.ts";
 import { randomSeedU32 } from "../random/mod.ts";
-import { joinPrompts } from "./inputs.ts";
+import { type ChangeLevel, joinPrompts } from "./inputs.ts";
 
 /** What the service needs from the configuration. */
 export interface ImageServiceOptions {
@@ -29,16 +36,23 @@ export interface ImageServiceOptions {
   seed: number | null;
   /** `[output]`: whether to write each PNG to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
+  /**
+   * The strengths of `transform_image` per `change` (`[transform]`) and of
+   * `upscale_image` (`[upscale]`); without them those jobs fail as a
+   * configuration error.
+   */
+  strengths?: { transform: Record<ChangeLevel, number>; upscale: number };
   /** Clock, replaceable in tests. */
   now?: () => Date;
 }
 
-/** One image to make: validated user input plus, for guided/inpaint, decoded images. */
+/** One image to make: validated user input plus, for the image-input modes, decoded images. */
 export type ImageJob =
   & {
     positive: string;
     negative: string;
-    size: SizeId;
+    /** A generation size, or an upscale size for `upscale_image`. */
+    size: OutputSizeId;
     seed: number;
     /** Sanitized name prefix for the saved file, or null. */
     name: string | null;
@@ -47,6 +61,8 @@ export type ImageJob =
     | { mode: "text_to_image" }
     | Omit<Extract<GenerationRequest, { mode: "guided_image" }>, keyof BaseFields>
     | Omit<Extract<GenerationRequest, { mode: "inpaint_image" }>, keyof BaseFields>
+    | { mode: "image_to_image"; image: RgbImage; change: ChangeLevel }
+    | { mode: "upscale_image"; image: RgbImage }
   );
 
 /** The request fields an {@link ImageJob} carries in its own names (size id instead of width/height). */
@@ -65,8 +81,8 @@ export interface ImageOutcome {
   /** The seed actually used (the request's, the configured one, or a random u32). */
   seed: number;
   /** The size id the image was made at. */
-  size: SizeId;
-  /** Which tool mode made it: text_to_image, guided_image or inpaint_image. */
+  size: OutputSizeId;
+  /** Which tool mode made it: text_to_image, guided_image, inpaint_image, image_to_image or upscale_image. */
   mode: Mode;
   /** Absolute path when saved. */
   savedPath?: string;
@@ -120,16 +136,49 @@ export class ImageService {
     return (this.#o.seed + index - 1) % 2 ** 32;
   }
 
+  /** The engine request of `job`; the image-to-image strengths come from the config. */
+  #request(job: ImageJob, base: BaseFields): GenerationRequest {
+    switch (job.mode) {
+      case "text_to_image":
+        return { ...base, mode: "text_to_image" };
+      case "guided_image":
+        return { ...base, mode: "guided_image", controlMode: job.controlMode, image: job.image };
+      case "inpaint_image":
+        return { ...base, mode: "inpaint_image", image: job.image, mask: job.mask };
+      case "image_to_image":
+        return {
+          ...base,
+          mode: "image_to_image",
+          image: job.image,
+          strength: this.#strengths().transform[job.change],
+        };
+      case "upscale_image":
+        return {
+          ...base,
+          mode: "upscale_image",
+          image: job.image,
+          strength: this.#strengths().upscale,
+        };
+    }
+  }
+
+  #strengths(): NonNullable<ImageServiceOptions["strengths"]> {
+    const strengths = this.#o.strengths;
+    if (!strengths) {
+      throw new ToolError(
+        "configuration",
+        "image-to-image strengths ([transform], [upscale]) are not configured in this server",
+      );
+    }
+    return strengths;
+  }
+
   /** Generates, encodes and (when configured) saves one image; the caller holds the engine. */
   async generate(job: ImageJob, options: ImageRunOptions): Promise<ImageOutcome> {
-    const { width, height } = SIZES[job.size];
+    const { width, height } = sizeOf(job.size);
     const prompts = joinPrompts(this.#o.prompt, job.positive, job.negative);
     const base = { ...prompts, width, height, seed: job.seed };
-    const request: GenerationRequest = job.mode === "text_to_image"
-      ? { ...base, mode: "text_to_image" }
-      : job.mode === "guided_image"
-      ? { ...base, mode: "guided_image", controlMode: job.controlMode, image: job.image }
-      : { ...base, mode: "inpaint_image", image: job.image, mask: job.mask };
+    const request: GenerationRequest = this.#request(job, base);
     let lastStep = 0;
     let totalSteps = 0;
     let result;

@@ -84,14 +84,52 @@ export async function toRgbImage(
   height: number,
 ): Promise<RgbImage> {
   checkSize(width, height);
+  return await toRgbImageClosest(decoded, [{ width, height }]);
+}
+
+/**
+ * {@link toRgbImage} at the one of `sizes` whose aspect ratio is closest to
+ * the decoded image's after EXIF orientation ({@link closestAspect}), e.g.
+ * the output size that keeps an input's shape.
+ */
+export async function toRgbImageClosest(
+  decoded: DecodedImage,
+  sizes: ReadonlyArray<{ width: number; height: number }>,
+): Promise<RgbImage> {
+  for (const s of sizes) checkSize(s.width, s.height);
   let full;
   try {
     full = await decodeRgb(decoded.bytes);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
+  const { width, height } = sizes[closestAspect(full.width, full.height, sizes)];
   const raw = resizeLanczos(full, width, height);
   return { width: raw.width, height: raw.height, data: raw.data };
+}
+
+/**
+ * The index of the size in `sizes` whose aspect ratio is closest to
+ * `width`×`height`, compared as log ratios (so 4:3 and 3:4 are equally far
+ * from square); the first of equally close ones.
+ */
+export function closestAspect(
+  width: number,
+  height: number,
+  sizes: ReadonlyArray<{ width: number; height: number }>,
+): number {
+  if (sizes.length === 0) throw new RangeError("closestAspect: no sizes to choose from");
+  const ratio = Math.log(width / height);
+  let best = 0;
+  let distance = Infinity;
+  sizes.forEach((s, i) => {
+    const d = Math.abs(ratio - Math.log(s.width / s.height));
+    if (d < distance - 1e-12) {
+      best = i;
+      distance = d;
+    }
+  });
+  return best;
 }
 
 /**

@@ -1,7 +1,13 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { ToolError } from "../mcp/tool.ts";
 import { SIZES } from "../pipeline/types.ts";
-import { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
+import {
+  closestAspect,
+  decodeImageInput,
+  toMask,
+  toRgbImage,
+  toRgbImageClosest,
+} from "./decode.ts";
 import { readJpegHeader } from "./jpeg_header.ts";
 import { readPngHeader } from "./png_header.ts";
 import { resizeRgb } from "./resize.ts";
@@ -254,6 +260,21 @@ Deno.test("EXIF orientation 6 rotates 90° clockwise: dimensions swap, a corner 
   near(px(image, 12, 4), [255, 0, 0], 40, "displayed top-right");
   near(px(image, 3, 4), [0, 0, 255], 40, "displayed top-left");
   near(px(image, 12, 28), [0, 0, 255], 40, "displayed bottom-right");
+});
+
+Deno.test("toRgbImageClosest: the size closest to the displayed shape, EXIF orientation applied", async () => {
+  const sizes = [{ width: 64, height: 64 }, { width: 64, height: 48 }, { width: 48, height: 64 }];
+  // Stored 40×30 (landscape) with orientation 6: displayed 30×40, portrait.
+  const pixels = Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 7) & 255);
+  const jpeg = await encode(pixels, 40, 30, 3, (s) => s.jpeg().withMetadata({ orientation: 6 }));
+  const rotated = await toRgbImageClosest(await decodeImageInput("input_image", b64(jpeg)), sizes);
+  deepStrictEqual([rotated.width, rotated.height], [48, 64]);
+  const png = await encode(pixels, 40, 30, 3, (s) => s.png());
+  const plain = await toRgbImageClosest(await decodeImageInput("input_image", b64(png)), sizes);
+  deepStrictEqual([plain.width, plain.height], [64, 48]);
+  strictEqual(closestAspect(100, 100, sizes), 0);
+  strictEqual(closestAspect(1000, 10, sizes), 1);
+  strictEqual(closestAspect(Math.sqrt(4 / 3), 1, sizes), 0, "half way: the first");
 });
 
 Deno.test("images and masks are resized to every generation size", async () => {

@@ -9,6 +9,12 @@
 
 export type { DecodedImage, ImageField, ImageFormat } from "./types.ts";
 export { MAX_BASE64_LENGTH, MAX_PIXELS } from "./limits.ts";
-export { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
+export {
+  closestAspect,
+  decodeImageInput,
+  toMask,
+  toRgbImage,
+  toRgbImageClosest,
+} from "./decode.ts";
 export { type ResizeKernel, resizeRgb } from "./resize.ts";
 export { encodePng, readPngText } from "./png.ts";

@@ -19,11 +19,17 @@ export const MAX_REQUEST_BYTES: number = 2 * MAX_IMAGE_BASE64_LENGTH + 1024 * 10
 
 /**
  * Largest message that is not a `tools/call` of an image-input tool. Only
- * `generate_guided_image` and `inpaint_image` carry images; everything else
+ * `generate_guided_image`, `inpaint_image`, `transform_image` and
+ * `upscale_image` carry images; everything else
  * (a 10,000-character prompt fully `\u`-escaped included) fits in 1 MiB, so
  * a bigger `ping` or `tools/list` is refused before it is parsed further.
  */
 export const MAX_SMALL_MESSAGE_BYTES = 1024 * 1024;
 
 /** The tools whose calls may use up to {@link MAX_REQUEST_BYTES}. */
-export const IMAGE_INPUT_TOOLS: readonly string[] = ["generate_guided_image", "inpaint_image"];
+export const IMAGE_INPUT_TOOLS: readonly string[] = [
+  "generate_guided_image",
+  "inpaint_image",
+  "transform_image",
+  "upscale_image",
+];

@@ -30,6 +30,8 @@ export {
   SD15_DIMS,
   type TimestepStyle,
   TINY_DIMS,
+  type VaeEncoderOutput,
+  vaeEncoderOutput,
 } from "./options.ts";
 export { fnv1a, Rng } from "./rng.ts";
 export {
@@ -68,6 +70,7 @@ export {
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
+  buildFullVaeEncoder,
   type FullModel,
   type FullModule,
   type FullOptions,

@@ -6,11 +6,14 @@
  *
  * Layout under the models root:
  * - `sd15/` diffusers flavour (int32 ids, float `[batch]` timestep, `weights.pb`,
- *   `latent_sample`), with `controlnet_unet/` (the 13-residual UNet);
+ *   `latent_sample` drawn in the graph, two-Slice chunk), with `controlnet_unet/`
+ *   (the 13-residual UNet);
  * - `sd15-optimum/` Optimum ≤1.23 (int64 ids, int64 `[steps]` timestep,
  *   `model.onnx_data`, `latent_parameters`);
  * - `sd15-optimum-scalar/` Optimum ≥1.24 (rank-0 float timestep);
- * - `sd15-lcm/` Optimum with `timestep_cond` (LCM UNet);
+ * - `sd15-lcm/` Optimum with `timestep_cond` (LCM UNet) and an Optimum ≤1.22
+ *   VAE encoder (`latent_sample` drawn in the graph, Split chunk), as the 2023
+ *   LCM_Dreamshaper_v7 export has;
  * - `sd15-fp16/` diffusers flavour with fp16 I/O;
  * - `controlnet/{depth,openpose,inpaint}.onnx`;
  * - `annotators/{depth.onnx, yolox_l.onnx, dw-ll_ucoco_384.onnx}`;
@@ -34,7 +37,7 @@ import { buildYoloxModel } from "./yolox.ts";
 import { buildTaesdDecoder } from "./taesd.ts";
 
 /** Bumped whenever any builder's output changes (invalidates stamps). */
-export const BUILDER_VERSION = 4;
+export const BUILDER_VERSION = 5;
 /** Seed of the committed fixture set. */
 export const DEFAULT_SEED = 1234;
 
@@ -69,7 +72,15 @@ export const SD_SETS: readonly SdSetSpec[] = [
     dir: "sd15-optimum-scalar",
     options: { flavour: "optimum", io: "float32", timestep: "float_scalar" },
   },
-  { dir: "sd15-lcm", options: { flavour: "optimum", io: "float32", timestepCond: true } },
+  {
+    dir: "sd15-lcm",
+    options: {
+      flavour: "optimum",
+      io: "float32",
+      timestepCond: true,
+      vaeEncoder: "latent_sample",
+    },
+  },
   { dir: "sd15-fp16", options: { flavour: "diffusers", io: "float16" } },
   // The contract of the pinned fp32 set (runwayml/stable-diffusion-v1-5, onnx branch,
   // diffusers 0.6.0): the `[models] base = "auto"` default on the CPU provider.

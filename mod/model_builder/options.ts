@@ -61,6 +61,22 @@ export interface ExportOptions {
   timestepCond?: boolean;
   /** VAE decoder upsampling. */
   upsample?: "nearest" | "linear";
+  /**
+   * VAE encoder output: `latent_sample`, drawn inside the graph by a
+   * `RandomNormalLike` node as `encode(x).latent_dist.sample()` traces (the
+   * diffusers script, Optimum ≤ 1.22), or `latent_parameters`, mean ‖ logvar
+   * (Optimum ≥ 1.23). Default: `latent_sample` for diffusers, `latent_parameters`
+   * for optimum.
+   */
+  vaeEncoder?: VaeEncoderOutput;
+}
+
+/** What a VAE encoder export returns (sd15-onnx.md §1a, §1b). */
+export type VaeEncoderOutput = "latent_sample" | "latent_parameters";
+
+/** The VAE encoder output of an export ({@link ExportOptions.vaeEncoder} or its flavour's default). */
+export function vaeEncoderOutput(o: ExportOptions): VaeEncoderOutput {
+  return o.vaeEncoder ?? (o.flavour === "diffusers" ? "latent_sample" : "latent_parameters");
 }
 
 /** The dynamic-axis names one flavour writes. */

@@ -18,6 +18,12 @@
  *   attention, ResNet), up blocks 512/512/256/128 of 3 ResNets with
  *   upsampling, GroupNorm, SiLU, conv_out; 49,490,199 parameters (the real
  *   decoder half of the 83,653,863-parameter VAE).
+ * - VAE encoder: conv_in 3→128, down blocks 128/256/512/512 of 2 ResNets with
+ *   stride-2 downsampling (not after the last), mid (ResNet, single-head
+ *   attention, ResNet), GroupNorm, SiLU, conv_out → 8, quant_conv, then the
+ *   latent sampled in the graph as the diffusers script exports
+ *   `encode(x)[0].sample()` (RandomNormalLike); 34,163,664 parameters, the
+ *   other half of the VAE.
  *
  * Node names carry the diffusers module scopes (`/down_blocks.0/resnets.0/conv1/Conv`),
  * so kohya and PEFT LoRA keys of a real SD 1.5 LoRA match them (mod/lora).
@@ -33,13 +39,18 @@ import type { Graph } from "./graph.ts";
 import type { TinyLoraModule } from "./lora.ts";
 import { Layers } from "./layers.ts";
 import { Rng } from "./rng.ts";
+import { sampleInGraph } from "./vae.ts";
 
-/** Real parameter counts (issue 12: UNet, text encoder; the VAE decoder half of 83,653,863). */
+/**
+ * Real parameter counts (issue 12: UNet, text encoder; the VAE decoder and
+ * encoder halves of 83,653,863).
+ */
 export const SD15_PARAMS = {
   unet: 859_520_964,
   textEncoder: 123_060_480,
   vae: 83_653_863,
   vaeDecoder: 49_490_199,
+  vaeEncoder: 34_163_664,
 } as const;
 
 /** Options of the full-size builders. */
@@ -461,6 +472,48 @@ export function buildFullVaeDecoder(seed: number): FullModel {
   );
   L.floatOut(out, "sample", ["batch", 3, "image_height", "image_width"]);
   return { graph: g, params: L.params, modules: B.modules };
+}
+
+/**
+ * Builds the full-size VAE encoder (`sample` → `latent_sample` drawn in the
+ * graph, diffusers script names and I/O).
+ */
+export function buildFullVaeEncoder(seed: number): FullModel {
+  const L = new Layers("vae_encoder", new Rng(seed, "full/vae_encoder"), "float32", true);
+  const B = new Blocks(L);
+  const eps = 1e-6;
+  const x = L.floatIn("sample", ["batch", "channels", "height", "width"]);
+  let h = B.conv(x, 3, 128, 3, "encoder/conv_in");
+  let c = 128;
+  [128, 256, 512, 512].forEach((w, i) => {
+    for (let j = 0; j < 2; j++) {
+      h = resnet(B, h, c, w, `encoder/down_blocks.${i}/resnets.${j}`, eps);
+      c = w;
+    }
+    // Downsample2D pads (0, 1, 0, 1) and convolves with stride 2: the same output size
+    // and cost as this padded stride-2 conv.
+    if (i < 3) h = B.conv(h, c, c, 3, `encoder/down_blocks.${i}/downsamplers.0/conv`, 2);
+  });
+  h = resnet(B, h, 512, 512, "encoder/mid_block/resnets.0", eps);
+  const a = B.tokens(B.groupNorm(h, 512, eps, "encoder/mid_block/attentions.0/group_norm"), 512);
+  const att = B.attention(a, a, 512, 512, 1, "encoder/mid_block/attentions.0", true);
+  h = L.add(h, B.image(att, h));
+  h = resnet(B, h, 512, 512, "encoder/mid_block/resnets.1", eps);
+  h = B.conv(
+    L.silu(B.groupNorm(h, 512, eps, "encoder/conv_norm_out")),
+    512,
+    8,
+    3,
+    "encoder/conv_out",
+  );
+  const params = B.conv(h, 8, 8, 1, "quant_conv");
+  L.floatOut(sampleInGraph(L, params, "diffusers"), "latent_sample", [
+    "batch",
+    4,
+    "latent_height",
+    "latent_width",
+  ]);
+  return { graph: L.g, params: L.params, modules: B.modules };
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   buildFullTextEncoder,
   buildFullUnet,
   buildFullVaeDecoder,
+  buildFullVaeEncoder,
   lcmLoraModules,
   SD15_PARAMS,
 } from "./sd15_full.ts";
@@ -17,6 +18,12 @@ Deno.test("full-size graphs have the real SD 1.5 parameter counts (weights stay 
   strictEqual(buildFullUnet(1).params, SD15_PARAMS.unet);
   strictEqual(buildFullTextEncoder(1).params, SD15_PARAMS.textEncoder);
   strictEqual(buildFullVaeDecoder(1).params, SD15_PARAMS.vaeDecoder);
+  const encoder = buildFullVaeEncoder(1);
+  strictEqual(encoder.params, SD15_PARAMS.vaeEncoder);
+  strictEqual(SD15_PARAMS.vaeEncoder + SD15_PARAMS.vaeDecoder, SD15_PARAMS.vae, "the two halves");
+  // The diffusers script's output, drawn in the graph as `encode(x)[0].sample()` traces.
+  deepStrictEqual(Object.keys(encoder.graph.signature().outputs), ["latent_sample"]);
+  ok(encoder.graph.nodeNames().some((n) => n.op === "RandomNormalLike"));
 });
 
 Deno.test("full-size ControlNet: its 13 residuals are exactly the residual UNet's extra inputs", () => {

@@ -1,7 +1,8 @@
 /**
  * ONNX Runtime access for the whole program: sessions (the only
  * `onnxruntime-node` import is in `runtime.ts`), the tensor class, fp16 bit
- * conversion, feeds in the declared dtype, and the per-component I/O contract.
+ * conversion, feeds in the declared dtype, the per-component I/O contract, and
+ * the load-time rewrite that makes a VAE encoder deterministic.
  *
  * @module
  */
@@ -57,3 +58,9 @@ export {
   type ModelInfo,
   readModelInfo,
 } from "./model_info.ts";
+export {
+  exposeLatentParameters,
+  LATENT_PARAMETERS,
+  type VaeEncoderGraph,
+  VaeEncoderGraphError,
+} from "./vae_encoder_graph.ts";

@@ -10,9 +10,9 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildTinyModelSet } from "../model_builder/mod.ts";
-import { createSession, type Feeds, type Tensor } from "../onnx/mod.ts";
+import { createSession, createSessionFromBytes, type Feeds, type Tensor } from "../onnx/mod.ts";
 import type { EngineConfig, GenerationSettings } from "./engine_config.ts";
-import type { ModelSession, SessionOpener } from "./model_session.ts";
+import type { BytesOpener, ModelSession, SessionOpener } from "./model_session.ts";
 import type { RgbImage } from "./types.ts";
 
 /** Builds (or reuses) the tiny model set for one test suite; returns the models root. */
@@ -94,35 +94,44 @@ export interface RecordedRun {
   >;
 }
 
-/** A session opener that records every run, and the runs so far. */
-export function recordingOpener(): { open: SessionOpener; runs: RecordedRun[] } {
+/**
+ * Session openers (from a path, and from bytes for the rewritten VAE
+ * encoder) that record every run, and the runs so far.
+ */
+export function recordingOpener(): {
+  open: SessionOpener;
+  openBytes: BytesOpener;
+  runs: RecordedRun[];
+} {
   const runs: RecordedRun[] = [];
-  const open: SessionOpener = async (path, options) => {
-    const session = await createSession(path, options);
-    const label = options.label ?? path;
-    const wrapped: ModelSession = {
-      inputs: session.inputs,
-      outputs: session.outputs,
-      run(feeds: Feeds, outputNames?: readonly string[]): Promise<Record<string, Tensor>> {
-        const recorded: RecordedRun["feeds"] = {};
-        for (const [name, t] of Object.entries(feeds)) {
-          recorded[name] = {
-            type: t.type,
-            dims: [...t.dims],
-            data: t.type === "float32" ? Float32Array.from(t.data as Float32Array) : undefined,
-            ints: t.type === "int32" || t.type === "int64"
-              ? Array.from(t.data as ArrayLike<number | bigint>, Number)
-              : undefined,
-          };
-        }
-        runs.push({ label, feeds: recorded });
-        return session.run(feeds, outputNames);
-      },
-      release: () => session.release(),
-    };
-    return wrapped;
-  };
-  return { open, runs };
+  const record = (session: ModelSession, label: string): ModelSession => ({
+    inputs: session.inputs,
+    outputs: session.outputs,
+    run(feeds: Feeds, outputNames?: readonly string[]): Promise<Record<string, Tensor>> {
+      const recorded: RecordedRun["feeds"] = {};
+      for (const [name, t] of Object.entries(feeds)) {
+        recorded[name] = {
+          type: t.type,
+          dims: [...t.dims],
+          data: t.type === "float32" ? Float32Array.from(t.data as Float32Array) : undefined,
+          ints: t.type === "int32" || t.type === "int64"
+            ? Array.from(t.data as ArrayLike<number | bigint>, Number)
+            : undefined,
+        };
+      }
+      runs.push({ label, feeds: recorded });
+      return session.run(feeds, outputNames);
+    },
+    release: () => session.release(),
+  });
+  const open: SessionOpener = async (path, options) =>
+    record(await createSession(path, options), options.label ?? path);
+  const openBytes: BytesOpener = async (model, options) =>
+    record(
+      await createSessionFromBytes(model.bytes, model.externalData, options),
+      options.label ?? model.path,
+    );
+  return { open, openBytes, runs };
 }
 
 /** A deterministic test picture: smooth gradients plus a bright square. */

@@ -39,7 +39,7 @@ export function runModelOf(model: LoadedModel): RunModel {
 
 /** The conditioning image of a guided or inpaint request, `[1, 3, H, W]`. */
 export async function buildControlImage(
-  request: Exclude<GenerationRequest, { mode: "text_to_image" }>,
+  request: Extract<GenerationRequest, { mode: "guided_image" | "inpaint_image" }>,
   models: ModelSet,
 ): Promise<Float32Array> {
   const { width, height } = request;

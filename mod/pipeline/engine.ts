@@ -1,11 +1,13 @@
 /**
  * The Stable Diffusion 1.5 engine: owns the ONNX sessions (loaded once by
  * {@link createEngine}) and runs one generation at a time — text encoding,
- * the denoising loop with its ControlNet hook, inpaint blending and VAE
- * decoding. Runs wherever the sessions live (the Worker in production,
- * in-process in tests). Sources: diffusers `pipeline_onnx_stable_diffusion.py`,
- * `pipeline_latent_consistency_text2img.py`, `pipeline_controlnet_inpaint.py`
- * (sd15-onnx.md §1d, §2b, §3, §5).
+ * the denoising loop with its ControlNet hook, inpaint blending, image-to-image
+ * from an encoded image, tiled upscaling and VAE decoding. Runs wherever the
+ * sessions live (the Worker in production, in-process in tests). Sources:
+ * diffusers `pipeline_onnx_stable_diffusion.py`,
+ * `pipeline_latent_consistency_text2img.py`, `pipeline_controlnet_inpaint.py`,
+ * `pipeline_stable_diffusion_img2img.py` (image_to_image.ts), AUTOMATIC1111's
+ * SD upscale script (upscale.ts) (sd15-onnx.md §1d, §2b, §3, §5).
  *
  * @module
  */
@@ -20,25 +22,38 @@ import { basePaths, type EngineConfig, type GenerationSettings } from "./engine_
 import { CancelledError } from "./errors.ts";
 import { applyGuidance, guidanceScaleEmbedding } from "./guidance.ts";
 import { checkMask, checkRgb, repeatBatch } from "./image_tensors.ts";
+import {
+  type ImageToImagePipeline,
+  type ImageToImageSchedule,
+  imageToImageSchedule,
+} from "./image_to_image.ts";
 import { initialNoise, latentDims, scaleNoise } from "./initial_latents.ts";
 import { blendKnownLatents, latentMask, pasteUnmasked } from "./inpaint.ts";
 import {
   type ControlNetKind,
+  defaultBytesOpener,
   defaultOpener,
   type LoadedModel,
   loadModels,
   type ModelSet,
   releaseModels,
 } from "./load_models.ts";
-import type { SessionOpener } from "./model_session.ts";
-import { encodePrompts } from "./text_encoding.ts";
-import type { GenerationRequest, GenerationResult } from "./types.ts";
+import type { BytesOpener, SessionOpener } from "./model_session.ts";
+import { encodePrompts, type PromptEmbeddings } from "./text_encoding.ts";
+import type { GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
+import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
 import { decodeLatents, encodeImage } from "./vae.ts";
 
 /** Options of {@link createEngine}. */
 export interface EngineOptions {
   /** Opens a model file; tests pass a wrapper to observe runs. Default: `mod/onnx` `createSession`. */
   openSession?: SessionOpener;
+  /**
+   * Opens a model rewritten in memory (the VAE encoder, see `load_models.ts`
+   * `openVaeEncoder`); tests wrap it like `openSession`. Default: `mod/onnx`
+   * `createSessionFromBytes`.
+   */
+  openBytes?: BytesOpener;
 }
 
 /** Options of one {@link Engine.generate} call. */
@@ -47,7 +62,11 @@ export interface EngineRunOptions {
   isCancelled?: () => boolean;
   /** Aborting stops the run at the next step boundary (in-process use). */
   signal?: AbortSignal;
-  /** Called after every denoising step: steps done, total steps (= scheduler timesteps). */
+  /**
+   * Called after every denoising step: steps done, total steps (the
+   * scheduler's timesteps; for image-to-image the kept ones; for an upscale
+   * those of every tile).
+   */
   onProgress?: (step: number, total: number) => void;
   /** Per-run overrides of the configured generation settings (tests, benchmarks). */
   settings?: Partial<GenerationSettings>;
@@ -61,6 +80,11 @@ export interface EngineInfo {
   controlnets: ControlNetKind[];
   /** Whether the plain UNet is LCM-distilled (takes `timestep_cond`). */
   lcmUnet: boolean;
+  /**
+   * How the VAE encoder gives its latent distribution (`mod/onnx`
+   * `exposeLatentParameters`), or null when it is not loaded.
+   */
+  vaeEncoder: "parameters" | "deterministic" | "rewritten" | null;
 }
 
 /**
@@ -71,7 +95,11 @@ export async function createEngine(
   config: EngineConfig,
   options: EngineOptions = {},
 ): Promise<Engine> {
-  const models = await loadModels(config, options.openSession ?? defaultOpener);
+  const models = await loadModels(
+    config,
+    options.openSession ?? defaultOpener,
+    options.openBytes ?? defaultBytesOpener,
+  );
   try {
     // Build one scheduler now so a bad scheduler config fails at start-up, not per request.
     newScheduler(models, config.generation);
@@ -85,7 +113,33 @@ export async function createEngine(
       { cause: e },
     );
   }
+  // Every strength the server may ask for must keep at least one step of this schedule.
+  for (const { key, value } of config.imageToImage?.strengths ?? []) {
+    try {
+      imageToImageSchedule(
+        newScheduler(models, config.generation),
+        config.generation.steps,
+        value,
+        imageToImagePipeline(models, config.generation),
+      );
+    } catch (e) {
+      await releaseModels(models);
+      const g = config.generation;
+      throw new Error(
+        `${key} = ${value} cannot be used with scheduler "${g.scheduler}" and ${g.steps} steps ` +
+          `(generation.scheduler, generation.steps, or the preset): ${(e as Error).message}`,
+        { cause: e },
+      );
+    }
+  }
   return new Engine(config, models);
+}
+
+/** The image-to-image pipeline diffusers would use for this UNet and scheduler (image_to_image.ts). */
+function imageToImagePipeline(models: ModelSet, s: GenerationSettings): ImageToImagePipeline {
+  return models.unet.io.hasTimestepCond === true && s.scheduler === "lcm"
+    ? "latent_consistency"
+    : "stable_diffusion";
 }
 
 function newScheduler(models: ModelSet, s: GenerationSettings): Scheduler {
@@ -139,6 +193,7 @@ export class Engine {
       models,
       controlnets: Object.keys(m.controlnets) as ControlNetKind[],
       lcmUnet: m.unet.io.hasTimestepCond === true,
+      vaeEncoder: m.vaeEncoder?.graph ?? null,
     };
   }
 
@@ -179,13 +234,37 @@ export class Engine {
     const models = this.#requireModels();
     const settings: GenerationSettings = { ...this.#config.generation, ...options.settings };
     const cancelled = () => options.isCancelled?.() === true || options.signal?.aborted === true;
-    const boundary = (where: string) => {
-      if (cancelled()) throw new CancelledError(`generation cancelled ${where}`);
+    const run: Run = {
+      models,
+      settings,
+      boundary: (where: string) => {
+        if (cancelled()) throw new CancelledError(`generation cancelled ${where}`);
+      },
+      progress: (step, total) => options.onProgress?.(step, total),
     };
+    latentDims(request.width, request.height);
+    run.boundary("before it started");
+    switch (request.mode) {
+      case "image_to_image":
+      case "upscale_image":
+        return await this.#fromImage(run, request);
+      default:
+        return await this.#fromNoise(run, request);
+    }
+  }
+
+  /** Text-to-image, guided and inpaint: the denoising loop from pure noise. */
+  async #fromNoise(
+    run: Run,
+    request: Extract<
+      GenerationRequest,
+      { mode: "text_to_image" | "guided_image" | "inpaint_image" }
+    >,
+  ): Promise<GenerationResult> {
+    const { models, settings, boundary } = run;
     const { width, height } = request;
     const dims = latentDims(width, height);
-    const [, channels, lh, lw] = dims;
-    boundary("before it started");
+    const [, , lh, lw] = dims;
 
     // Which UNet and ControlNet.
     let control: {
@@ -208,30 +287,193 @@ export class Engine {
         );
       }
       control = { kind, model };
-      checkRgb(request.image, "input image");
-      if (request.image.width !== width || request.image.height !== height) {
-        throw new RangeError(
-          `input image is ${request.image.width}×${request.image.height}, expected ${width}×${height}`,
-        );
-      }
+      checkInputImage(request.image, width, height);
       if (request.mode === "inpaint_image") checkMask(request.mask, width, height);
     }
     const unet = control ? models.controlnetUnet! : models.unet;
+    const prompts = await this.#prompts(run, unet, request.positive, request.negative);
+    boundary("after text encoding");
+
+    // Scheduler and the generator's draws, in diffusers' order: for inpainting the image
+    // latents' sample first, then the noise, then the masked image's (prepare_latents,
+    // prepare_mask_latents of pipeline_controlnet_inpaint.py); the same generator then feeds
+    // the stochastic steps.
+    const scheduler = newScheduler(models, settings);
+    const timesteps = Array.from(scheduler.timesteps as ArrayLike<number>);
+    const generator = new TorchGenerator(request.seed);
+    let imageLatents: Float32Array | null = null;
+    if (request.mode === "inpaint_image") {
+      imageLatents = await encodeImage(
+        this.#requireEncoder("inpaint_image").session,
+        models.vaeEncoder!.io,
+        request.image,
+        generator,
+      );
+      boundary("after encoding the input image");
+    }
+    const noise = initialNoise(generator, width, height);
+    // masked_image_latents = _encode_vae_image(masked_image, generator): a 4-channel UNet
+    // never reads them, but their sample is drawn, so the later draws are diffusers'.
+    if (imageLatents) generator.randn(noise.length);
+    const latents = scaleNoise(noise, scheduler.initNoiseSigma);
+
+    // Control image, and for inpainting the latent mask.
+    let controlRun: ControlNetRun | null = null;
+    if (control && request.mode !== "text_to_image") {
+      const cond = await buildControlImage(request, models);
+      boundary("after preprocessing");
+      controlRun = new ControlNetRun(
+        control.model,
+        unet.io,
+        prompts.text.data,
+        prompts.text.dims,
+        repeatBatch(cond, prompts.batch),
+        [prompts.batch, 3, height, width],
+      );
+    }
+    const inpaint = request.mode === "inpaint_image"
+      ? { imageLatents: imageLatents!, mask: latentMask(request.mask, lw, lh), noise }
+      : null;
+
+    const result = await this.#denoise(run, {
+      unet,
+      prompts,
+      scheduler,
+      timesteps,
+      latents,
+      generator,
+      dims,
+      controlRun,
+      inpaint,
+      progress: (i) => run.progress(i, timesteps.length),
+    });
+    boundary("before decoding");
+    let image = await this.#decode(run, result, dims, inpaint);
+    if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
+    return { image, notes: prompts.notes };
+  }
+
+  /**
+   * `transform_image`: diffusers' image-to-image on the request's image
+   * (`image_to_image.ts`). `upscale_image`: the image, already enlarged to the
+   * output size, refined tile by tile, each tile one image-to-image run with
+   * seed `seed + i` (the SD upscale script's `p.seed = processed.seed + 1` per
+   * tile), then blended (`upscale.ts`). One progress total over all tiles.
+   */
+  async #fromImage(
+    run: Run,
+    request: Extract<GenerationRequest, { mode: "image_to_image" | "upscale_image" }>,
+  ): Promise<GenerationResult> {
+    const upscale = request.mode === "upscale_image";
+    this.#requireEncoder(upscale ? "upscale_image" : "transform_image");
+    checkInputImage(request.image, request.width, request.height);
+    const grid = upscale ? tileGrid(request.width, request.height) : null;
+    const prompts = await this.#prompts(run, run.models.unet, request.positive, request.negative);
+    run.boundary("after text encoding");
+    const kept = this.#schedule(run, request.strength).timesteps.length;
+    if (!grid) {
+      const image = await this.#imageToImage(run, prompts, request.image, request.strength, {
+        seed: request.seed,
+        progress: (i) => run.progress(i, kept),
+      });
+      return { image, notes: prompts.notes };
+    }
+    const total = kept * grid.tiles.length;
+    const blender = new TileBlender(grid);
+    for (let i = 0; i < grid.tiles.length; i++) {
+      run.boundary(`before tile ${i + 1} of ${grid.tiles.length}`);
+      const tile = cropTile(request.image, grid.tiles[i], grid.tile);
+      const refined = await this.#imageToImage(run, prompts, tile, request.strength, {
+        seed: (request.seed + i) % 2 ** 32,
+        progress: (step) => run.progress(i * kept + step, total),
+        where: ` of tile ${i + 1} of ${grid.tiles.length}`,
+      });
+      blender.add(i, refined);
+    }
+    return { image: blender.result(), notes: prompts.notes };
+  }
+
+  /** The image-to-image schedule of the configured scheduler at `strength`. */
+  #schedule(run: Run, strength: number): ImageToImageSchedule {
+    return imageToImageSchedule(
+      newScheduler(run.models, run.settings),
+      run.settings.steps,
+      strength,
+      imageToImagePipeline(run.models, run.settings),
+    );
+  }
+
+  /**
+   * One image-to-image run on `image` (`StableDiffusionImg2ImgPipeline`, or
+   * `LatentConsistencyModelImg2ImgPipeline` for an LCM UNet; image_to_image.ts):
+   * the image's latents (the generator's first draw), the noise (its second),
+   * `add_noise` at the first kept timestep, the loop over the kept
+   * timesteps, the decode.
+   */
+  async #imageToImage(
+    run: Run,
+    prompts: Prompts,
+    image: RgbImage,
+    strength: number,
+    o: { seed: number; progress: (step: number) => void; where?: string },
+  ): Promise<RgbImage> {
+    const { models, boundary } = run;
+    const where = o.where ?? "";
+    const dims = latentDims(image.width, image.height);
+    const scheduler = newScheduler(models, run.settings);
+    const { timesteps } = imageToImageSchedule(
+      scheduler,
+      run.settings.steps,
+      strength,
+      imageToImagePipeline(models, run.settings),
+    );
+    const generator = new TorchGenerator(o.seed);
+    const imageLatents = await encodeImage(
+      models.vaeEncoder!.session,
+      models.vaeEncoder!.io,
+      image,
+      generator,
+    );
+    boundary(`after encoding the input image${where}`);
+    const noise = initialNoise(generator, image.width, image.height);
+    const latents = scheduler.addNoise(imageLatents, noise, timesteps[0]);
+    const result = await this.#denoise(run, {
+      unet: models.unet,
+      prompts,
+      scheduler,
+      timesteps,
+      latents,
+      generator,
+      dims,
+      controlRun: null,
+      inpaint: null,
+      progress: o.progress,
+      where,
+    });
+    boundary(`before decoding${where}`);
+    return await this.#decode(run, result, dims, null);
+  }
+
+  /** Encodes the prompts for `unet` (with the negative one under CFG) and says what applies. */
+  async #prompts(
+    run: Run,
+    unet: LoadedModel,
+    positive: string,
+    negative: string,
+  ): Promise<Prompts> {
+    const { models, settings } = run;
     const lcm = unet.io.hasTimestepCond === true;
     const cfg = !lcm && settings.guidanceScale > 1;
-    const batch = cfg ? 2 : 1;
-
-    // Text.
     const text = await encodePrompts(
       models.tokenizer,
       models.textEncoder.session,
       models.textEncoder.io,
-      request.positive,
-      request.negative,
+      positive,
+      negative,
       cfg,
     );
     const notes = [...text.notes];
-    if (!cfg && request.negative.trim() !== "") {
+    if (!cfg && negative.trim() !== "") {
       notes.push(
         lcm
           ? "the negative prompt is not used: this LCM UNet runs without classifier-free guidance"
@@ -239,72 +481,48 @@ export class Engine {
             `runs without classifier-free guidance (the fast preset does)`,
       );
     }
-    boundary("after text encoding");
+    return { text, notes, cfg, lcm, batch: cfg ? 2 : 1 };
+  }
 
-    // Scheduler and noise; the same generator feeds stochastic steps.
-    const scheduler = newScheduler(models, settings);
-    const timesteps = Array.from(scheduler.timesteps as ArrayLike<number>);
-    const generator = new TorchGenerator(request.seed);
-    const noise = initialNoise(generator, width, height);
-    let latents = scaleNoise(noise, scheduler.initNoiseSigma);
-
-    // Control image, and for inpainting the image latents and latent mask.
-    let controlRun: ControlNetRun | null = null;
-    let inpaint: { imageLatents: Float32Array; mask: Uint8Array } | null = null;
-    if (control && request.mode !== "text_to_image") {
-      const cond = await buildControlImage(request, models);
-      boundary("after preprocessing");
-      controlRun = new ControlNetRun(
-        control.model,
-        unet.io,
-        text.data,
-        text.dims,
-        repeatBatch(cond, batch),
-        [batch, 3, height, width],
-      );
-      if (request.mode === "inpaint_image") {
-        if (!models.vaeEncoder) {
-          throw new Error("inpainting is enabled but the VAE encoder is not loaded");
-        }
-        inpaint = {
-          imageLatents: await encodeImage(
-            models.vaeEncoder.session,
-            models.vaeEncoder.io,
-            request.image,
-          ),
-          mask: latentMask(request.mask, lw, lh),
-        };
-        boundary("after encoding the input image");
-      }
-    }
-
-    // Feeds that do not change between steps.
+  /**
+   * The denoising loop over `timesteps` (diffusers `__call__` step 8 of the
+   * text-to-image, ControlNet and image-to-image pipelines): CFG batch,
+   * `scale_model_input`, the ControlNet residuals, the UNet, guidance,
+   * `scheduler.step` with the request's generator, and for inpainting the
+   * known latents blended back after every step.
+   */
+  async #denoise(
+    run: Run,
+    loop: Loop,
+  ): Promise<{ latents: Float32Array; denoised?: Float32Array }> {
+    const { unet, prompts, scheduler, timesteps, generator, dims, controlRun, inpaint } = loop;
+    const [, channels, lh, lw] = dims;
     const unetIo = unet.io;
     const fixed: Feeds = {
       [unetIo.inputs.encoder_hidden_states.name]: floatTensor(
         unetIo.inputs.encoder_hidden_states.dtype,
-        text.data,
-        text.dims,
+        prompts.text.data,
+        prompts.text.dims,
       ),
     };
-    if (lcm) {
+    if (prompts.lcm) {
       const cond = unetIo.inputs.timestep_cond;
       const width = cond.shape[1] as number;
       fixed[cond.name] = floatTensor(
         cond.dtype,
-        guidanceScaleEmbedding(settings.guidanceScale, width),
-        [
-          1,
-          width,
-        ],
+        guidanceScaleEmbedding(run.settings.guidanceScale, width),
+        [1, width],
       );
     }
+    const batch = prompts.batch;
     const sampleDims = [batch, channels, lh, lw];
     const outName = unetIo.outputs.out_sample.name;
+    const where = loop.where ?? "";
 
+    let latents = loop.latents;
     let denoised: Float32Array | undefined;
     for (let i = 0; i < timesteps.length; i++) {
-      boundary(`before step ${i + 1} of ${timesteps.length}`);
+      run.boundary(`before step ${i + 1} of ${timesteps.length}${where}`);
       const t = timesteps[i];
       const scaled = scheduler.scaleModelInput(latents, t);
       const sample = repeatBatch(scaled, batch);
@@ -316,7 +534,9 @@ export class Engine {
       if (controlRun) Object.assign(feeds, await controlRun.residuals(sample, sampleDims, t));
       const out = await unet.session.run(feeds, [outName]);
       const predicted = checkedOutput(out[outName], sampleDims, outName);
-      const noisePred = cfg ? applyGuidance(predicted, settings.guidanceScale) : predicted;
+      const noisePred = prompts.cfg
+        ? applyGuidance(predicted, run.settings.guidanceScale)
+        : predicted;
       const result = scheduler.step(noisePred, t, latents, generator);
       latents = result.prevSample;
       denoised = result.predOriginalSample;
@@ -324,30 +544,101 @@ export class Engine {
         // pipeline_controlnet_inpaint.py L1457-1470: known latents noised to the next
         // timestep with the initial noise; the last step uses the clean image latents.
         const known = i < timesteps.length - 1
-          ? scheduler.addNoise(inpaint.imageLatents, noise, timesteps[i + 1])
+          ? scheduler.addNoise(inpaint.imageLatents, inpaint.noise, timesteps[i + 1])
           : inpaint.imageLatents;
         latents = blendKnownLatents(Float32Array.from(latents), known, inpaint.mask);
       }
-      options.onProgress?.(i + 1, timesteps.length);
+      loop.progress(i + 1);
     }
-    boundary("before decoding");
+    return { latents, denoised };
+  }
 
-    // LCM decodes the consistency model's `denoised` estimate
-    // (pipeline_latent_consistency_text2img.py: `image = vae.decode(denoised / scaling)`).
-    let final = latents;
-    if (settings.scheduler === "lcm" && denoised) {
-      final = Float32Array.from(denoised);
+  /**
+   * The VAE decode of the loop's result. LCM decodes the consistency model's
+   * `denoised` estimate (pipeline_latent_consistency_text2img.py: `image =
+   * vae.decode(denoised / scaling)`; on the last step the scheduler's
+   * `prev_sample` is that same value, which is what the image-to-image
+   * pipeline decodes).
+   */
+  async #decode(
+    run: Run,
+    result: { latents: Float32Array; denoised?: Float32Array },
+    dims: [number, number, number, number],
+    inpaint: { imageLatents: Float32Array; mask: Uint8Array } | null,
+  ): Promise<RgbImage> {
+    const { models, settings } = run;
+    let final = result.latents;
+    if (settings.scheduler === "lcm" && result.denoised) {
+      final = Float32Array.from(result.denoised);
       if (inpaint) blendKnownLatents(final, inpaint.imageLatents, inpaint.mask);
     }
-    let image = await decodeLatents(
+    return await decodeLatents(
       models.vaeDecoder.session,
       models.vaeDecoder.io,
       final,
       dims,
       models.vaeDecoderScale,
     );
-    if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
-    return { image, notes };
+  }
+
+  /** The VAE encoder, or a configuration error naming the tool that needs it. */
+  #requireEncoder(tool: string): LoadedModel {
+    const encoder = this.#requireModels().vaeEncoder;
+    if (!encoder) {
+      throw new ToolError(
+        "configuration",
+        `${tool} needs the VAE encoder, which this engine was started without`,
+      );
+    }
+    return encoder;
+  }
+}
+
+/** What one run carries through the pipelines. */
+interface Run {
+  models: ModelSet;
+  settings: GenerationSettings;
+  /** Throws a {@link CancelledError} when the request was cancelled. */
+  boundary: (where: string) => void;
+  /** Reports steps done of the run's total. */
+  progress: (step: number, total: number) => void;
+}
+
+/** Encoded prompts and how the UNet is driven with them. */
+interface Prompts {
+  text: PromptEmbeddings;
+  notes: string[];
+  /** Classifier-free guidance (batch 2, uncond first). */
+  cfg: boolean;
+  /** The UNet is LCM-distilled (`timestep_cond`, no CFG). */
+  lcm: boolean;
+  batch: number;
+}
+
+/** The inputs of one denoising loop. */
+interface Loop {
+  unet: LoadedModel;
+  prompts: Prompts;
+  scheduler: Scheduler;
+  timesteps: number[];
+  latents: Float32Array;
+  generator: TorchGenerator;
+  dims: [number, number, number, number];
+  controlRun: ControlNetRun | null;
+  inpaint: { imageLatents: Float32Array; mask: Uint8Array; noise: Float32Array } | null;
+  /** Called after step `i` (1-based) of this loop. */
+  progress: (i: number) => void;
+  /** Appended to cancellation messages (" of tile 2 of 9"). */
+  where?: string;
+}
+
+/** Throws unless the input image is an RGB image of the request's size. */
+function checkInputImage(image: RgbImage, width: number, height: number): void {
+  checkRgb(image, "input image");
+  if (image.width !== width || image.height !== height) {
+    throw new RangeError(
+      `input image is ${image.width}×${image.height}, expected ${width}×${height}`,
+    );
   }
 }
 

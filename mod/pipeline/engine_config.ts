@@ -31,6 +31,14 @@ export interface EngineConfig {
   controlnet: ResolvedConfig["controlnet"];
   /** LoRAs blended into the UNet(s) and text encoder; absent or empty = none. */
   lora?: ResolvedConfig["lora"];
+  /**
+   * Serve image-to-image and upscaling (`transform_image`, `upscale_image`),
+   * which loads the VAE encoder, with the strengths the server may ask for
+   * (`[transform]`, `[upscale]`; checked against the scheduler at start-up).
+   * Absent: only inpainting loads the encoder, and those requests are refused
+   * as a configuration error.
+   */
+  imageToImage?: { strengths: Array<{ key: string; value: number }> };
 }
 
 /** Picks the engine's part of a resolved config. */
@@ -54,6 +62,14 @@ export function engineConfigOf(config: ResolvedConfig): EngineConfig {
     },
     controlnet: structuredClone(config.controlnet),
     lora: structuredClone(config.lora),
+    imageToImage: {
+      strengths: [
+        { key: "[transform] subtle", value: config.transform.subtle },
+        { key: "[transform] moderate", value: config.transform.moderate },
+        { key: "[transform] strong", value: config.transform.strong },
+        { key: "[upscale] strength", value: config.upscale.strength },
+      ],
+    },
   };
 }
 

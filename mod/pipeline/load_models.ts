@@ -7,20 +7,28 @@
  * @module
  */
 
+import { dirname, join } from "node:path";
 import {
   assertResidualsMatch,
   checkSession,
   type Component,
+  createSession,
+  createSessionFromBytes,
+  exposeLatentParameters,
+  type ExternalDataFile,
+  LATENT_PARAMETERS,
+  readModelInfo,
   type ResolvedIo,
+  type SessionOptions,
+  type VaeEncoderGraph,
 } from "../onnx/mod.ts";
-import { createSession } from "../onnx/mod.ts";
-import type { SessionOptions } from "../onnx/mod.ts";
+import { log } from "../log/mod.ts";
 import { LoraSet } from "../lora/mod.ts";
 import { ClipTokenizer } from "../tokenizer/mod.ts";
 import type { ControlNetModel } from "./controlnet.ts";
 import { basePaths, type EngineConfig } from "./engine_config.ts";
 import { errorMessage } from "./errors.ts";
-import type { ModelSession, SessionOpener } from "./model_session.ts";
+import type { BytesOpener, ModelSession, SessionOpener } from "./model_session.ts";
 import { VAE_SCALING_FACTOR } from "./vae.ts";
 
 /** One opened and checked model. */
@@ -53,8 +61,12 @@ export interface ModelSet {
    * full VAE, 1 for TAESD (it decodes the UNet's latents as they are, §7).
    */
   vaeDecoderScale: number;
-  /** VAE encoder; only when inpainting is enabled. */
-  vaeEncoder?: LoadedModel;
+  /**
+   * VAE encoder, returning its latent distribution's parameters (rewritten at
+   * load time when the export samples inside the graph); loaded when
+   * image-to-image or inpainting is served.
+   */
+  vaeEncoder?: LoadedModel & { graph: VaeEncoderGraph["kind"] };
   /** The UNet that takes ControlNet residuals; only when a ControlNet is enabled. */
   controlnetUnet?: LoadedModel;
   /** Enabled ControlNets. */
@@ -69,6 +81,10 @@ export interface ModelSet {
 
 /** Opens a model with `mod/onnx`'s `createSession`. */
 export const defaultOpener: SessionOpener = (path, options) => createSession(path, options);
+
+/** Opens a model held in memory with `mod/onnx`'s `createSessionFromBytes`. */
+export const defaultBytesOpener: BytesOpener = (model, options) =>
+  createSessionFromBytes(model.bytes, model.externalData, options);
 
 /** Reads a JSON object, with errors naming the file. */
 async function readJsonObject(path: string): Promise<Record<string, unknown>> {
@@ -91,14 +107,17 @@ async function readJsonObject(path: string): Promise<Record<string, unknown>> {
 }
 
 /**
- * Loads the model set for `config`. ControlNets, the residual UNet, the VAE
- * encoder and preprocessors are opened only when their `controlnet.*.enabled`
- * needs them. With `lora.files` set, the text encoder and the UNet(s) are
- * opened through `mod/lora` (weights blended in memory) instead of `open`.
+ * Loads the model set for `config`. ControlNets, the residual UNet and the
+ * preprocessors are opened only when their `controlnet.*.enabled` needs them,
+ * the VAE encoder when `imageToImage` or inpainting does (rewritten by
+ * {@link openVaeEncoder}, then opened with `openBytes`). With `lora.files`
+ * set, the text encoder and the UNet(s) are opened through `mod/lora`
+ * (weights blended in memory) instead of `open`.
  */
 export async function loadModels(
   config: EngineConfig,
   open: SessionOpener = defaultOpener,
+  openBytes: BytesOpener = defaultBytesOpener,
 ): Promise<ModelSet> {
   const paths = basePaths(config.models.base);
   const options: SessionOptions = {
@@ -172,7 +191,16 @@ export async function loadModels(
       vaeDecoderScale: tiny ? 1 : VAE_SCALING_FACTOR,
       controlnets: {},
     };
-    if (cn.inpaint.enabled) set.vaeEncoder = await load("vae_encoder", paths.vaeEncoder);
+    if (cn.inpaint.enabled || config.imageToImage) {
+      let graph: VaeEncoderGraph["kind"] = "parameters";
+      const opener: SessionOpener = async (path, o) => {
+        const opened = await openVaeEncoder(path, o, open, openBytes);
+        graph = opened.graph;
+        return opened.session;
+      };
+      const encoder = await load("vae_encoder", paths.vaeEncoder, opener);
+      set.vaeEncoder = { ...encoder, graph };
+    }
     if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
       set.controlnetUnet = await load(
         "controlnet_unet",
@@ -205,6 +233,48 @@ export async function loadModels(
     await Promise.allSettled(opened.map((m) => m.session.release()));
     throw e;
   }
+}
+
+/**
+ * Opens a VAE encoder so that it returns its latent distribution's
+ * parameters: an export that samples inside the graph (`latent_sample` drawn
+ * by a random node: the diffusers script, Optimum ≤ 1.22) is rewritten in
+ * memory (`mod/onnx` `exposeLatentParameters`) and opened from bytes; one
+ * that already returns `latent_parameters` (Optimum ≥ 1.23), or a
+ * `latent_sample` no random node draws, is opened from its path.
+ */
+export async function openVaeEncoder(
+  path: string,
+  options: SessionOptions,
+  open: SessionOpener = defaultOpener,
+  openBytes: BytesOpener = defaultBytesOpener,
+): Promise<{ session: ModelSession; graph: VaeEncoderGraph["kind"] }> {
+  const found = exposeLatentParameters(await Deno.readFile(path));
+  if (found.kind !== "rewritten") return { session: await open(path, options), graph: found.kind };
+  const externalData: ExternalDataFile[] = [];
+  for (const ref of (await readModelInfo(path)).externalData) {
+    externalData.push({
+      path: ref.location,
+      data: await Deno.readFile(join(dirname(path), ref.location)),
+    });
+  }
+  const session = await openBytes({ path, bytes: found.model, externalData }, options);
+  if (!session.outputs.some((o) => o.name === LATENT_PARAMETERS)) {
+    await session.release();
+    throw new Error(
+      `the rewritten graph was not what was opened (outputs: ${
+        session.outputs.map((o) => o.name).join(", ")
+      }); a custom session opener must open the bytes it is given`,
+    );
+  }
+  log("info", "pipeline", "vae_encoder samples in the graph; rewritten to return its parameters", {
+    model: path,
+    removed: `${found.random.op} node ${found.random.name}`,
+    parameters: found.parameters,
+    chunk: found.chunk,
+    removedNodes: found.removedNodes,
+  });
+  return { session, graph: "rewritten" };
 }
 
 /** Releases every session of a model set. */

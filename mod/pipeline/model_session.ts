@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Feeds, IoMeta, SessionOptions, Tensor } from "../onnx/mod.ts";
+import type { ExternalDataFile, Feeds, IoMeta, SessionOptions, Tensor } from "../onnx/mod.ts";
 
 /** An open model: I/O metadata, `run` and `release` (what `mod/onnx`'s `Session` offers). */
 export interface ModelSession {
@@ -21,3 +21,16 @@ export interface ModelSession {
 
 /** Opens the model file at `path`; the default is `mod/onnx`'s `createSession`. */
 export type SessionOpener = (path: string, options: SessionOptions) => Promise<ModelSession>;
+
+/** A model held in memory: a graph rewritten at load time and the external data it names. */
+export interface ModelBytes {
+  /** The file it was read from (for messages and labels). */
+  path: string;
+  /** The `.onnx` protobuf. */
+  bytes: Uint8Array;
+  /** Every external data file the model names, by its recorded `location`. */
+  externalData: ExternalDataFile[];
+}
+
+/** Opens a model from memory; the default is `mod/onnx`'s `createSessionFromBytes`. */
+export type BytesOpener = (model: ModelBytes, options: SessionOptions) => Promise<ModelSession>;

@@ -7,8 +7,13 @@
  *   tokenizer, scheduler maths, tensor conversion, guidance, VAE decode of a
  *   512×512 image and PNG-free RGB output.
  * - group "tiny guided and inpaint": depth, openpose (DWPose preprocessing:
- *   letterbox, affine crops, SimCC, drawing) and inpaint (VAE encode, latent
- *   blending, paste-back), 4 steps, on the same set.
+ *   letterbox, affine crops, SimCC, drawing), inpaint (VAE encode, latent
+ *   blending, paste-back) and image-to-image at strength 1 (VAE encode and
+ *   its sampling, add_noise, the same 5 UNet calls), 4 steps, on the same set.
+ * - group "tiny upscale": a 1024×1024 upscale (9 tiles at strength 1)
+ *   against 9 separate 512×512 image-to-image runs: the cost of tiling
+ *   itself (crops, the text encoded once instead of 9 times, the feathered
+ *   blend).
  * - group "SD 1.5-width UNet, one call": ONE call of a UNet graph with the
  *   real SD 1.5 I/O shapes and channel widths (`SD15_DIMS`: 320/640/1280,
  *   hidden 768) at 512×512 (latent 64×64), batch 2 (CFG), fp32, ONNX
@@ -60,12 +65,13 @@ const STEPS = 4;
 
 const tinyRoot = join(CACHE, "tiny", "models");
 await buildTinyModelSet(tinyRoot);
-const engine = await createEngine(
-  tinyConfig(tinyRoot, {
+const engine = await createEngine({
+  ...tinyConfig(tinyRoot, {
     generation: { steps: STEPS },
     controlnets: { depth: 1, openpose: 1, inpaint: 0.5 },
   }),
-);
+  imageToImage: { strengths: [] },
+});
 
 const base = {
   positive: "a lighthouse on a cliff at sunset, detailed",
@@ -121,6 +127,10 @@ const guided: Array<[string, GenerationRequest]> = [
     "inpaint",
     { ...base, mode: "inpaint_image", image: testPicture(SIZE, SIZE, 1), mask: centreMask() },
   ],
+  [
+    "image-to-image, strength 1",
+    { ...base, mode: "image_to_image", image: testPicture(SIZE, SIZE, 1), strength: 1 },
+  ],
 ];
 
 for (const [name, request] of guided) {
@@ -135,6 +145,42 @@ for (const [name, request] of guided) {
     },
   });
 }
+
+const big = testPicture(2 * SIZE, 2 * SIZE);
+Deno.bench({
+  name: "9 × image-to-image 512×512, strength 1",
+  group: "tiny upscale 1024×1024 (pndm, 4 steps)",
+  baseline: true,
+  n: 3,
+  warmup: 1,
+  async fn() {
+    for (let i = 0; i < 9; i++) {
+      const image = testPicture(SIZE, SIZE, i % 2);
+      await engine.generate({ ...base, mode: "image_to_image", image, strength: 1, seed: 42 + i }, {
+        settings: { scheduler: "pndm", steps: STEPS },
+      });
+    }
+  },
+});
+Deno.bench({
+  name: "upscale_image: 9 tiles, strength 1",
+  group: "tiny upscale 1024×1024 (pndm, 4 steps)",
+  n: 3,
+  warmup: 1,
+  async fn() {
+    await engine.generate(
+      {
+        ...base,
+        mode: "upscale_image",
+        width: 2 * SIZE,
+        height: 2 * SIZE,
+        image: big,
+        strength: 1,
+      },
+      { settings: { scheduler: "pndm", steps: STEPS } },
+    );
+  },
+});
 
 // ---------------------------------------------------------------------------
 // SD 1.5-width UNet: one call.

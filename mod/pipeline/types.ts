@@ -16,8 +16,34 @@ export const SIZES: Readonly<Record<SizeId, { width: number; height: number }>> 
   portrait_512: { width: 384, height: 512 },
 };
 
+/** The output sizes of `upscale_image`: twice each {@link SizeId}. */
+export type UpscaleSizeId = "square_1024" | "landscape_1024" | "portrait_1024";
+
+/** Width and height of each upscale size id, in pixels (W×H). */
+export const UPSCALE_SIZES: Readonly<Record<UpscaleSizeId, { width: number; height: number }>> = {
+  square_1024: { width: 1024, height: 1024 },
+  landscape_1024: { width: 1024, height: 768 },
+  portrait_1024: { width: 768, height: 1024 },
+};
+
+/** Any output size id: a generation size or an upscale size. */
+export type OutputSizeId = SizeId | UpscaleSizeId;
+
+/** Width and height of any output size id. */
+export function sizeOf(id: OutputSizeId): { width: number; height: number } {
+  const size = (SIZES as Record<string, { width: number; height: number }>)[id] ??
+    (UPSCALE_SIZES as Record<string, { width: number; height: number }>)[id];
+  if (!size) throw new RangeError(`unknown size id ${JSON.stringify(id)}`);
+  return size;
+}
+
 /** What produced an image; written to the PNG `mode` metadata. */
-export type Mode = "text_to_image" | "guided_image" | "inpaint_image";
+export type Mode =
+  | "text_to_image"
+  | "guided_image"
+  | "inpaint_image"
+  | "image_to_image"
+  | "upscale_image";
 
 /** The preprocessors of `generate_guided_image`. */
 export type ControlMode = "depth" | "openpose" | "openpose_full";
@@ -59,11 +85,19 @@ export interface RequestBase {
   seed: number;
 }
 
-/** One image to generate. Images are already resized to `width`×`height`. */
+/**
+ * One image to generate. Images are already resized to `width`×`height`.
+ * `image_to_image` re-runs the last `strength` of the denoising schedule from
+ * the image (diffusers `StableDiffusionImg2ImgPipeline`); `upscale_image`
+ * refines `image`, already enlarged to the output size, tile by tile at
+ * `strength`.
+ */
 export type GenerationRequest =
   | RequestBase & { mode: "text_to_image" }
   | RequestBase & { mode: "guided_image"; controlMode: ControlMode; image: RgbImage }
-  | RequestBase & { mode: "inpaint_image"; image: RgbImage; mask: Mask };
+  | RequestBase & { mode: "inpaint_image"; image: RgbImage; mask: Mask }
+  | RequestBase & { mode: "image_to_image"; image: RgbImage; strength: number }
+  | RequestBase & { mode: "upscale_image"; image: RgbImage; strength: number };
 
 /** A generated image and what the model should be told about it. */
 export interface GenerationResult {
@@ -77,7 +111,10 @@ export interface GenerationResult {
 export interface GenerateOptions {
   /** Aborting stops the run at the next step boundary; the promise rejects. */
   signal?: AbortSignal;
-  /** Called after every denoising step with steps done and total steps. */
+  /**
+   * Called after every denoising step with steps done and total steps (an
+   * upscale counts the steps of all its tiles in one total).
+   */
   onProgress?: (step: number, total: number) => void;
 }
 

@@ -225,7 +225,10 @@ export class DpmSolverMultistepScheduler implements Scheduler {
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     requireTimesteps("dpmpp_2m", this.#timesteps);
     checkSameLength("dpmpp_2m.addNoise", { original, noise });
-    const p = alphaSigma(this.#sigmas[indexForTimestep(this.#timesteps, t, "last")]);
-    return original.map((x, i) => p.alpha * x + p.sigma * noise[i]);
+    // `_sigma_to_alpha_sigma_t` and the sum on float32 tensors, as torch computes them.
+    const sigma = this.#sigmas[indexForTimestep(this.#timesteps, t, "last")];
+    const alpha = fround(1 / fround(Math.sqrt(fround(fround(sigma * sigma) + 1))));
+    const sigmaT = fround(sigma * alpha);
+    return original.map((x, i) => fround(alpha * x) + fround(sigmaT * noise[i]));
   }
 }

@@ -129,11 +129,15 @@ export class EulerAncestralScheduler implements Scheduler {
     return { prevSample, predOriginalSample: x0 };
   }
 
-  /** See {@link Scheduler.addNoise}; `original + noise * σ(t)`, σ looked up by timestep. */
+  /**
+   * See {@link Scheduler.addNoise}; `original + noise * σ(t)`, σ looked up by timestep
+   * (`index_for_timestep`: the second occurrence of a repeated timestep).
+   */
   addNoise(original: Float32Array, noise: Float32Array, t: number): Float32Array {
     requireTimesteps("euler_a", this.#timesteps);
     checkSameLength("euler_a.addNoise", { original, noise });
     const sigma = this.#sigmas[indexForTimestep(this.#timesteps, t, "error")];
-    return original.map((x, i) => x + noise[i] * sigma);
+    // float32 as torch: `original_samples + noise * sigma`.
+    return original.map((x, i) => x + fround(noise[i] * sigma));
   }
 }

@@ -75,10 +75,15 @@ export class LcmScheduler implements Scheduler {
   }
 
   /**
-   * See {@link Scheduler.setTimesteps}; the LCM grid `arange(1, orig + 1) * (T // orig) - 1`,
-   * reversed, sampled at `floor(linspace(0, orig, N, endpoint=False))`.
+   * See {@link Scheduler.setTimesteps}; the LCM grid `arange(1, int(orig · strength) + 1) ·
+   * (T // orig) − 1`, reversed, sampled at `floor(linspace(0, len, N, endpoint=False))`.
+   * `strength` < 1 starts the grid lower, as `LatentConsistencyModelImg2ImgPipeline`
+   * asks for it (diffusers 0.25 `LCMScheduler.set_timesteps(..., strength)`).
+   *
+   * @throws RangeError when N is not a positive integer, exceeds
+   *   `original_inference_steps`, or is more than `int(orig · strength)`
    */
-  setTimesteps(numInferenceSteps: number): void {
+  setTimesteps(numInferenceSteps: number, strength = 1): void {
     const T = this.#numTrainTimesteps;
     const orig = this.#originalSteps;
     if (!Number.isInteger(numInferenceSteps) || numInferenceSteps < 1) {
@@ -86,18 +91,28 @@ export class LcmScheduler implements Scheduler {
         `numInferenceSteps must be a positive integer, got ${numInferenceSteps}`,
       );
     }
+    if (!(strength > 0 && strength <= 1)) {
+      throw new RangeError(`lcm strength must be in (0, 1], got ${strength}`);
+    }
     if (orig > T) {
       throw new RangeError(
         `lcm original_inference_steps (${orig}) cannot exceed num_train_timesteps (${T})`,
       );
     }
+    const k = Math.floor(T / orig);
+    const length = Math.floor(orig * strength);
     if (numInferenceSteps > orig) {
       throw new RangeError(
         `lcm numInferenceSteps (${numInferenceSteps}) cannot exceed original_inference_steps (${orig})`,
       );
     }
-    const k = Math.floor(T / orig);
-    const origin = Array.from({ length: orig }, (_, i) => (i + 1) * k - 1).reverse();
+    if (Math.floor(length / numInferenceSteps) < 1) {
+      throw new RangeError(
+        `lcm: original_inference_steps × strength = ${orig} × ${strength} leaves ${length} ` +
+          `timesteps, fewer than numInferenceSteps (${numInferenceSteps})`,
+      );
+    }
+    const origin = Array.from({ length }, (_, i) => (i + 1) * k - 1).reverse();
     const stride = origin.length / numInferenceSteps;
     this.#timesteps = Array.from(
       { length: numInferenceSteps },

@@ -83,7 +83,9 @@ export function alphaPrevAt(alphasCumprod: Float32Array, prevT: number, final: n
 
 /**
  * DDPM-style `add_noise` (PNDM, DDIM, LCM; e.g. diffusers scheduling_ddim.py):
- * `sqrt(ᾱ_t) * original + sqrt(1 - ᾱ_t) * noise`.
+ * `sqrt(ᾱ_t) * original + sqrt(1 - ᾱ_t) * noise`, every operation rounded to
+ * float32 as torch computes it on float32 tensors (`alphas_cumprod[t] ** 0.5`,
+ * `(1 - alphas_cumprod[t]) ** 0.5`, two products, one sum).
  */
 export function addNoiseAlpha(
   alphasCumprod: Float32Array,
@@ -91,7 +93,8 @@ export function addNoiseAlpha(
   noise: Float32Array,
   t: number,
 ): Float32Array {
+  const fround = Math.fround;
   const a = alphaAt(alphasCumprod, t);
-  const sa = Math.sqrt(a), sb = Math.sqrt(1 - a);
-  return original.map((x, i) => sa * x + sb * noise[i]);
+  const sa = fround(Math.sqrt(a)), sb = fround(Math.sqrt(fround(1 - a)));
+  return original.map((x, i) => fround(sa * x) + fround(sb * noise[i]));
 }

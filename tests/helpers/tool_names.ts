@@ -10,6 +10,8 @@ export const IMAGE_TOOL_NAMES: readonly string[] = [
   "generate_image",
   "generate_guided_image",
   "inpaint_image",
+  "transform_image",
+  "upscale_image",
   "get_generation",
   "cancel_generation",
   "list_generations",
