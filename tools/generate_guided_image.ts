@@ -8,6 +8,7 @@
 import { z } from "zod";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import {
+  CONTROL_MODES,
   type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
@@ -21,7 +22,6 @@ import type { JobService } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { type ControlMode, SIZES } from "../mod/pipeline/types.ts";
 
-const CONTROL_MODES = ["depth", "openpose", "openpose_full"] as const satisfies ControlMode[];
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const GENERATE_GUIDED_IMAGE_SCHEMA = {

@@ -81,3 +81,25 @@ Deno.test("savePng names an unwritable file relative to output.dir, never the ab
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("savePng refuses a name that would leave output.dir, and writes nothing", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const out = join(dir, "out");
+    for (
+      const name of ["../x.png", "../../x.png", "a/../../x.png", "/tmp/x.png", "..png", ".png"]
+    ) {
+      await assert.rejects(savePng(out, name, new Uint8Array([1])), (e) => {
+        assert.ok(e instanceof ToolError);
+        assert.equal(e.category, "saving");
+        assert.match(e.message, /must be one file name inside output\.dir/);
+        return true;
+      }, name);
+    }
+    const left = [];
+    for await (const entry of Deno.readDir(dir)) left.push(entry.name);
+    assert.deepEqual(left, [], "nothing was created");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
