@@ -216,3 +216,44 @@ Deno.test(
     await running;
   }),
 );
+
+Deno.test(
+  "the image tools' descriptions explain the hand-off to get_generation",
+  withJobs(async () => {
+    const { generator } = scriptedGenerator(() => null);
+    const images = new ImageService({
+      generator,
+      prompt: { positive: "", negative: "" },
+      defaultSize: "square_512",
+      seed: 1,
+      output: { save: false, dir: "/nonexistent" },
+    });
+    const enabled = { enabled: true, model: "", conditioningScale: 1 };
+    const controlnet = {
+      depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" as const },
+      openpose: { ...enabled, detector: "", estimator: "" },
+    };
+    for (
+      const [maxWaitMs, pattern] of [
+        [
+          50_000,
+          /longer than this server waits \(50 s\), the call answers instead, not as an error, with a job_id.*call get_generation with that job_id/,
+        ],
+        [Infinity, /waits until the images are done; .*list_generations and get_generation/],
+      ] as const
+    ) {
+      const jobs = await startMemoryJobs(images, { maxWaitMs });
+      services.push(jobs);
+      const tools = [
+        createGenerateImageTool({ images, jobs, maxCount: 5 }),
+        createGenerateGuidedImageTool({ images, jobs, controlnet }),
+        createInpaintImageTool({ images, jobs, inpaint: enabled }),
+      ];
+      for (const tool of tools) {
+        assert.match(tool.description, pattern, tool.name);
+        // No flat "Returns one PNG": a slow call returns a job_id instead.
+        assert.doesNotMatch(tool.description, /Returns one PNG\./, tool.name);
+      }
+    }
+  }),
+);

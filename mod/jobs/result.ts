@@ -54,6 +54,22 @@ export function notFoundResult(id: string, ttlSeconds: number): ToolResult {
   );
 }
 
+/**
+ * The sentence every image tool's description ends with: what a call does
+ * when its images take longer than the server waits (`[generation]
+ * max_wait_seconds`; Infinity: it never hands off).
+ */
+export function handOffDescription(maxWaitMs: number): string {
+  if (!Number.isFinite(maxWaitMs)) {
+    return "This server waits until the images are done; if a call is interrupted, " +
+      "list_generations and get_generation still find its generation.";
+  }
+  return `When the images take longer than this server waits (${maxWaitMs / 1000} s), the call ` +
+    "answers instead, not as an error, with a job_id, the progress and an estimate: call " +
+    "get_generation with that job_id to get the images (exactly this tool's result), or " +
+    "cancel_generation to stop it.";
+}
+
 /** What {@link statusResult} needs to know about a job that is not finished. */
 export interface StatusInfo {
   /** The job. */

@@ -146,6 +146,11 @@ export class JobService {
     });
   }
 
+  /** How long a call waits for its job before handing off, in ms (Infinity: until done). */
+  get maxWaitMs(): number {
+    return this.#o.maxWaitMs;
+  }
+
   /** The store in use. */
   get store(): JobStore {
     return this.#o.store;
@@ -200,9 +205,27 @@ export class JobService {
   async submit(request: ImageRequest, context: ToolContext): Promise<ToolResult> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
     const caller = callerOf(context.scope);
-    const job = await this.#o.store.create({ id: newJobId(), ...caller, request });
-    this.#runner.wake();
-    return await this.#wait(job.id, caller, this.#o.maxWaitMs, context, true);
+    const id = newJobId();
+    // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
+    this.#watchJob(id);
+    try {
+      await this.#o.store.create({ id, ...caller, request });
+      this.#runner.wake();
+      return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
+    } finally {
+      this.#unwatchJob(id);
+    }
+  }
+
+  /** An open call waits for job `id` (see {@link cancelOwn}). */
+  #watchJob(id: string): void {
+    this.#watched.set(id, (this.#watched.get(id) ?? 0) + 1);
+  }
+
+  #unwatchJob(id: string): void {
+    const watchers = (this.#watched.get(id) ?? 1) - 1;
+    if (watchers > 0) this.#watched.set(id, watchers);
+    else this.#watched.delete(id);
   }
 
   /** `get_generation`: the content when done, else the status after waiting up to `waitMs`. */
@@ -388,7 +411,7 @@ export class JobService {
     const timer = Number.isFinite(waitMs)
       ? setTimeout(() => this.#untilDone || wake(), waitMs)
       : undefined;
-    this.#watched.set(id, (this.#watched.get(id) ?? 0) + 1);
+    this.#watchJob(id);
     // Another replica may run the job: its notifications can be missed, the row cannot.
     const poll = this.#o.store.onQueued
       ? setInterval(() => {
@@ -415,9 +438,7 @@ export class JobService {
       if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
     } finally {
       this.#waiters.delete(release);
-      const watchers = (this.#watched.get(id) ?? 1) - 1;
-      if (watchers > 0) this.#watched.set(id, watchers);
-      else this.#watched.delete(id);
+      this.#unwatchJob(id);
       unsubscribe();
       clearTimeout(timer);
       clearInterval(poll);

@@ -7,7 +7,7 @@
  */
 
 import { z } from "zod";
-import { checkToolScope } from "../auth/tool_scope.ts";
+import { checkToolScope, toolsForScope } from "../auth/tool_scope.ts";
 import { log } from "../log/mod.ts";
 import { ErrorCode, ListToolsRequestSchema, McpError, type McpServer, Server } from "./sdk.ts";
 import {
@@ -66,8 +66,14 @@ const CallToolRequest = z.object({
 export interface McpServerOptions {
   /** The tools to list and serve, in listing order. */
   tools: readonly ToolDefinition[];
-  /** The caller's scope (HTTP); undefined for stdio. */
+  /** The caller's scope (HTTP); undefined for stdio. `tools/list` shows it only the tools it may call. */
   scope?: Scope;
+  /**
+   * Whether an aborted call was cancelled by its client rather than left by
+   * a client that disconnected (see `ToolContext.cancelled`). Default: every
+   * abort is a cancellation, as over stdio.
+   */
+  cancelled?: () => boolean;
   /** Server instructions shown to the client at initialize. */
   instructions?: string;
   /**
@@ -101,9 +107,9 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     await ready();
     return listing;
   });
-  /** Built once: what every `tools/list` answers. */
+  /** Built once: what every `tools/list` answers (the tools this caller may call). */
   const listing = {
-    tools: options.tools.map((t) => ({
+    tools: toolsForScope(options.scope, options.tools).map((t) => ({
       name: t.name,
       ...(t.title ? { title: t.title } : {}),
       description: t.description,
@@ -137,6 +143,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     const context = {
       signal: extra.signal,
       scope: options.scope,
+      cancelled: options.cancelled,
       async progress(progress: number, total?: number, message?: string) {
         // The spec requires progress to increase; duplicates are dropped.
         if (progressToken === undefined || progress <= lastProgress || extra.signal.aborted) {
