@@ -133,6 +133,14 @@ export class StepTimer {
     }
   }
 
+  /**
+   * Whether a whole image was measured. Before that an estimate covers the
+   * steps only (the head of the first image at most), and is a lower bound.
+   */
+  get measuredImage(): boolean {
+    return this.#images > 0;
+  }
+
   /** Median milliseconds per step over every tool, or null before two steps of one image. */
   get stepMs(): number | null {
     return this.#all.step.median();

@@ -78,6 +78,8 @@ export interface StatusInfo {
   position: QueuePosition | null;
   /** Estimated ms until it is done, or null without measurements. */
   etaMs: number | null;
+  /** The estimate counts only the steps: no image has been finished yet to measure the rest. */
+  etaLowerBound?: boolean;
   /** How long `get_generation` waits per call, in seconds (Infinity: until done). */
   waitSeconds: number;
   /** Set when this process will not run it now (shutting down). */
@@ -104,6 +106,9 @@ export function statusResult(info: StatusInfo): ToolResult {
     : `is still running (${what}): ${progressText(job)}`;
   const eta = etaMs === null
     ? "No time estimate yet: this server has not measured a step."
+    : info.etaLowerBound
+    ? `Estimated time left: at least ${formatDuration(etaMs)} (from this server's measured step ` +
+      `times; decoding and saving are not measured until its first image is finished).`
     : `Estimated time left: ${formatDuration(etaMs)} (from this server's measured step times).`;
   const wait = Number.isFinite(info.waitSeconds)
     ? ` (each call waits up to ${info.waitSeconds} s)`

@@ -116,6 +116,17 @@ Deno.test("the status names the job, the queue position, the estimate and the ne
   const runningText = (running.content[0] as { text: string }).text;
   assert.match(runningText, /still running .*: image 2 of 3, step 7 of 25; 1 finished/);
   assert.match(runningText, /No time estimate yet/);
+  const early = statusResult({
+    job: job({ state: "running" }),
+    position: null,
+    etaMs: 5000,
+    etaLowerBound: true,
+    waitSeconds: 50,
+  });
+  assert.match(
+    (early.content[0] as { text: string }).text,
+    /Estimated time left: at least about 5 s \(.*not measured until its first image is finished\)/,
+  );
   assert.equal(running.structuredContent?.queue_position, null);
 });
 
@@ -141,6 +152,7 @@ Deno.test("estimates: head, steps and tail measured per tool; medians ignore one
     ...over,
   });
   assert.equal(timer.estimateMs(work({})), null, "no guess before a measured step");
+  assert.equal(timer.measuredImage, false);
   /** One image: `head` ms before its first step ends, `steps` steps of `step` ms, a `tail`. */
   const image = (tool: string, head: number, steps: number, step: number, tail: number) => {
     timer.imageStart(tool);
@@ -153,6 +165,7 @@ Deno.test("estimates: head, steps and tail measured per tool; medians ignore one
   };
   // The process's first image is a warm-up: 5x slower everywhere, used only while alone.
   image("generate_image", 2500, 4, 500, 1500);
+  assert.equal(timer.measuredImage, true);
   assert.equal(timer.estimateMs(work({})), 2500 + 4 * 500 + 1500);
   image("generate_image", 500, 4, 100, 300);
   image("generate_image", 500, 4, 100, 300);

@@ -495,6 +495,7 @@ export class JobService {
       job,
       position,
       etaMs,
+      etaLowerBound: !this.#runner.timer.measuredImage,
       waitSeconds: this.#o.maxWaitMs / 1000,
       note,
     });
