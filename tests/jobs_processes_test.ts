@@ -9,13 +9,13 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { type Database, openDatabase } from "../mod/db/mod.ts";
 import { newJobId } from "../mod/jobs/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { startHttpApp } from "./helpers/http_app.ts";
+import { untilEnded } from "./helpers/job_results.ts";
 import { createTestKey as createKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
@@ -122,16 +122,12 @@ for (const mode of ["embedded", "DATABASE_URL"] as const) {
           assert.deepEqual(await row(), { state: "running", error: null });
           // Through either server the owner fetches the finished batch.
           const other = await connectHttp(second.port, { "MCP-API-Key": key.key });
-          let done: Result | undefined;
+          let done: Result;
           try {
-            for (let i = 0; i < 600 && !done; i++) {
-              const r = await call(i % 2 ? other : client, "get_generation", { job_id: id });
-              if (!/^(queued|running)$/.test(state(r).state ?? "")) done = r;
-            }
+            done = await untilEnded([client, other], id);
           } finally {
             await other.close();
           }
-          assert.ok(done, "the job never ended");
           assert.equal(done.isError, undefined, texts(done));
           assert.equal(pngs(done).length, 2, texts(done));
           assert.deepEqual(await row(), { state: "succeeded", error: null });
@@ -157,12 +153,7 @@ Deno.test("jobs across processes: a job row the tools could not have made is ref
   );
   try {
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startHttpApp(temp.path, tdb.url);
     const client = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
     try {
       // Rows as another process could write them into the shared database.
@@ -196,12 +187,7 @@ Deno.test("jobs across processes: a job row the tools could not have made is ref
         wrongTool: /tool: must be "generate_image" for mode "text_to_image"/,
       };
       for (const [what, id] of Object.entries(ids)) {
-        let result: Result | undefined;
-        for (let i = 0; i < 100 && !result; i++) {
-          const r = await call(client, "get_generation", { job_id: id });
-          if (!/^(queued|running)$/.test(state(r).state ?? "")) result = r;
-        }
-        assert.ok(result, `${what} never ended`);
+        const result = await untilEnded(client, id, { tries: 100 });
         assert.equal(result.isError, true, what);
         assert.match(texts(result), /^the stored request of this job is not one the tools make/);
         assert.match(texts(result), expected[what], what);

@@ -16,6 +16,8 @@ import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { startHttpApp } from "./helpers/http_app.ts";
+import { untilEnded } from "./helpers/job_results.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { contents, pngs, texts } from "./helpers/results.ts";
@@ -67,6 +69,7 @@ function assertHandoff(result: Result): string {
 
 /** Calls get_generation until the job has ended (each call waits up to max_wait_seconds). */
 async function fetchResult(client: Client, id: string, onprogress?: () => void) {
+  if (!onprogress) return await untilEnded(client, id, { timeoutMs: CLIENT_TIMEOUT });
   for (let i = 0; i < 600; i++) {
     const result = await call(client, "get_generation", { job_id: id }, onprogress);
     const state = structured(result).state;
@@ -308,12 +311,7 @@ Deno.test("jobs over HTTP: an SDK client that disconnects before the hand-off le
   );
   try {
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startHttpApp(temp.path, tdb.url);
     try {
       const first = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
       let progressed!: () => void;
@@ -333,16 +331,11 @@ Deno.test("jobs over HTTP: an SDK client that disconnects before the hand-off le
         const listed = structured(await call(again, "list_generations", {})).generations!;
         assert.equal(listed.length, 1);
         assert.equal(listed[0].state, "running", "the disconnect cancelled the job");
-        let done: Result | undefined;
-        for (let i = 0; i < 600 && !done; i++) {
-          // Each call waits at most 5 s: under the client's 10 s timeout.
-          const r = await call(again, "get_generation", {
-            job_id: listed[0].job_id,
-            wait_seconds: 5,
-          });
-          if (!/^(queued|running)$/.test(structured(r).state ?? "")) done = r;
-        }
-        assert.ok(done, "the job never ended");
+        // Each call waits at most 5 s: under the client's 10 s timeout.
+        const done = await untilEnded(again, listed[0].job_id, {
+          waitSeconds: 5,
+          timeoutMs: CLIENT_TIMEOUT,
+        });
         assert.equal(done.isError, undefined, texts(done));
         assert.deepEqual(pngs(done).map((p) => readPngText(p).seed), ["21", "22"]);
       } finally {

@@ -16,8 +16,16 @@ import { INITIALIZED, initializeRequest, jsonLines } from "./helpers/json_rpc.ts
 
 const enc = new TextEncoder();
 
-/** Spawns the server and sends initialize plus a long generate_image call with a progress token. */
-async function startLongCall(configPath: string) {
+/**
+ * Spawns the server on `configPath` (stdio) and writes initialize and one
+ * `generate_image` call with `args` (and `meta` as its `_meta`) to its stdin;
+ * stderr is collected.
+ */
+function spawnWithCall(
+  configPath: string,
+  args: Record<string, unknown>,
+  meta?: Record<string, unknown>,
+) {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-P=serve", "--quiet", "main.ts", "--config", configPath],
     cwd: ROOT,
@@ -31,30 +39,36 @@ async function startLongCall(configPath: string) {
     new WritableStream({ write: (text) => void (stderr += text) }),
   );
   const writer = child.stdin.getWriter();
-  const lines = [
-    initializeRequest(1, "crashy"),
+  const sent = writer.write(enc.encode(jsonLines([
+    initializeRequest(1, "lifecycle"),
     INITIALIZED,
     {
       jsonrpc: "2.0",
       id: 2,
       method: "tools/call",
-      params: {
-        name: "generate_image",
-        arguments: { positive_prompt: "a very long one" },
-        _meta: { progressToken: "p" },
-      },
+      params: { name: "generate_image", arguments: args, ...(meta ? { _meta: meta } : {}) },
     },
-  ];
-  await writer.write(enc.encode(jsonLines(lines)));
+  ])));
+  return { child, writer, sent, stderr: () => stderr, stderrDone };
+}
+
+/** Spawns the server and sends initialize plus a long generate_image call with a progress token. */
+async function startLongCall(configPath: string) {
+  const { child, writer, sent, stderr, stderrDone } = spawnWithCall(
+    configPath,
+    { positive_prompt: "a very long one" },
+    { progressToken: "p" },
+  );
+  await sent;
   // Read stdout until the first progress notification: the generation runs.
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let out = "";
   while (!out.includes(`"notifications/progress"`)) {
     const { value, done } = await reader.read();
-    if (done) throw new Error(`stdout ended before any progress:\n${out}\n${stderr}`);
+    if (done) throw new Error(`stdout ended before any progress:\n${out}\n${stderr()}`);
     out += value;
   }
-  return { child, writer, reader, stderr: () => stderr, stderrDone };
+  return { child, writer, reader, stderr, stderrDone };
 }
 
 Deno.test("stdio: a crashed client (stdin ended, stdout unread) gets its work cancelled and the server exits", async () => {
@@ -97,35 +111,13 @@ Deno.test("stdio: a client that stops reading stdout (stdin still open) gets its
   }
 });
 
-/** Spawns the server and sends initialize plus one generate_image call. */
+/** Spawns the server, sends initialize plus one generate_image call, and collects stdout. */
 function startCall(configPath: string, args: Record<string, unknown>) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-P=serve", "--quiet", "main.ts", "--config", configPath],
-    cwd: ROOT,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  let stderr = "";
-  const stderrDone = child.stderr.pipeThrough(new TextDecoderStream()).pipeTo(
-    new WritableStream({ write: (text) => void (stderr += text) }),
-  );
+  const { child, writer, sent, stderr, stderrDone } = spawnWithCall(configPath, args);
   let stdout = "";
   const stdoutDone = child.stdout.pipeThrough(new TextDecoderStream()).pipeTo(
     new WritableStream({ write: (text) => void (stdout += text) }),
   );
-  const writer = child.stdin.getWriter();
-  const sent = writer.write(enc.encode(jsonLines([
-    initializeRequest(1, "handoff"),
-    INITIALIZED,
-    {
-      jsonrpc: "2.0",
-      id: 2,
-      method: "tools/call",
-      params: { name: "generate_image", arguments: args },
-    },
-  ])));
   const replies = () =>
     stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((m) =>
       m.method === undefined
@@ -137,7 +129,7 @@ function startCall(configPath: string, args: Record<string, unknown>) {
     writer,
     sent,
     replies,
-    stderr: () => stderr,
+    stderr,
     done: () => Promise.all([stderrDone, stdoutDone]),
   };
 }

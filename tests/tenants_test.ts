@@ -8,10 +8,10 @@
  */
 
 import assert from "node:assert/strict";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { startHttpApp } from "./helpers/http_app.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { pngs, texts } from "./helpers/results.ts";
@@ -44,12 +44,7 @@ async function serve(sections: string): Promise<Setup> {
   let temp: TempConfig | undefined;
   try {
     temp = await writeTinyConfig(sections);
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startHttpApp(temp.path, tdb.url);
     return {
       port: app.http!.port,
       tdb,
@@ -239,14 +234,7 @@ Deno.test("tenants: keys of one project, read keys too, list and fetch its jobs;
     // tools/list: a read key sees exactly the read-only tools; a write key all of them.
     const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
     assert.deepEqual(await names(clients.reader), ["get_generation", "list_generations"]);
-    assert.deepEqual(await names(clients.writer), [
-      "generate_image",
-      "generate_guided_image",
-      "inpaint_image",
-      "get_generation",
-      "cancel_generation",
-      "list_generations",
-    ]);
+    assert.deepEqual(await names(clients.writer), IMAGE_TOOL_NAMES);
   } finally {
     for (const c of Object.values(clients)) await c.close();
     await s.close();

@@ -60,6 +60,33 @@ function withJobs(fn: () => Promise<void>): () => Promise<void> {
   };
 }
 
+/** An image service on `generator` at 512x512 with seed 1, saving nothing. */
+function squareImages(generator: Generator): ImageService {
+  return new ImageService({
+    generator,
+    prompt: { positive: "", negative: "" },
+    defaultSize: "square_512",
+    seed: 1,
+    output: { save: false, dir: "/nonexistent" },
+  });
+}
+
+/** generate_guided_image and inpaint_image with every ControlNet enabled. */
+function guidedAndInpaint(images: ImageService, jobs: JobService) {
+  const enabled = { enabled: true, model: "", conditioningScale: 1 };
+  return {
+    guided: createGenerateGuidedImageTool({
+      images,
+      jobs,
+      controlnet: {
+        depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
+        openpose: { ...enabled, detector: "", estimator: "" },
+      },
+    }),
+    inpaint: createInpaintImageTool({ images, jobs, inpaint: enabled }),
+  };
+}
+
 function context(progress: Array<[number, number | undefined]> = []): ToolContext {
   return {
     signal: new AbortController().signal,
@@ -174,29 +201,14 @@ Deno.test(
       },
       close: () => Promise.resolve(),
     };
-    const images = new ImageService({
-      generator,
-      prompt: { positive: "", negative: "" },
-      defaultSize: "square_512",
-      seed: 1,
-      output: { save: false, dir: "/nonexistent" },
-    });
+    const images = squareImages(generator);
     const jobs = await startMemoryJobs(images, { queueLimit: 0 });
     services.push(jobs);
     const running = createGenerateImageTool({ images, jobs, maxCount: 1 }).handle(
       args({}),
       context(),
     );
-    const enabled = { enabled: true, model: "", conditioningScale: 1 };
-    const guided = createGenerateGuidedImageTool({
-      images,
-      jobs,
-      controlnet: {
-        depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
-        openpose: { ...enabled, detector: "", estimator: "" },
-      },
-    });
-    const inpaint = createInpaintImageTool({ images, jobs, inpaint: enabled });
+    const { guided, inpaint } = guidedAndInpaint(images, jobs);
     // "not base64!" would be an image error if it were decoded.
     await assert.rejects(
       guided.handle(
@@ -220,19 +232,7 @@ Deno.test(
 Deno.test(
   "the image tools' descriptions explain the hand-off to get_generation",
   withJobs(async () => {
-    const { generator } = scriptedGenerator(() => null);
-    const images = new ImageService({
-      generator,
-      prompt: { positive: "", negative: "" },
-      defaultSize: "square_512",
-      seed: 1,
-      output: { save: false, dir: "/nonexistent" },
-    });
-    const enabled = { enabled: true, model: "", conditioningScale: 1 };
-    const controlnet = {
-      depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" as const },
-      openpose: { ...enabled, detector: "", estimator: "" },
-    };
+    const images = squareImages(scriptedGenerator(() => null).generator);
     for (
       const [maxWaitMs, pattern] of [
         [
@@ -244,11 +244,8 @@ Deno.test(
     ) {
       const jobs = await startMemoryJobs(images, { maxWaitMs });
       services.push(jobs);
-      const tools = [
-        createGenerateImageTool({ images, jobs, maxCount: 5 }),
-        createGenerateGuidedImageTool({ images, jobs, controlnet }),
-        createInpaintImageTool({ images, jobs, inpaint: enabled }),
-      ];
+      const { guided, inpaint } = guidedAndInpaint(images, jobs);
+      const tools = [createGenerateImageTool({ images, jobs, maxCount: 5 }), guided, inpaint];
       for (const tool of tools) {
         assert.match(tool.description, pattern, tool.name);
         // No flat "Returns one PNG": a slow call returns a job_id instead.
