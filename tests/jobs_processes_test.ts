@@ -14,7 +14,7 @@ import { newJobId } from "../mod/jobs/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { startHttpApp } from "./helpers/http_app.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 import { untilEnded } from "./helpers/job_results.ts";
 import { createTestKey as createKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
@@ -153,7 +153,7 @@ Deno.test("jobs across processes: a job row the tools could not have made is ref
   );
   try {
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const app = await startHttpApp(temp.path, tdb.url);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     const client = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
     try {
       // Rows as another process could write them into the shared database.

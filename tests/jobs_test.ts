@@ -16,7 +16,7 @@ import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { startHttpApp } from "./helpers/http_app.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 import { untilEnded } from "./helpers/job_results.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
@@ -311,7 +311,7 @@ Deno.test("jobs over HTTP: an SDK client that disconnects before the hand-off le
   );
   try {
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const app = await startHttpApp(temp.path, tdb.url);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     try {
       const first = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
       let progressed!: () => void;

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { connectHttp } from "./helpers/http_client.ts";
-import { startHttpApp } from "./helpers/http_app.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
@@ -44,7 +44,7 @@ async function serve(sections: string): Promise<Setup> {
   let temp: TempConfig | undefined;
   try {
     temp = await writeTinyConfig(sections);
-    const app = await startHttpApp(temp.path, tdb.url);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     return {
       port: app.http!.port,
       tdb,

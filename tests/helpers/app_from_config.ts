@@ -9,7 +9,7 @@ import { type App, startApp } from "../../mod/app/mod.ts";
 import { loadConfig } from "../../mod/config/mod.ts";
 
 /** Starts the app from `configPath` over HTTP on the PostgreSQL at `databaseUrl`. */
-export async function startHttpApp(configPath: string, databaseUrl: string): Promise<App> {
+export async function startAppFromConfig(configPath: string, databaseUrl: string): Promise<App> {
   const config = await loadConfig({
     path: configPath,
     overrides: { transport: "http" },
