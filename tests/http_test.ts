@@ -270,7 +270,7 @@ Deno.test("http: notifications/cancelled from the SDK client stops the generatio
   }
 });
 
-Deno.test("http: a client that disconnects mid-stream cancels its generation", async () => {
+Deno.test("http: a client that disconnects mid-stream does not cancel: the job goes on, listed and cancellable", async () => {
   const { generator, state } = endlessGenerator();
   const s = await setup("", {}, generator);
   try {
@@ -299,8 +299,24 @@ Deno.test("http: a client that disconnects mid-stream cancels its generation", a
     await reader.read(); // the first progress event
     controller.abort();
     await reader.cancel().catch(() => {});
-    await until(() => state.aborted);
-    assert.ok(state.aborted, "the disconnect never reached the engine");
+    // MCP 2025-11-25: a disconnection is not a cancellation. The engine keeps going.
+    const steps = state.steps;
+    await until(() => state.steps > steps + 20);
+    assert.equal(state.aborted, false, "the disconnect cancelled the generation");
+    const client = await connectHttp(s.port, { "MCP-API-Key": s.writeKey });
+    try {
+      const listed = await client.callTool({ name: "list_generations", arguments: {} });
+      const [job] =
+        (listed.structuredContent as { generations: Array<{ job_id: string; state: string }> })
+          .generations;
+      assert.equal(job.state, "running");
+      // Stopping it takes an explicit cancellation.
+      await client.callTool({ name: "cancel_generation", arguments: { job_id: job.job_id } });
+      await until(() => state.aborted);
+      assert.ok(state.aborted, "cancel_generation never reached the engine");
+    } finally {
+      await client.close();
+    }
   } finally {
     await s.close();
   }

@@ -4,7 +4,8 @@
  * the hand-off matters): hand-off and
  * `get_generation` over real stdio and real HTTP, pixel identity with a
  * direct call, cancellation of a running batch, owners, expiry, `/healthz`,
- * and a server killed mid-job and restarted on the same PostgreSQL.
+ * a client that disconnects (its job goes on), and a server killed mid-job
+ * and restarted on the same PostgreSQL.
  */
 
 import assert from "node:assert/strict";
@@ -15,6 +16,8 @@ import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
+import { untilEnded } from "./helpers/job_results.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { contents, pngs, texts } from "./helpers/results.ts";
@@ -66,6 +69,7 @@ function assertHandoff(result: Result): string {
 
 /** Calls get_generation until the job has ended (each call waits up to max_wait_seconds). */
 async function fetchResult(client: Client, id: string, onprogress?: () => void) {
+  if (!onprogress) return await untilEnded(client, id, { timeoutMs: CLIENT_TIMEOUT });
   for (let i = 0; i < 600; i++) {
     const result = await call(client, "get_generation", { job_id: id }, onprogress);
     const state = structured(result).state;
@@ -191,7 +195,11 @@ Deno.test("jobs: cancel_generation removes a queued job and stops a running batc
     );
     const waiting = await call(client, "get_generation", { job_id: queued, wait_seconds: 0 });
     assert.equal(structured(waiting).state, "queued");
-    assert.match(texts(waiting), /position 1 in the queue/);
+    // The running batch is ahead of it, and counts.
+    assert.match(
+      texts(waiting),
+      /position 2 in the queue, 1 job ahead of it \(1 running, 0 waiting\)/,
+    );
     const removed = await call(client, "cancel_generation", { job_id: queued });
     assert.match(texts(removed), /left the queue before it started/);
     assert.equal(
@@ -287,6 +295,53 @@ Deno.test("jobs over HTTP: another key cannot see, fetch or cancel a job; /healt
       await a.close();
       await b.close();
       await r.close();
+      await app.shutdown();
+    }
+  } finally {
+    await tdb.close();
+    await temp.remove();
+  }
+});
+
+Deno.test("jobs over HTTP: an SDK client that disconnects before the hand-off leaves its job running; the key lists and fetches it", async () => {
+  const tdb = await openTestDatabase("jobs_disconnect");
+  // A long wait: the call is still open, before any hand-off, when its client goes away.
+  const temp = await writeTinyConfig(
+    `[generation]\nseed = 21\nsteps = ${SLOW}\nmax_wait_seconds = 60\nmax_count = 2\n`,
+  );
+  try {
+    const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+    const app = await startAppFromConfig(temp.path, tdb.url);
+    try {
+      const first = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
+      let progressed!: () => void;
+      const progress = new Promise<void>((r) => progressed = r);
+      const pending = first.callTool(
+        { name: "generate_image", arguments: { positive_prompt: "left behind", count: 2 } },
+        undefined,
+        { timeout: 600_000, onprogress: () => progressed() },
+      );
+      pending.catch(() => {});
+      await progress;
+      // The client goes away (its connection closes) without cancelling.
+      await first.close();
+      await assert.rejects(pending);
+      const again = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
+      try {
+        const listed = structured(await call(again, "list_generations", {})).generations!;
+        assert.equal(listed.length, 1);
+        assert.equal(listed[0].state, "running", "the disconnect cancelled the job");
+        // Each call waits at most 5 s: under the client's 10 s timeout.
+        const done = await untilEnded(again, listed[0].job_id, {
+          waitSeconds: 5,
+          timeoutMs: CLIENT_TIMEOUT,
+        });
+        assert.equal(done.isError, undefined, texts(done));
+        assert.deepEqual(pngs(done).map((p) => readPngText(p).seed), ["21", "22"]);
+      } finally {
+        await again.close();
+      }
+    } finally {
       await app.shutdown();
     }
   } finally {

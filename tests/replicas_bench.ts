@@ -28,7 +28,9 @@ const ignore = !usingPostgresServer();
 if (ignore) console.log("tests/replicas_bench.ts ignored: DATABASE_URL is unset");
 
 const JOBS = 8;
-const SECTIONS = `[generation]\nsteps = 20\nseed = 3\nqueue_limit = 32\nmax_wait_seconds = 300\n`;
+// One key sends every job: the per-key limits (for tenants) are off, as an operator's load test sets.
+const SECTIONS = `[generation]\nsteps = 20\nseed = 3\nqueue_limit = 32\nmax_wait_seconds = 300\n` +
+  `[jobs]\nmax_jobs_per_key = 0\nmax_images_per_key = 0\n`;
 
 /** The bench set's widths: the tiny graphs' structure, wide enough that a job is engine-bound. */
 export const BENCH_DIMS: ModelDims = {

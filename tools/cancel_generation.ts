@@ -37,7 +37,7 @@ export function createCancelGenerationTool(
     description: "Cancel a generation job by its job_id. A queued job is removed from the " +
       "queue; a running one stops at its next step. Images of a batch that were already " +
       "finished are kept and returned with the answer (and by get_generation). Cancelling " +
-      "a job that has ended changes nothing.",
+      "a job that has ended changes nothing. Only the API key that made a job can cancel it.",
     inputSchema: CANCEL_GENERATION_SCHEMA,
     annotations: {
       title: "Cancel generation",

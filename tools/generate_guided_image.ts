@@ -8,6 +8,7 @@
 import { z } from "zod";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import {
+  CONTROL_MODES,
   type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
@@ -17,11 +18,9 @@ import {
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { type ControlMode, SIZES } from "../mod/pipeline/types.ts";
-
-const CONTROL_MODES = ["depth", "openpose", "openpose_full"] as const satisfies ControlMode[];
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const GENERATE_GUIDED_IMAGE_SCHEMA = {
@@ -78,7 +77,8 @@ export function createGenerateGuidedImageTool(
       'control_mode "depth" keeps the spatial layout (a depth map is estimated from the image); ' +
       '"openpose" keeps the body pose of the people in it; "openpose_full" also keeps hands and ' +
       "face. input_image is a base64 PNG or JPEG, or a data URI (data:image/png;base64,...). " +
-      "The prompt decides content and style. Returns one PNG.",
+      "The prompt decides content and style. The result is one PNG. " +
+      handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: GENERATE_GUIDED_IMAGE_SCHEMA,
     annotations: {
       title: "Generate guided image",
@@ -100,7 +100,7 @@ export function createGenerateGuidedImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom();
+      await deps.jobs.assertRoom(context);
       const image = await deps.images.prepareInputs(async () =>
         toRgbImage(await decodeImageInput("input_image", args.input_image), width, height)
       );

@@ -14,7 +14,7 @@ import {
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { sanitizeName } from "../mod/output/mod.ts";
 
@@ -85,9 +85,11 @@ export function createGenerateImageTool(
     description: "Generate an image from a text prompt with Stable Diffusion 1.5, locally. " +
       "Write positive_prompt as a comma-separated description (subject, style, lighting); " +
       "put what to avoid in negative_prompt. size picks 512x512 (square_512), 512x384 " +
-      "(landscape_512) or 384x512 (portrait_512). Returns a PNG whose metadata holds the seed. " +
-      "Steps, guidance, scheduler, model and seed are server settings, not inputs. " +
-      "A generation takes from seconds to minutes depending on the hardware; progress is reported.",
+      "(landscape_512) or 384x512 (portrait_512). Returns a PNG whose metadata holds the seed " +
+      '(count > 1: one per image, each after an "[i/N] …" text). Steps, guidance, scheduler, ' +
+      "model and seed are server settings, not inputs. A generation takes from seconds to " +
+      "minutes depending on the hardware; progress is reported. " +
+      handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: generateImageSchema(deps.maxCount),
     annotations: {
       title: "Generate image",

@@ -9,6 +9,7 @@ import { ImageService } from "../mod/generation/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { ToolError } from "../mod/mcp/mod.ts";
 import type { Generator } from "../mod/pipeline/types.ts";
+import type { JobService } from "../mod/jobs/mod.ts";
 import { startMemoryJobs } from "../mod/jobs/testing.ts";
 import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
 import { createGenerateImageTool, generateImageArgs } from "./generate_image.ts";
@@ -29,6 +30,33 @@ async function tool(generator: Generator, seed: number | null) {
   });
   const jobs = scope.track(await startMemoryJobs(images));
   return createGenerateImageTool({ images, jobs, maxCount: 5 });
+}
+
+/** An image service on `generator` at 512x512 with seed 1, saving nothing. */
+function squareImages(generator: Generator): ImageService {
+  return new ImageService({
+    generator,
+    prompt: { positive: "", negative: "" },
+    defaultSize: "square_512",
+    seed: 1,
+    output: { save: false, dir: "/nonexistent" },
+  });
+}
+
+/** generate_guided_image and inpaint_image with every ControlNet enabled. */
+function guidedAndInpaint(images: ImageService, jobs: JobService) {
+  const enabled = { enabled: true, model: "", conditioningScale: 1 };
+  return {
+    guided: createGenerateGuidedImageTool({
+      images,
+      jobs,
+      controlnet: {
+        depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
+        openpose: { ...enabled, detector: "", estimator: "" },
+      },
+    }),
+    inpaint: createInpaintImageTool({ images, jobs, inpaint: enabled }),
+  };
 }
 
 const args = (extra: Record<string, unknown>) =>
@@ -135,28 +163,13 @@ Deno.test(
       },
       close: () => Promise.resolve(),
     };
-    const images = new ImageService({
-      generator,
-      prompt: { positive: "", negative: "" },
-      defaultSize: "square_512",
-      seed: 1,
-      output: { save: false, dir: "/nonexistent" },
-    });
+    const images = squareImages(generator);
     const jobs = scope.track(await startMemoryJobs(images, { queueLimit: 0 }));
     const running = createGenerateImageTool({ images, jobs, maxCount: 1 }).handle(
       args({}),
       context(),
     );
-    const enabled = { enabled: true, model: "", conditioningScale: 1 };
-    const guided = createGenerateGuidedImageTool({
-      images,
-      jobs,
-      controlnet: {
-        depth: { ...enabled, preprocessor: "", preprocessorInput: "unit" },
-        openpose: { ...enabled, detector: "", estimator: "" },
-      },
-    });
-    const inpaint = createInpaintImageTool({ images, jobs, inpaint: enabled });
+    const { guided, inpaint } = guidedAndInpaint(images, jobs);
     // "not base64!" would be an image error if it were decoded.
     await assert.rejects(
       guided.handle(
@@ -174,5 +187,30 @@ Deno.test(
     );
     release();
     await running;
+  }),
+);
+
+Deno.test(
+  "the image tools' descriptions explain the hand-off to get_generation",
+  withJobs(async () => {
+    const images = squareImages(scriptedGenerator(() => null).generator);
+    for (
+      const [maxWaitMs, pattern] of [
+        [
+          50_000,
+          /longer than this server waits \(50 s\), the call answers instead, not as an error, with a job_id.*call get_generation with that job_id/,
+        ],
+        [Infinity, /waits until the images are done; .*list_generations and get_generation/],
+      ] as const
+    ) {
+      const jobs = scope.track(await startMemoryJobs(images, { maxWaitMs }));
+      const { guided, inpaint } = guidedAndInpaint(images, jobs);
+      const tools = [createGenerateImageTool({ images, jobs, maxCount: 5 }), guided, inpaint];
+      for (const tool of tools) {
+        assert.match(tool.description, pattern, tool.name);
+        // No flat "Returns one PNG": a slow call returns a job_id instead.
+        assert.doesNotMatch(tool.description, /Returns one PNG\./, tool.name);
+      }
+    }
   }),
 );

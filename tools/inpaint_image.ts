@@ -17,7 +17,7 @@ import {
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toMask, toRgbImage } from "../mod/image/mod.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
 
@@ -61,7 +61,8 @@ export function createInpaintImageTool(
     description: "Repaint part of an image. mask_image marks what to regenerate: white (brighter " +
       "than 50% gray) is regenerated from the prompt, black is kept exactly. Both images are " +
       "base64 PNG or JPEG, or data URIs; they are stretched to the output size. The prompt " +
-      "should describe the whole picture as it should look. Returns one PNG.",
+      "should describe the whole picture as it should look. The result is one PNG. " +
+      handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: INPAINT_IMAGE_SCHEMA,
     annotations: {
       title: "Inpaint image",
@@ -82,7 +83,7 @@ export function createInpaintImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom();
+      await deps.jobs.assertRoom(context);
       const [image, mask] = await deps.images.prepareInputs(async () => {
         const [decodedImage, decodedMask] = await Promise.all([
           decodeImageInput("input_image", args.input_image),

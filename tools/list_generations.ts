@@ -1,5 +1,6 @@
 /**
- * `list_generations`: the caller's recent generation jobs, newest first.
+ * `list_generations`: the recent generation jobs the caller can see (its
+ * own, and its project's), newest first.
  *
  * @module
  */
@@ -50,7 +51,9 @@ export function createListGenerationsTool(
     name: "list_generations",
     description: "List your recent generation jobs, newest first: job_id, state (queued, " +
       "running, succeeded, failed, cancelled), tool, number of images, when it was created " +
-      "and the start of its prompt. Use get_generation with a job_id to fetch its images. " +
+      "and the start of its prompt. With an API key bound to a project, the jobs of the " +
+      "project's other keys are listed too, with their key. Use get_generation with a job_id " +
+      "to fetch its images; a call that was interrupted before it answered is found here. " +
       "Finished jobs disappear once their results expire.",
     inputSchema: LIST_GENERATIONS_SCHEMA,
     annotations: {

@@ -99,7 +99,7 @@ export function createTransformImageTool(
       const receivedAt = Date.now();
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom();
+      await deps.jobs.assertRoom(context);
       const image = await deps.images.prepareInputs(async () =>
         toRgbImage(await decodeImageInput("input_image", args.input_image), width, height)
       );

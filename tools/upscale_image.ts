@@ -98,7 +98,7 @@ export function createUpscaleImageTool(
     validate: upscaleImageArgs,
     async handle(args, context) {
       const receivedAt = Date.now();
-      await deps.jobs.assertRoom();
+      await deps.jobs.assertRoom(context);
       // The asked-for size, else the one closest to the input's shape (after EXIF orientation).
       const sizes = args.size ? [UPSCALE_SIZES[args.size]] : UPSCALE_SIZE_LIST;
       const image = await deps.images.prepareInputs(async () =>

@@ -10,7 +10,7 @@ import { GALLERY_RESOURCE, MCP_APPS_EXTENSION } from "../apps/mod.ts";
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
-import { ImageService, runImageRequest } from "../generation/mod.ts";
+import { checkImageRequest, ImageService, runImageRequest } from "../generation/mod.ts";
 import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
 import {
   JobService,
@@ -54,7 +54,10 @@ const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_imag
   "the server waits, the tool answers with a job_id: call get_generation with it for the " +
   "images (cancel_generation stops it, list_generations lists your jobs).";
 
-/** How long a stdio server whose client is gone waits for cancelled work to stop. */
+/**
+ * How long a stdio server waits for cancelled work to stop once nobody can
+ * fetch it (the client is gone, or closed its input and every call is answered).
+ */
 const CLIENT_GONE_GRACE_MS = 5000;
 
 /** Checks the model files against models.lock, then starts the engine. */
@@ -111,12 +114,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     queueLimit: config.generation.queueLimit,
     resultTtlMs: config.jobs.resultTtlMs,
     maxResultBytes: config.jobs.maxResultBytes,
-    leaseMs: config.jobs.leaseMs,
   };
   // HTTP keeps jobs in the API keys' database, so they outlive a restart; stdio in memory.
   let db: Database | undefined;
   let store: JobStore;
   if (config.server.transport === "stdio") {
+    // One owner (this process's client): only the global limits apply.
     store = new MemoryJobStore(limits);
   } else {
     try {
@@ -129,11 +132,17 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await generator.close();
       throw error;
     }
-    store = new PostgresJobStore(db, limits, { replica, leaseMs: config.jobs.leaseMs });
+    // Many tenants: what one key, and one project, may hold is bounded too.
+    const perOwner = { perKey: config.jobs.perKey, perProject: config.jobs.perProject };
+    store = new PostgresJobStore(db, { ...limits, perOwner }, {
+      replica,
+      leaseMs: config.jobs.leaseMs,
+    });
   }
   const jobs = new JobService({
     store,
     execute: (job, hooks) => runImageRequest(images, job.request, hooks),
+    checkRequest: (request) => checkImageRequest(request, { maxCount: config.generation.maxCount }),
     maxWaitMs: config.generation.maxWaitMs,
     resultTtlSeconds: config.jobs.resultTtlMs / 1000,
     queueLimit: config.generation.queueLimit,
@@ -207,6 +216,17 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   if (config.server.transport === "stdio") {
     const server = createMcpServer({ tools, ...views, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
+    /** stdin ended or the client is gone: no call can follow, so no hand-off can be fetched. */
+    let unreachable = false;
+    /** Cancels this process's jobs that nobody can fetch (with `keepWatched`, open calls' are kept). */
+    const cancelUnreachable = async (keepWatched: boolean) => {
+      try {
+        const ids = await jobs.cancelOwn(keepWatched);
+        if (ids.length) log("info", "app", "cancelled generations nobody can fetch", { jobs: ids });
+      } catch (error) {
+        log("warn", "app", "could not cancel generations", { error: String(error) });
+      }
+    };
     const shutdown = () =>
       stopping ??= (async () => {
         // Calls received while the engine was starting wait for it: let them reach the queue.
@@ -216,6 +236,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         beginShutdown();
         // Calls already received may not have reached the queue yet: wait for their replies.
         await bounded(transport.settled());
+        if (unreachable) {
+          // Every call is answered and none can follow: what is left can never be fetched.
+          await cancelUnreachable(false);
+          deadline = Math.min(deadline, Date.now() + CLIENT_GONE_GRACE_MS);
+          for (const arm of rearms) arm();
+        }
         await drain();
         await server.close().catch(() => {});
         parentWatch.stop();
@@ -229,10 +255,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     const clientGone = (reason: string) => {
       if (abandoned) return;
       abandoned = true;
+      unreachable = true;
       log("warn", "app", `the stdio client is gone (${reason}); cancelling its work and exiting`);
       deadline = Math.min(deadline, Date.now() + CLIENT_GONE_GRACE_MS);
       for (const arm of rearms) arm();
       parentWatch.stop();
+      // Its jobs, handed off or not: nobody will fetch them.
+      void cancelUnreachable(false);
       void server.close().catch(() => {});
       void shutdown();
     };
@@ -241,10 +270,17 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     const parentWatch = watchParent((was, now) =>
       clientGone(`parent process ${was} exited; now ${now}`)
     );
-    // End of stdin: answer what is running, then stop (a piped client closes
-    // stdin right after sending its calls). A crashed client closes stdin
-    // too; a ping then finds out at once whether anyone still reads stdout.
+    // End of stdin: answer the calls still open, then stop (a piped client
+    // closes stdin right after sending its calls). No call can follow, so a
+    // hand-off could never be fetched: open calls wait for their images
+    // (within the shutdown grace), and every other job of this process is
+    // cancelled at once; with no call open it exits within seconds. A crashed
+    // client closes stdin too; a ping then finds out at once whether anyone
+    // still reads stdout.
     transport.oninputend = () => {
+      unreachable = true;
+      jobs.waitUntilDone();
+      void cancelUnreachable(true);
       if (transport.openRequests > 0) transport.probe();
       void shutdown();
     };
@@ -285,8 +321,15 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         allowedOrigins: config.server.allowedOrigins,
         authenticator,
         authFailureResponse,
-        createServer: (scope) =>
-          createMcpServer({ tools, ...views, scope, instructions: INSTRUCTIONS, ready }),
+        createServer: (scope, call) =>
+          createMcpServer({
+            tools,
+            ...views,
+            scope,
+            instructions: INSTRUCTIONS,
+            ready,
+            cancelled: call.cancelled,
+          }),
         // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
         health: async () => ({
           ...(await jobs.health()),

@@ -1,6 +1,6 @@
-import { match, strictEqual } from "node:assert";
+import { deepStrictEqual, match, strictEqual } from "node:assert";
 import type { Scope } from "../mcp/tool.ts";
-import { checkToolScope } from "./tool_scope.ts";
+import { checkToolScope, toolsForScope } from "./tool_scope.ts";
 
 const read: Scope = { keyPrefix: "pfxRead", projectId: 42, userId: 7, permission: "read" };
 const write: Scope = { keyPrefix: "pfxWrite", projectId: 42, userId: 7, permission: "write" };
@@ -14,4 +14,17 @@ Deno.test("read keys may call only read-only tools; write keys and stdio every t
   strictEqual(checkToolScope(write, true), null);
   strictEqual(checkToolScope(write, false), null);
   strictEqual(checkToolScope(undefined, false), null);
+});
+
+Deno.test("a read key is listed only the read-only tools; write keys and stdio all of them", () => {
+  const tools = [
+    { name: "make", annotations: { readOnlyHint: false } },
+    { name: "look", annotations: { readOnlyHint: true } },
+    { name: "stop", annotations: { readOnlyHint: false } },
+    { name: "list", annotations: { readOnlyHint: true } },
+  ];
+  const names = (scope: Scope | undefined) => toolsForScope(scope, tools).map((t) => t.name);
+  deepStrictEqual(names(read), ["look", "list"]);
+  deepStrictEqual(names(write), ["make", "look", "stop", "list"]);
+  deepStrictEqual(names(undefined), ["make", "look", "stop", "list"]);
 });

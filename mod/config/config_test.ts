@@ -245,19 +245,29 @@ Deno.test("max_wait_seconds 0 means until done; [jobs] defaults and units", asyn
     resultTtlMs: 3_600_000,
     maxResultBytes: 512 * 1024 * 1024,
     leaseMs: 30_000,
+    perKey: { jobs: 4, images: 20, resultBytes: 128 * 1024 * 1024 },
+    perProject: { jobs: 6, images: 40 },
   });
   await withConfig(
-    `[generation]\nmax_wait_seconds = 0\n[jobs]\nresult_ttl_seconds = 60\nmax_result_mib = 1.5\n`,
+    `[generation]\nmax_wait_seconds = 0\n[jobs]\nresult_ttl_seconds = 60\nmax_result_mib = 1.5\n` +
+      `max_jobs_per_key = 0\nmax_images_per_key = 7\nmax_result_mib_per_key = 0.5\n` +
+      `max_jobs_per_project = 3\nmax_images_per_project = 0\n`,
     async (path) => {
       const config = await loadConfig({ path, env: {} });
       assert.equal(config.generation.maxWaitMs, Infinity);
+      // 0 means no limit.
       assert.deepEqual(config.jobs, {
         resultTtlMs: 60_000,
         maxResultBytes: 1_572_864,
         leaseMs: 30_000,
+        perKey: { jobs: Infinity, images: 7, resultBytes: 524_288 },
+        perProject: { jobs: 3, images: Infinity },
       });
     },
   );
+  await withConfig(`[jobs]\nmax_jobs_per_key = -1\n`, async (path) => {
+    assert.match(await configError(loadConfig({ path, env: {} })), /jobs\.max_jobs_per_key/);
+  });
   await withConfig(`[jobs]\nresult_ttl_seconds = 0\n`, async (path) => {
     assert.match(await configError(loadConfig({ path, env: {} })), /jobs\.result_ttl_seconds/);
   });

@@ -152,7 +152,20 @@ export interface ResolvedConfig {
   /** `[output]`: whether each PNG is also written to disk, and the absolute folder. */
   output: { save: boolean; dir: string };
   /** `[jobs]`: how long finished results are kept, the cap on their total size, the claim lease. */
-  jobs: { resultTtlMs: number; maxResultBytes: number; leaseMs: number };
+  jobs: {
+    resultTtlMs: number;
+    maxResultBytes: number;
+    leaseMs: number;
+    /**
+     * What one API key, and all keys of one project, may have queued or
+     * running at once, and the results one key keeps (HTTP only: over stdio
+     * there is one owner, bound by `queue_limit` and `max_result_mib`).
+     * Infinity where the setting is 0 (no limit).
+     */
+    perKey: { jobs: number; images: number; resultBytes: number };
+    /** The same for all keys bound to one project (unbound keys have no project). */
+    perProject: { jobs: number; images: number };
+  };
 }
 
 /**
@@ -350,8 +363,22 @@ export function resolveConfig(
       resultTtlMs: raw.jobs.result_ttl_seconds * 1000,
       maxResultBytes: Math.round(raw.jobs.max_result_mib * 1024 * 1024),
       leaseMs: raw.jobs.lease_seconds * 1000,
+      perKey: {
+        jobs: unlimitedIfZero(raw.jobs.max_jobs_per_key),
+        images: unlimitedIfZero(raw.jobs.max_images_per_key),
+        resultBytes: unlimitedIfZero(Math.round(raw.jobs.max_result_mib_per_key * 1024 * 1024)),
+      },
+      perProject: {
+        jobs: unlimitedIfZero(raw.jobs.max_jobs_per_project),
+        images: unlimitedIfZero(raw.jobs.max_images_per_project),
+      },
     },
   };
+}
+
+/** A limit where 0 means none. */
+function unlimitedIfZero(n: number): number {
+  return n === 0 ? Infinity : n;
 }
 
 /**

@@ -146,6 +146,11 @@ const jobs = z.strictObject({
   result_ttl_seconds: z.number().min(1).max(30 * 86_400).default(3600),
   max_result_mib: z.number().min(1).max(1_048_576).default(512),
   lease_seconds: z.number().min(1).max(3600).default(30),
+  max_jobs_per_key: z.int().min(0).max(1000).default(4),
+  max_images_per_key: z.int().min(0).max(100_000).default(20),
+  max_jobs_per_project: z.int().min(0).max(1000).default(6),
+  max_images_per_project: z.int().min(0).max(100_000).default(40),
+  max_result_mib_per_key: z.number().min(0).max(1_048_576).default(128),
 });
 
 const output = z.strictObject({

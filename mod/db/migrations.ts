@@ -99,6 +99,17 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 3,
+    name: "add mcp_generation_jobs.project_id",
+    statements: [
+      // The project of the API key that made a job: every key of that project may list and
+      // fetch it, and per-project limits count it (mod/jobs). Null for unbound keys and stdio.
+      `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS project_id bigint`,
+      `CREATE INDEX IF NOT EXISTS mcp_generation_jobs_project
+        ON mcp_generation_jobs (project_id, seq) WHERE project_id IS NOT NULL`,
+    ],
+  },
 ];
 
 /**

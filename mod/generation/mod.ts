@@ -8,6 +8,13 @@
 export * from "./inputs.ts";
 export { ImageService, pngContent } from "./service.ts";
 export { isBatch, runImageRequest } from "./request.ts";
+export {
+  checkImageRequest,
+  CONTROL_MODES,
+  REQUEST_MODES,
+  RequestCheckError,
+} from "./request_check.ts";
+export type { AddIssue, RequestMode, RequestRules } from "./request_check.ts";
 export type {
   ImageRequest,
   ImageToolName,

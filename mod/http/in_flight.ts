@@ -14,9 +14,10 @@
  * id only tells two clients of one key apart, so one cannot cancel the
  * other's request by reusing its JSON-RPC id (ids are chosen by clients and
  * collide: every SDK client counts from 0). A request without a client id
- * is not registered: it can be cancelled only by closing its response
- * stream. An ambiguous owner + id (two live requests) is left alone rather
- * than guessed.
+ * is not registered: it cannot be cancelled by notification, and closing
+ * its response stream is a disconnect, not a cancellation (MCP 2025-11-25),
+ * so its job is stopped with `cancel_generation`. An ambiguous owner + id
+ * (two live requests) is left alone rather than guessed.
  *
  * @module
  */

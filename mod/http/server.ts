@@ -37,8 +37,13 @@ export interface HttpServerOptions {
   allowedOrigins: readonly string[];
   /** Authenticates every `/mcp` request. */
   authenticator: Pick<Authenticator, "authenticate">;
-  /** Builds the MCP server for one authenticated request. */
-  createServer: (scope: Scope) => McpServer;
+  /**
+   * Builds the MCP server for one authenticated request. `call.cancelled()`
+   * tells, once the request is aborted, whether its client cancelled it
+   * (`notifications/cancelled`) or only disconnected, which is not a
+   * cancellation (MCP 2025-11-25 lifecycle).
+   */
+  createServer: (scope: Scope, call: { cancelled(): boolean }) => McpServer;
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz` (a promise must settle quickly: bound its own waits). */
@@ -191,12 +196,16 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       enableJsonResponse: false,
       maxRequestBodySize: maxBody,
     });
-    const server = options.createServer(auth.scope);
+    // Set when the client cancels this request; a plain disconnect leaves it false.
+    let cancelledByClient = false;
+    const server = options.createServer(auth.scope, { cancelled: () => cancelledByClient });
     await server.connect(transport);
-    // The client closing the SSE stream cancels its request (spec 2026-07-28
-    // §Cancellation): `completed` rejects when the response cannot be
-    // delivered, and closing the transport aborts the running tool handler.
-    // It resolves after a full delivery, when closing just releases the pair.
+    // The pair is released when the response ends: `completed` resolves after a
+    // full delivery and rejects when the client disconnected. Closing the
+    // transport aborts a running tool handler, which stops waiting; a job it
+    // started goes on unless the client cancelled ("Disconnection SHOULD NOT be
+    // interpreted as the client cancelling its request", MCP 2025-11-25
+    // §Cancellation): the client finds it again with list_generations.
     // Cancellation belongs to the client that sent the request: the key and
     // the server-issued client id (`mcp-session-id`, see in_flight.ts), so
     // another client of the same key cannot stop it by guessing its id.
@@ -223,8 +232,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         }
       }
     } else if (owner !== null) {
-      // Closing the transport aborts the request's handler, and with it the generation.
-      entries.push(inFlight.register(owner, id, closeAll));
+      // A cancellation aborts the request's handler, and with it the generation.
+      entries.push(inFlight.register(owner, id, () => {
+        cancelledByClient = true;
+        closeAll();
+      }));
     }
     const response = await transport.handleRequest(request, {
       parsedBody,

@@ -1,77 +1,180 @@
 /**
- * Time-left estimates from the engine's measured speed: an exponential
- * moving average of the time per denoising step, and of the time an image
- * costs beyond its steps (prompt encoding, VAE decode, PNG encode). A new
- * machine has no measurements until its first steps, and says so.
+ * Time-left estimates from this process's own measured speed. An image is
+ * a head (prompt encoding, and for guided or inpaint calls the preprocessor
+ * or the VAE encoder), its denoising steps, and a tail (VAE decode, PNG
+ * encode, storing the result). Each part is measured on every image this
+ * engine makes, per tool (a ControlNet step costs more than a plain one),
+ * and the estimate uses the median of the recent ones: a one-off slow step
+ * (the first runs of a fresh ONNX session, a garbage collection, progress
+ * messages delivered late while the main thread was busy) does not skew it
+ * as an average would. The very first image of the process is a warm-up and
+ * counts only until a second one is measured. A process that has measured
+ * no step says so instead of guessing.
  *
  * @module
  */
 
-/** Weight of the newest measurement in the moving averages. */
-const ALPHA = 0.3;
+/** How many recent step intervals the medians use, per tool. */
+const STEP_WINDOW = 64;
+/** How many recent heads and tails the medians use, per tool. */
+const IMAGE_WINDOW = 9;
 
-/** What is left of the work ahead of a result. */
+/** Work still to do for one job, in the units the timer measures. */
 export interface WorkLeft {
-  /** Steps left in the image being made now (0 when none is running). */
-  stepsLeftInImage: number;
+  /** The tool that made the job: its timings apply (another tool's when it has none). */
+  tool: string;
+  /** The image being made now (`step` of `steps` done), or null when none is. */
+  current: { step: number; steps: number } | null;
   /** Whole images still to make after the current one. */
-  imagesAfter: number;
-  /** Denoising steps per image. */
+  images: number;
+  /** Steps per image to assume when this tool has not been measured (`[generation] steps`). */
   stepsPerImage: number;
 }
 
-/** Step and per-image timings of one engine. */
+/** Recent samples, oldest first, at most `size`. */
+class Window {
+  readonly #size: number;
+  readonly #values: number[] = [];
+
+  constructor(size: number) {
+    this.#size = size;
+  }
+
+  add(value: number): void {
+    this.#values.push(value);
+    if (this.#values.length > this.#size) this.#values.shift();
+  }
+
+  get size(): number {
+    return this.#values.length;
+  }
+
+  median(): number | null {
+    const n = this.#values.length;
+    if (n === 0) return null;
+    const sorted = [...this.#values].sort((a, b) => a - b);
+    return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+}
+
+/** The measurements of one tool. */
+class ToolTimes {
+  readonly step = new Window(STEP_WINDOW);
+  /** From the image's start to its first step's end (head plus one step). */
+  readonly first = new Window(IMAGE_WINDOW);
+  /** From the last step's end to the image's end. */
+  readonly tail = new Window(IMAGE_WINDOW);
+  /** Steps of the last image measured. */
+  steps: number | null = null;
+}
+
+/** Step, head and tail timings of one engine; see the module documentation. */
 export class StepTimer {
-  #stepMs: number | null = null;
-  #overheadMs: number | null = null;
-  #imageStart = 0;
-  #lastStep = 0;
-  #steps = 0;
+  readonly #tools = new Map<string, ToolTimes>();
+  readonly #all = new ToolTimes();
+  /** The warm-up image's head and tail, used only while nothing else is measured. */
+  #warmup: { first: number | null; tail: number | null } | null = null;
+  #images = 0;
   #now: () => number;
+  #current:
+    | { tool: string; start: number; last: number; step: number; first: number | null }
+    | null = null;
 
   /** Creates a timer with no measurements; `now` is replaceable in tests. */
   constructor(now: () => number = performance.now.bind(performance)) {
     this.#now = now;
   }
 
-  /** An image starts. */
-  imageStart(): void {
-    this.#imageStart = this.#lastStep = this.#now();
-    this.#steps = 0;
+  #times(tool: string): ToolTimes {
+    let times = this.#tools.get(tool);
+    if (!times) this.#tools.set(tool, times = new ToolTimes());
+    return times;
   }
 
-  /** Step `step` of the current image finished. */
-  step(step: number): void {
+  /** An image of `tool` starts. */
+  imageStart(tool: string): void {
     const now = this.#now();
-    // The first step also carries prompt encoding: it counts as overhead.
-    if (step > 1 && this.#steps > 0) this.#stepMs = average(this.#stepMs, now - this.#lastStep);
-    this.#lastStep = now;
-    this.#steps = step;
+    this.#current = { tool, start: now, last: now, step: 0, first: null };
+  }
+
+  /** Step `step` of `steps` of the current image finished. */
+  step(step: number, steps: number): void {
+    const c = this.#current;
+    if (!c) return;
+    const now = this.#now();
+    if (step === 1 || c.step === 0) {
+      c.first = now - c.start;
+    } else if (step === c.step + 1) {
+      const interval = now - c.last;
+      this.#times(c.tool).step.add(interval);
+      this.#all.step.add(interval);
+    }
+    c.last = now;
+    c.step = step;
+    this.#times(c.tool).steps = steps;
+    this.#all.steps = steps;
   }
 
   /** The current image is done (or failed). */
   imageDone(): void {
-    if (this.#stepMs === null || this.#steps === 0) return;
-    const overhead = Math.max(0, this.#now() - this.#imageStart - this.#steps * this.#stepMs);
-    this.#overheadMs = average(this.#overheadMs, overhead);
+    const c = this.#current;
+    this.#current = null;
+    if (!c || c.step === 0) return;
+    const tail = this.#now() - c.last;
+    if (this.#images++ === 0) {
+      // The first image of the process runs fresh sessions: kept apart, used only alone.
+      this.#warmup = { first: c.first, tail };
+      return;
+    }
+    const times = this.#times(c.tool);
+    for (const t of [times, this.#all]) {
+      if (c.first !== null) t.first.add(c.first);
+      t.tail.add(tail);
+    }
   }
 
-  /** Measured milliseconds per step, or null before two steps of one image. */
+  /**
+   * Whether a whole image was measured. Before that an estimate covers the
+   * steps only (the head of the first image at most), and is a lower bound.
+   */
+  get measuredImage(): boolean {
+    return this.#images > 0;
+  }
+
+  /** Median milliseconds per step over every tool, or null before two steps of one image. */
   get stepMs(): number | null {
-    return this.#stepMs;
+    return this.#all.step.median();
   }
 
-  /** Estimated milliseconds for `work`, or null without measurements. */
+  /** The timings that apply to `tool`: its own, else every tool's. */
+  #parts(tool: string, stepsPerImage: number) {
+    const own = this.#tools.get(tool);
+    const pick = (w: (t: ToolTimes) => Window) =>
+      (own && w(own).size ? w(own).median() : null) ?? w(this.#all).median();
+    const step = pick((t) => t.step);
+    if (step === null) return null;
+    const first = pick((t) => t.first) ?? this.#warmup?.first ?? step;
+    const tail = pick((t) => t.tail) ?? this.#warmup?.tail ?? 0;
+    return {
+      step,
+      head: Math.max(0, first - step),
+      tail,
+      steps: own?.steps ?? this.#all.steps ?? stepsPerImage,
+    };
+  }
+
+  /** Estimated milliseconds for `work`, or null before any step was measured. */
   estimateMs(work: WorkLeft): number | null {
-    if (this.#stepMs === null) return null;
-    const overhead = this.#overheadMs ?? this.#stepMs;
-    const current = work.stepsLeftInImage > 0 ? work.stepsLeftInImage * this.#stepMs + overhead : 0;
-    return current + work.imagesAfter * (work.stepsPerImage * this.#stepMs + overhead);
+    const p = this.#parts(work.tool, work.stepsPerImage);
+    if (!p) return null;
+    const whole = p.head + p.steps * p.step + p.tail;
+    const current = work.current
+      ? work.current.step === 0
+        ? whole
+        : Math.max(0, work.current.steps - work.current.step) * p.step + p.tail
+      : 0;
+    return current + work.images * whole;
   }
-}
-
-function average(previous: number | null, sample: number): number {
-  return previous === null ? sample : previous + ALPHA * (sample - previous);
 }
 
 /** "about 4 min 10 s", "about 35 s", "about 1 h 5 min". */

@@ -9,12 +9,15 @@
 import type { ImageRequest } from "../generation/request.ts";
 import { JobEvents } from "./events.ts";
 import { hasRoom, queueFullError } from "./queue_full.ts";
+import { type OwnerUsage, quotaError } from "./quota.ts";
+import { trimOrder } from "./trim.ts";
 import type {
   CancelResult,
   ClaimedJob,
   JobEvent,
   JobItem,
   JobOutcome,
+  JobOwner,
   JobProgress,
   JobRecord,
   JobStore,
@@ -22,8 +25,10 @@ import type {
   QueueCounts,
   QueuePosition,
   StoreLimits,
+  Usage,
+  WorkAhead,
 } from "./types.ts";
-import { isTerminal } from "./types.ts";
+import { canSee, isTerminal } from "./types.ts";
 
 interface Entry {
   summary: JobSummary;
@@ -59,15 +64,38 @@ export class MemoryJobStore implements JobStore {
     return { queued: this.#queue.length, running };
   }
 
-  /** {@inheritDoc JobStore.create} */
-  create(job: { id: string; owner: string; request: ImageRequest }): Promise<JobSummary> {
-    const counts = this.#counts();
-    if (!hasRoom(counts, this.#limits.queueLimit)) {
-      return Promise.reject(queueFullError(counts, this.#limits.queueLimit));
+  /** The refusal a new job of `images` images by `who` gets now, or null. */
+  #refusal(who: JobOwner, images: number): Error | null {
+    const limits = this.#limits.perOwner;
+    if (limits) {
+      const usage: OwnerUsage = { key: { jobs: 0, images: 0 }, project: null };
+      if (who.project !== null) usage.project = { jobs: 0, images: 0 };
+      for (const { summary: s } of this.#jobs.values()) {
+        if (isTerminal(s.state)) continue;
+        const add = (u: Usage) => {
+          u.jobs++;
+          u.images += s.images;
+        };
+        if (s.owner === who.owner) add(usage.key);
+        if (usage.project && s.project === who.project) add(usage.project);
+      }
+      const refused = quotaError(who, images, usage, limits);
+      if (refused) return refused;
     }
+    const counts = this.#counts();
+    return hasRoom(counts, this.#limits.queueLimit)
+      ? null
+      : queueFullError(counts, this.#limits.queueLimit);
+  }
+
+  /** {@inheritDoc JobStore.create} */
+  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
+    const refused = this.#refusal(job, job.request.seeds.length);
+    if (refused) return Promise.reject(refused);
     const summary: JobSummary = {
       id: job.id,
       owner: job.owner,
+      project: job.project,
       tool: job.request.tool,
       state: "queued",
       images: job.request.seeds.length,
@@ -88,55 +116,55 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.assertRoom} */
-  assertRoom(): Promise<void> {
-    const counts = this.#counts();
-    if (!hasRoom(counts, this.#limits.queueLimit)) {
-      return Promise.reject(queueFullError(counts, this.#limits.queueLimit));
-    }
-    return Promise.resolve();
+  assertRoom(who: JobOwner, images: number): Promise<void> {
+    const refused = this.#refusal(who, images);
+    return refused ? Promise.reject(refused) : Promise.resolve();
   }
 
-  #visible(id: string, owner: string): Entry | null {
+  #visible(id: string, viewer: JobOwner): Entry | null {
     const entry = this.#jobs.get(id);
-    if (!entry || entry.summary.owner !== owner) return null;
+    if (!entry || !canSee(entry.summary, viewer)) return null;
     const expires = entry.summary.expiresAt;
     if (expires && expires.getTime() <= this.#now()) return null;
     return entry;
   }
 
   /** {@inheritDoc JobStore.get} */
-  get(id: string, owner: string): Promise<JobRecord | null> {
-    const entry = this.#visible(id, owner);
+  get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
+    const entry = this.#visible(id, viewer);
     return Promise.resolve(entry ? { ...entry.summary, items: [...entry.items] } : null);
   }
 
   /** {@inheritDoc JobStore.summary} */
-  summary(id: string, owner: string): Promise<JobSummary | null> {
-    const entry = this.#visible(id, owner);
+  summary(id: string, viewer: JobOwner): Promise<JobSummary | null> {
+    const entry = this.#visible(id, viewer);
     return Promise.resolve(entry ? { ...entry.summary } : null);
   }
 
   /** {@inheritDoc JobStore.list} */
-  list(owner: string, limit: number): Promise<JobSummary[]> {
-    const mine = [...this.#jobs.values()]
-      .filter((e) => this.#visible(e.summary.id, owner))
+  list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
+    const visible = [...this.#jobs.values()]
+      .filter((e) => this.#visible(e.summary.id, viewer))
       .map((e) => ({ ...e.summary }))
       .sort((a, b) => b.seq - a.seq);
-    return Promise.resolve(mine.slice(0, limit));
+    return Promise.resolve(visible.slice(0, limit));
   }
 
   /** {@inheritDoc JobStore.position} */
   position(seq: number): Promise<QueuePosition> {
-    let jobsAhead = 0;
-    let imagesAhead = 0;
-    for (const id of this.#queue) {
-      const s = this.#jobs.get(id)!.summary;
-      if (s.seq < seq) {
-        jobsAhead++;
-        imagesAhead += s.images;
-      }
+    const work = (s: JobSummary, id?: string): WorkAhead => ({
+      tool: s.tool,
+      images: s.images,
+      progress: s.progress ? { ...s.progress } : null,
+      ...(id ? { id } : {}),
+    });
+    const running: WorkAhead[] = [];
+    for (const { summary: s } of this.#jobs.values()) {
+      if (s.state === "running") running.push(work(s, s.id));
     }
-    return Promise.resolve({ jobsAhead, imagesAhead });
+    const waiting = this.#queue.map((id) => this.#jobs.get(id)!.summary)
+      .filter((s) => s.seq < seq).map((s) => work(s));
+    return Promise.resolve({ running, waiting });
   }
 
   /** {@inheritDoc JobStore.counts} */
@@ -207,27 +235,25 @@ export class MemoryJobStore implements JobStore {
     this.#events.emit(entry.summary.id, { type: "state", state });
   }
 
-  /** Drops the oldest finished results while the total is over the byte cap. */
+  /** Drops finished results past the per-owner and global byte caps (see {@link trimOrder}). */
   #trim(): void {
-    let total = 0;
-    const finished: Entry[] = [];
-    for (const e of this.#jobs.values()) {
-      total += e.summary.resultBytes;
-      if (isTerminal(e.summary.state)) finished.push(e);
+    let unfinished = 0;
+    const finished: JobSummary[] = [];
+    for (const { summary: s } of this.#jobs.values()) {
+      if (isTerminal(s.state)) finished.push(s);
+      else unfinished += s.resultBytes;
     }
-    finished.sort((a, b) => a.summary.finishedAt!.getTime() - b.summary.finishedAt!.getTime());
-    // The newest result is kept even alone over the cap: its caller is waiting for it.
-    for (const e of finished.slice(0, -1)) {
-      if (total <= this.#limits.maxResultBytes) break;
-      total -= e.summary.resultBytes;
-      this.#jobs.delete(e.summary.id);
-    }
+    const drop = trimOrder(finished, {
+      perOwnerBytes: this.#limits.perOwner?.perKey.resultBytes ?? Infinity,
+      budgetBytes: this.#limits.maxResultBytes - unfinished,
+    });
+    for (const id of drop) this.#jobs.delete(id);
   }
 
   /** {@inheritDoc JobStore.cancel} */
   cancel(id: string, owner: string): Promise<CancelResult> {
-    const entry = this.#visible(id, owner);
-    if (!entry) return Promise.resolve("unknown");
+    const entry = this.#visible(id, { owner, project: null });
+    if (!entry || entry.summary.owner !== owner) return Promise.resolve("unknown");
     const state = entry.summary.state;
     if (isTerminal(state)) return Promise.resolve("finished");
     if (state === "queued") {

@@ -25,12 +25,15 @@ import { JOB_CHANNEL, JobBus } from "./bus.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
 import { hasRoom, queueFullError } from "./queue_full.ts";
+import { type OwnerUsage, quotaError } from "./quota.ts";
+import { trimOrder } from "./trim.ts";
 import type {
   CancelResult,
   ClaimedJob,
   JobEvent,
   JobItem,
   JobOutcome,
+  JobOwner,
   JobProgress,
   JobRecord,
   JobState,
@@ -40,6 +43,7 @@ import type {
   QueueCounts,
   QueuePosition,
   StoreLimits,
+  WorkAhead,
 } from "./types.ts";
 
 /**
@@ -48,11 +52,14 @@ import type {
  */
 export const JOB_CREATE_LOCK_ID = "8314824916500164450";
 
-const SUMMARY = `id, owner, tool, state, images, request->>'positive' AS prompt, seq,
+const SUMMARY = `id, owner, project_id, tool, state, images, request->>'positive' AS prompt, seq,
   created_at, started_at, finished_at, expires_at, progress::text AS progress, error,
   cancel_requested, result_bytes`;
 
 const VISIBLE = `(expires_at IS NULL OR expires_at > now())`;
+
+/** The rows a viewer (`$2` owner, `$3` project or null) may see: see `canSee`. */
+const SEES = `(owner = $2 OR ($3::bigint IS NOT NULL AND project_id = $3::bigint))`;
 
 /** `bytea` as one line of base64 (PostgreSQL's encoder breaks lines every 76 characters). */
 const b64 = (column: string) => `translate(encode(${column}, 'base64'), E'\\n', '')`;
@@ -62,6 +69,7 @@ const EXPIRES = `now() + ($TTL::double precision * interval '1 millisecond')`;
 interface SummaryRow extends Row {
   id: string;
   owner: string;
+  project_id: string | number | null;
   tool: JobSummary["tool"];
   state: JobState;
   images: number;
@@ -81,6 +89,7 @@ function toSummary(row: SummaryRow): JobSummary {
   return {
     id: row.id,
     owner: row.owner,
+    project: row.project_id === null ? null : Number(row.project_id),
     tool: row.tool,
     state: row.state,
     images: Number(row.images),
@@ -235,22 +244,66 @@ export class PostgresJobStore implements JobStore {
     return { queued: Number(row.queued), running: Number(row.running) };
   }
 
-  /** Creates a queued job, refusing it when the queue is full (one step, under a lock). */
-  create(job: { id: string; owner: string; request: ImageRequest }): Promise<JobSummary> {
+  /** What `who` and its project hold now (queued + running). */
+  async #usage(who: JobOwner, q: Queryable): Promise<OwnerUsage> {
+    const [row] = await q.query<Record<string, string>>(
+      `SELECT count(*) FILTER (WHERE owner = $1) AS key_jobs,
+              coalesce(sum(images) FILTER (WHERE owner = $1), 0) AS key_images,
+              count(*) FILTER (WHERE project_id = $2::bigint) AS project_jobs,
+              coalesce(sum(images) FILTER (WHERE project_id = $2::bigint), 0) AS project_images
+         FROM mcp_generation_jobs
+        WHERE state IN ('queued', 'running') AND (owner = $1 OR project_id = $2::bigint)`,
+      [who.owner, who.project],
+    );
+    return {
+      key: { jobs: Number(row.key_jobs), images: Number(row.key_images) },
+      project: who.project === null
+        ? null
+        : { jobs: Number(row.project_jobs), images: Number(row.project_images) },
+    };
+  }
+
+  /** The refusal a new job of `images` images by `who` gets now, or null. */
+  async #refusal(who: JobOwner, images: number, q: Queryable): Promise<Error | null> {
+    const limits = this.#limits.perOwner;
+    if (limits) {
+      const refused = quotaError(who, images, await this.#usage(who, q), limits);
+      if (refused) return refused;
+    }
+    const counts = await this.#counts(q);
+    return hasRoom(counts, this.#limits.queueLimit)
+      ? null
+      : queueFullError(counts, this.#limits.queueLimit);
+  }
+
+  /**
+   * Creates a queued job, refusing it when the queue is full or its owner
+   * is at a limit (one step, under a lock, so concurrent calls of one key
+   * cannot all pass the check).
+   */
+  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
     const { request } = job;
     const image = request.mode === "text_to_image" ? null : request.image.data.toBase64();
     const mask = request.mode === "inpaint_image" ? request.mask.data.toBase64() : null;
     return this.#db.transaction(async (tx) => {
       await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [JOB_CREATE_LOCK_ID]);
-      const counts = await this.#counts(tx);
-      if (!hasRoom(counts, this.#limits.queueLimit)) {
-        throw queueFullError(counts, this.#limits.queueLimit);
-      }
+      const refused = await this.#refusal(job, request.seeds.length, tx);
+      if (refused) throw refused;
       const [row] = await tx.query<SummaryRow>(
-        `INSERT INTO mcp_generation_jobs (id, owner, tool, state, request, images, input_image, input_mask)
-         VALUES ($1, $2, $3, 'queued', $4::text::jsonb, $5, decode($6, 'base64'), decode($7, 'base64'))
+        `INSERT INTO mcp_generation_jobs
+           (id, owner, project_id, tool, state, request, images, input_image, input_mask)
+         VALUES ($1, $2, $3, $4, 'queued', $5::text::jsonb, $6, decode($7, 'base64'), decode($8, 'base64'))
          RETURNING ${SUMMARY}`,
-        [job.id, job.owner, request.tool, requestJson(request), request.seeds.length, image, mask],
+        [
+          job.id,
+          job.owner,
+          job.project,
+          request.tool,
+          requestJson(request),
+          request.seeds.length,
+          image,
+          mask,
+        ],
       );
       // Delivered at commit, when the row is visible to the claimers.
       if (this.#bus) {
@@ -264,16 +317,14 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** Throws the "busy" error {@link create} would. */
-  async assertRoom(): Promise<void> {
-    const counts = await this.#counts();
-    if (!hasRoom(counts, this.#limits.queueLimit)) {
-      throw queueFullError(counts, this.#limits.queueLimit);
-    }
+  async assertRoom(who: JobOwner, images: number): Promise<void> {
+    const refused = await this.#refusal(who, images, this.#db);
+    if (refused) throw refused;
   }
 
-  /** The owner's job with its items. */
-  async get(id: string, owner: string): Promise<JobRecord | null> {
-    const summary = await this.summary(id, owner);
+  /** The job with its items, when `viewer` may see it. */
+  async get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
+    const summary = await this.summary(id, viewer);
     if (!summary) return null;
     const rows = await this.#db.query<
       { text: string | null; mime_type: string | null; data: string | null }
@@ -290,33 +341,52 @@ export class PostgresJobStore implements JobStore {
     return { ...summary, items };
   }
 
-  /** The owner's job without items. */
-  async summary(id: string, owner: string): Promise<JobSummary | null> {
+  /** The job without items, when `viewer` may see it. */
+  async summary(id: string, viewer: JobOwner): Promise<JobSummary | null> {
     const [row] = await this.#db.query<SummaryRow>(
-      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE id = $1 AND owner = $2 AND ${VISIBLE}`,
-      [id, owner],
+      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE id = $1 AND ${SEES} AND ${VISIBLE}`,
+      [id, viewer.owner, viewer.project],
     );
     return row ? toSummary(row) : null;
   }
 
-  /** The owner's most recent jobs, newest first. */
-  async list(owner: string, limit: number): Promise<JobSummary[]> {
+  /** The most recent jobs `viewer` may see, newest first. */
+  async list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
     const rows = await this.#db.query<SummaryRow>(
-      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE owner = $1 AND ${VISIBLE}
-        ORDER BY seq DESC LIMIT $2`,
-      [owner, limit],
+      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE ${SEES} AND ${VISIBLE}
+        ORDER BY seq DESC LIMIT $1`,
+      [limit, viewer.owner, viewer.project],
     );
     return rows.map(toSummary);
   }
 
-  /** Queued jobs (and their images) ahead of `seq`. */
+  /** The running jobs and the queued ones ahead of `seq`. */
   async position(seq: number): Promise<QueuePosition> {
-    const [row] = await this.#db.query<{ jobs: string; images: string }>(
-      `SELECT count(*) AS jobs, coalesce(sum(images), 0) AS images FROM mcp_generation_jobs
-        WHERE state = 'queued' AND seq < $1`,
+    const rows = await this.#db.query<
+      {
+        id: string;
+        state: string;
+        tool: WorkAhead["tool"];
+        images: number;
+        progress: string | null;
+      }
+    >(
+      `SELECT id, state, tool, images, progress::text AS progress FROM mcp_generation_jobs
+        WHERE state = 'running' OR (state = 'queued' AND seq < $1) ORDER BY seq`,
       [seq],
     );
-    return { jobsAhead: Number(row.jobs), imagesAhead: Number(row.images) };
+    const running: WorkAhead[] = [];
+    const waiting: WorkAhead[] = [];
+    for (const r of rows) {
+      const work = {
+        tool: r.tool,
+        images: Number(r.images),
+        progress: r.progress ? JSON.parse(r.progress) as JobProgress : null,
+      };
+      if (r.state === "running") running.push({ ...work, id: r.id });
+      else waiting.push(work);
+    }
+    return { running, waiting };
   }
 
   /** Queue depth and running jobs. */
@@ -442,24 +512,44 @@ export class PostgresJobStore implements JobStore {
     await this.#trim();
   }
 
-  /** Deletes the oldest finished jobs while stored results exceed the cap (the newest stays). */
+  /** Drops finished results past the per-owner and global byte caps (see `trim.ts`). */
   async #trim(): Promise<void> {
+    const rows = await this.#db.query<
+      { id: string; owner: string; result_bytes: string; finished_at: Date | null; seq: string }
+    >(
+      `SELECT id, owner, result_bytes, finished_at, seq FROM mcp_generation_jobs
+        WHERE finished_at IS NOT NULL OR result_bytes > 0`,
+    );
+    let unfinished = 0;
+    const finished = [];
+    for (const r of rows) {
+      const bytes = Number(r.result_bytes);
+      if (r.finished_at === null) unfinished += bytes;
+      else {
+        finished.push({
+          id: r.id,
+          owner: r.owner,
+          resultBytes: bytes,
+          finishedAt: new Date(r.finished_at),
+          seq: Number(r.seq),
+        });
+      }
+    }
+    const drop = trimOrder(finished, {
+      perOwnerBytes: this.#limits.perOwner?.perKey.resultBytes ?? Infinity,
+      budgetBytes: this.#limits.maxResultBytes - unfinished,
+    });
+    if (!drop.length) return;
     const deleted = await this.#db.query<{ id: string }>(
-      `DELETE FROM mcp_generation_jobs WHERE id IN (
-         SELECT id FROM (
-           SELECT id,
-                  row_number() OVER (ORDER BY finished_at DESC, seq DESC) AS rank,
-                  sum(result_bytes) OVER (ORDER BY finished_at DESC, seq DESC) AS newer
-             FROM mcp_generation_jobs WHERE finished_at IS NOT NULL
-         ) t
-         WHERE rank > 1 AND newer > $1::bigint - (
-           SELECT coalesce(sum(result_bytes), 0) FROM mcp_generation_jobs WHERE finished_at IS NULL))
-       RETURNING id`,
-      [this.#limits.maxResultBytes],
+      `DELETE FROM mcp_generation_jobs
+        WHERE finished_at IS NOT NULL AND id IN (SELECT jsonb_array_elements_text($1::text::jsonb))
+        RETURNING id`,
+      [JSON.stringify(drop)],
     );
     if (deleted.length) {
-      log("info", "jobs", "dropped old results to stay under jobs.max_result_mib", {
+      log("info", "jobs", "dropped old results to stay under the result caps", {
         jobs: deleted.length,
+        caps: "jobs.max_result_mib, jobs.max_result_mib_per_key",
       });
     }
   }
@@ -487,28 +577,34 @@ export class PostgresJobStore implements JobStore {
       this.#emit(id, { type: "cancel" });
       return "stopping";
     }
-    return (await this.summary(id, owner)) ? "finished" : "unknown";
+    return (await this.summary(id, { owner, project: null })) ? "finished" : "unknown";
   }
 
   /**
-   * Fails every job left `running` by a process that is gone. On the embedded
-   * database there is one replica, so that is every running job. On a server
-   * other replicas may be running jobs: a job is taken as orphaned when its
-   * lease expired, or when no connection of its worker is open (a killed
-   * process's connections close at once; a live worker keeps its LISTEN
-   * connection and renews through its pool every third of a lease). The
-   * latter only when the worker last renewed after the server started: a
-   * worker cut off by a database restart has no connection until it renews.
+   * Fails every job left `running` by a worker that is gone; another
+   * process may be running jobs on the same database (a second server on the
+   * same embedded `data_dir`, or replicas on one `DATABASE_URL`), and a live
+   * worker's job is never touched. A job is taken as orphaned when its lease
+   * expired. On a server, also when no connection of its worker is open: a
+   * killed process's connections close at once, while a live worker keeps
+   * its LISTEN connection, which never idles out. That only when the worker
+   * last renewed after the server started: a worker cut off by a database
+   * restart has no connection until it renews. The embedded database has no
+   * LISTEN connection (idle pool connections close after a minute), so there
+   * only a lapsed lease counts; the lease sweep fails the rest when theirs
+   * lapse.
    */
   async recover(reason: string): Promise<string[]> {
     const lease = `(${Math.round(this.#leaseMs)} * interval '1 millisecond')`;
-    const orphaned = this.#bus
-      ? `AND (lease_expires_at IS NULL OR lease_expires_at < now()
-             OR (lease_expires_at - ${lease} > pg_postmaster_start_time()
-                 AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
-                                  WHERE application_name = left('sd15-mcp/' || worker, 63))))`
+    const gone = this.#bus
+      ? `OR (lease_expires_at - ${lease} > pg_postmaster_start_time()
+             AND NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                              WHERE application_name = left('sd15-mcp/' || worker, 63)))`
       : "";
-    return await this.#fail(`state = 'running' ${orphaned}`, reason);
+    return await this.#fail(
+      `state = 'running' AND (lease_expires_at IS NULL OR lease_expires_at < now() ${gone})`,
+      reason,
+    );
   }
 
   async #fail(where: string, reason: string): Promise<string[]> {

@@ -11,6 +11,7 @@
 import { errorResult, type TextContent, type ToolResult } from "../mcp/tool.ts";
 import { formatDuration } from "./estimate.ts";
 import type { JobRecord, JobSummary, QueuePosition } from "./types.ts";
+import { jobsAhead } from "./types.ts";
 
 /**
  * The content of a finished job. Succeeded: its items, nothing added.
@@ -48,8 +49,25 @@ export function notFoundResult(id: string, ttlSeconds: number): ToolResult {
   return errorResult(
     `no generation job "${id}" for this caller: the id may be mistyped, its result may have ` +
       `expired (results are kept for ${ttlSeconds} s after the job ends, while space allows), ` +
-      `or it may have been made with another API key; list_generations shows yours`,
+      `or it may have been made with another API key (a key sees its own jobs and those of ` +
+      `its project); list_generations shows the ones you can see`,
   );
+}
+
+/**
+ * The sentence every image tool's description ends with: what a call does
+ * when its images take longer than the server waits (`[generation]
+ * max_wait_seconds`; Infinity: it never hands off).
+ */
+export function handOffDescription(maxWaitMs: number): string {
+  if (!Number.isFinite(maxWaitMs)) {
+    return "This server waits until the images are done; if a call is interrupted, " +
+      "list_generations and get_generation still find its generation.";
+  }
+  return `When the images take longer than this server waits (${maxWaitMs / 1000} s), the call ` +
+    "answers instead, not as an error, with a job_id, the progress and an estimate: call " +
+    "get_generation with that job_id to get the images (exactly this tool's result), or " +
+    "cancel_generation to stop it.";
 }
 
 /** What {@link statusResult} needs to know about a job that is not finished. */
@@ -60,6 +78,8 @@ export interface StatusInfo {
   position: QueuePosition | null;
   /** Estimated ms until it is done, or null without measurements. */
   etaMs: number | null;
+  /** The estimate counts only the steps: no image has been finished yet to measure the rest. */
+  etaLowerBound?: boolean;
   /** How long `get_generation` waits per call, in seconds (Infinity: until done). */
   waitSeconds: number;
   /** Set when this process will not run it now (shutting down). */
@@ -78,13 +98,18 @@ function progressText(job: JobSummary): string {
 export function statusResult(info: StatusInfo): ToolResult {
   const { job, position, etaMs } = info;
   const what = `${job.tool}, ${job.images} image${job.images > 1 ? "s" : ""}`;
+  const ahead = position ? jobsAhead(position) : 0;
   const where = job.state === "queued"
-    ? `is queued (${what}): position ${(position?.jobsAhead ?? 0) + 1} in the queue, ` +
-      `${position?.jobsAhead ?? 0} job${position?.jobsAhead === 1 ? "" : "s"} ahead of it`
+    ? `is queued (${what}): position ${ahead + 1} in the queue, ` +
+      `${ahead} job${ahead === 1 ? "" : "s"} ahead of it (${position?.running.length ?? 0} ` +
+      `running, ${position?.waiting.length ?? 0} waiting)`
     : `is still running (${what}): ${progressText(job)}`;
   const eta = etaMs === null
-    ? "No time estimate yet: the engine has not measured a step."
-    : `Estimated time left: ${formatDuration(etaMs)} (from the measured step times).`;
+    ? "No time estimate yet: this server has not measured a step."
+    : info.etaLowerBound
+    ? `Estimated time left: at least ${formatDuration(etaMs)} (from this server's measured step ` +
+      `times; decoding and saving are not measured until its first image is finished).`
+    : `Estimated time left: ${formatDuration(etaMs)} (from this server's measured step times).`;
   const wait = Number.isFinite(info.waitSeconds)
     ? ` (each call waits up to ${info.waitSeconds} s)`
     : "";
@@ -111,7 +136,8 @@ export function statusResult(info: StatusInfo): ToolResult {
           images_done: job.progress.imagesDone,
         }
         : null,
-      queue_position: job.state === "queued" ? (position?.jobsAhead ?? 0) + 1 : null,
+      queue_position: job.state === "queued" ? ahead + 1 : null,
+      jobs_ahead: job.state === "queued" ? ahead : null,
       eta_seconds: etaMs === null ? null : Math.round(etaMs / 1000),
       created_at: job.createdAt.toISOString(),
     },
@@ -123,8 +149,12 @@ function excerpt(prompt: string): string {
   return chars.length > 60 ? `${chars.slice(0, 57).join("")}...` : chars.join("");
 }
 
-/** The owner's recent jobs, newest first, as text and `structuredContent`. */
-export function listResult(jobs: JobSummary[]): ToolResult {
+/**
+ * The recent jobs a caller can see, newest first, as text and
+ * `structuredContent`. Jobs of another key (of the caller's project) name
+ * that key's prefix; `owner` is the caller's owner name.
+ */
+export function listResult(jobs: JobSummary[], owner: string): ToolResult {
   if (jobs.length === 0) {
     return {
       content: [{
@@ -134,9 +164,11 @@ export function listResult(jobs: JobSummary[]): ToolResult {
       structuredContent: { generations: [] },
     };
   }
+  const keyOf = (j: JobSummary) => j.owner === owner ? null : j.owner.replace(/^key:/, "");
   const lines = jobs.map((j) => {
     const progress = j.state === "running" ? ` (${progressText(j)})` : "";
-    return `${j.id}  ${j.state}${progress}  ${j.tool} x${j.images}  created ${j.createdAt.toISOString()}  "${
+    const by = keyOf(j) === null ? "" : `  by key ${keyOf(j)}`;
+    return `${j.id}  ${j.state}${progress}  ${j.tool} x${j.images}  created ${j.createdAt.toISOString()}${by}  "${
       excerpt(j.prompt)
     }"`;
   });
@@ -154,6 +186,8 @@ export function listResult(jobs: JobSummary[]): ToolResult {
         tool: j.tool,
         images: j.images,
         prompt: excerpt(j.prompt),
+        // null for the caller's own jobs; another key's prefix for its project's.
+        key: keyOf(j),
         created_at: j.createdAt.toISOString(),
         finished_at: j.finishedAt?.toISOString() ?? null,
         expires_at: j.expiresAt?.toISOString() ?? null,

@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { RunHooks, RunOutcome } from "../generation/request.ts";
+import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { StepTimer } from "./estimate.ts";
 import type { ClaimedJob, JobOutcome, JobProgress, JobStore } from "./types.ts";
@@ -30,12 +30,20 @@ export interface JobRunnerOptions {
   pollMs: number;
   /** The store's lease, in ms: renewed every third of it (only on stores with leases). */
   leaseMs?: number;
+  /**
+   * Checks a claimed job's stored request before it runs, as strictly as the
+   * tools check their arguments (`checkImageRequest`); a throw fails the job
+   * with its message, and nothing of it runs.
+   */
+  checkRequest: (request: unknown) => ImageRequest;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
 export interface RunningJob {
   /** Its id. */
   id: string;
+  /** The tool that made it. */
+  tool: ImageRequest["tool"];
   /** Images it makes. */
   images: number;
   /** Latest progress, or null before the first step. */
@@ -66,8 +74,8 @@ export class JobRunner {
   /** The job running now, or null. */
   get current(): RunningJob | null {
     if (!this.#current) return null;
-    const { id, images, progress, startedAt } = this.#current;
-    return { id, images, progress, startedAt };
+    const { id, tool, images, progress, startedAt } = this.#current;
+    return { id, tool, images, progress, startedAt };
   }
 
   /** Starts the loop. */
@@ -134,10 +142,23 @@ export class JobRunner {
     }
   }
 
-  async #runJob(job: ClaimedJob): Promise<void> {
+  async #runJob(claimed: ClaimedJob): Promise<void> {
+    let job: ClaimedJob;
+    try {
+      job = { ...claimed, request: this.#o.checkRequest(claimed.request) };
+    } catch (error) {
+      const reason = (error as Error)?.message ?? String(error);
+      log("warn", "jobs", "refused a job whose stored request is invalid", {
+        job: claimed.id,
+        error: reason,
+      });
+      await this.#finish(claimed.id, { state: "failed", error: reason });
+      return;
+    }
     const controller = new AbortController();
     const current = {
       id: job.id,
+      tool: job.request.tool,
       images: job.request.seeds.length,
       progress: null as JobProgress | null,
       startedAt: Date.now(),
@@ -157,9 +178,9 @@ export class JobRunner {
     try {
       const result = await this.#o.execute(job, {
         signal: controller.signal,
-        onImageStart: () => this.timer.imageStart(),
+        onImageStart: () => this.timer.imageStart(job.request.tool),
         onProgress: (p) => {
-          this.timer.step(p.step);
+          this.timer.step(p.step, p.steps);
           current.progress = { ...p, imagesDone };
           this.#o.store.progress(job.id, current.progress);
         },

@@ -5,7 +5,13 @@
  * returns the job's content — exactly what the tools returned before jobs;
  * otherwise it hands off with the job id and what to call next. Progress
  * notifications flow while a call is open; a cancellation of the call that
- * created the job cancels the job.
+ * created the job cancels the job, while an HTTP client that only
+ * disconnects leaves it running (MCP 2025-11-25: a disconnection is not a
+ * cancellation), listed and fetchable.
+ *
+ * A job belongs to the API key that made it (its owner) and, when that key
+ * is bound to a project, to the project: every key of the project may list
+ * and fetch it, only its owner may cancel it.
  *
  * @module
  */
@@ -16,7 +22,15 @@ import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp
 import { newJobId } from "./job_id.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
-import type { JobProgress, JobStore, JobSummary, QueuePosition } from "./types.ts";
+import type {
+  JobOwner,
+  JobProgress,
+  JobStore,
+  JobSummary,
+  QueuePosition,
+  WorkAhead,
+} from "./types.ts";
+import { errorResult } from "../mcp/tool.ts";
 import { isTerminal } from "./types.ts";
 
 /** Options of {@link JobService}. */
@@ -25,6 +39,8 @@ export interface JobServiceOptions {
   store: JobStore;
   /** Runs a claimed job on the engine. */
   execute: JobExecutor;
+  /** Checks a claimed job's stored request before it runs (`checkImageRequest`). */
+  checkRequest: (request: unknown) => ImageRequest;
   /** How long a call waits for its job, in ms (Infinity: until done). */
   maxWaitMs: number;
   /** `[jobs] result_ttl_seconds`, for the not-found text. */
@@ -95,6 +111,11 @@ export function ownerOf(scope: Scope | undefined): string {
   return scope ? `key:${scope.keyPrefix}` : `stdio:${Deno.pid}`;
 }
 
+/** The caller as an owner of jobs: its owner name and its key's project. */
+export function callerOf(scope: Scope | undefined): JobOwner {
+  return { owner: ownerOf(scope), project: scope?.projectId ?? null };
+}
+
 /** See the module documentation. */
 export class JobService {
   readonly #o: JobServiceOptions;
@@ -107,6 +128,10 @@ export class JobService {
   /** Waiters to wake when the engine loop stops (shutdown), and whether it has. */
   readonly #waiters = new Set<() => void>();
   #released = false;
+  /** Jobs an open call waits for, with how many calls wait. */
+  readonly #watched = new Map<string, number>();
+  /** Waits ignore `max_wait_seconds` (no later call can fetch a hand-off). */
+  #untilDone = false;
 
   /** Creates the service; {@link start} starts its engine loop. */
   constructor(options: JobServiceOptions) {
@@ -117,7 +142,13 @@ export class JobService {
       worker: options.worker,
       pollMs: options.pollMs ?? 2000,
       leaseMs: options.store.renew ? options.leaseMs ?? 30_000 : undefined,
+      checkRequest: options.checkRequest,
     });
+  }
+
+  /** How long a call waits for its job before handing off, in ms (Infinity: until done). */
+  get maxWaitMs(): number {
+    return this.#o.maxWaitMs;
   }
 
   /** The store in use. */
@@ -160,43 +191,75 @@ export class JobService {
     }
   }
 
-  /** Throws the "busy" error a new job would get (full queue, or shutting down). */
-  async assertRoom(): Promise<void> {
+  /**
+   * Throws the "busy" error a new job of `images` images by this caller
+   * would get (full queue, the caller at its limits, or shutting down):
+   * checked before any input is decoded.
+   */
+  async assertRoom(context: ToolContext, images = 1): Promise<void> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
-    await this.#o.store.assertRoom();
+    await this.#o.store.assertRoom(callerOf(context.scope), images);
   }
 
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
   async submit(request: ImageRequest, context: ToolContext): Promise<ToolResult> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
-    const owner = ownerOf(context.scope);
-    const job = await this.#o.store.create({ id: newJobId(), owner, request });
-    this.#runner.wake();
-    return await this.#wait(job.id, owner, this.#o.maxWaitMs, context, true);
+    const caller = callerOf(context.scope);
+    const id = newJobId();
+    // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
+    this.#watchJob(id);
+    try {
+      await this.#o.store.create({ id, ...caller, request });
+      this.#runner.wake();
+      return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
+    } finally {
+      this.#unwatchJob(id);
+    }
+  }
+
+  /** An open call waits for job `id` (see {@link cancelOwn}). */
+  #watchJob(id: string): void {
+    this.#watched.set(id, (this.#watched.get(id) ?? 0) + 1);
+  }
+
+  #unwatchJob(id: string): void {
+    const watchers = (this.#watched.get(id) ?? 1) - 1;
+    if (watchers > 0) this.#watched.set(id, watchers);
+    else this.#watched.delete(id);
   }
 
   /** `get_generation`: the content when done, else the status after waiting up to `waitMs`. */
   get(id: string, waitMs: number, context: ToolContext): Promise<ToolResult> {
     return this.#wait(
       id,
-      ownerOf(context.scope),
+      callerOf(context.scope),
       Math.min(waitMs, this.#o.maxWaitMs),
       context,
       false,
     );
   }
 
-  /** `cancel_generation`. */
+  /** `cancel_generation`: only the job's owner may. */
   async cancel(id: string, context: ToolContext): Promise<ToolResult> {
-    const owner = ownerOf(context.scope);
-    const outcome = await this.#o.store.cancel(id, owner);
-    if (outcome === "unknown") return notFoundResult(id, this.#o.resultTtlSeconds);
+    const caller = callerOf(context.scope);
+    const outcome = await this.#o.store.cancel(id, caller.owner);
+    if (outcome === "unknown") {
+      // A job of another key of the caller's project is visible, but not the caller's to stop.
+      const seen = await this.#o.store.summary(id, caller);
+      if (seen && seen.owner !== caller.owner) {
+        return errorResult(
+          `generation ${id} was made by another API key of project ${seen.project}; only that ` +
+            `key can cancel it (this key may fetch and list it)`,
+        );
+      }
+      return notFoundResult(id, this.#o.resultTtlSeconds);
+    }
     if (outcome === "stopping") {
       // The engine stops at the next step boundary (one step is up to ~20 s on a slow CPU):
       // wait for it so the answer is final.
-      return await this.#wait(id, owner, Math.max(this.#o.maxWaitMs, 30_000), context, false);
+      return await this.#wait(id, caller, Math.max(this.#o.maxWaitMs, 30_000), context, false);
     }
-    const record = await this.#o.store.get(id, owner);
+    const record = await this.#o.store.get(id, caller);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     const result = jobResult(record);
     const note = outcome === "removed"
@@ -206,9 +269,37 @@ export class JobService {
     return { ...result, content: [{ type: "text", text: note }, ...result.content] };
   }
 
-  /** `list_generations`. */
+  /** `list_generations`: the caller's jobs and, for a key bound to a project, the project's. */
   async list(limit: number, context: ToolContext): Promise<ToolResult> {
-    return listResult(await this.#o.store.list(ownerOf(context.scope), limit));
+    const caller = callerOf(context.scope);
+    return listResult(await this.#o.store.list(caller, limit), caller.owner);
+  }
+
+  /**
+   * From now on, calls wait for their jobs until they end instead of handing
+   * off after `max_wait_seconds` (still released by a shutdown): used over
+   * stdio once the client closed its input, when no `get_generation` can
+   * follow a hand-off.
+   */
+  waitUntilDone(): void {
+    this.#untilDone = true;
+  }
+
+  /**
+   * Cancels this process's own jobs (the stdio owner's): every queued one
+   * leaves the queue and the running one stops at its next step. With
+   * `keepWatched`, jobs an open call still waits for are left alone.
+   * Returns the ids cancelled.
+   */
+  async cancelOwn(keepWatched: boolean): Promise<string[]> {
+    const own = callerOf(undefined);
+    const cancelled: string[] = [];
+    for (const job of await this.#o.store.list(own, Number.MAX_SAFE_INTEGER)) {
+      if (isTerminal(job.state) || (keepWatched && this.#watched.has(job.id))) continue;
+      const outcome = await this.#o.store.cancel(job.id, own.owner);
+      if (outcome === "removed" || outcome === "stopping") cancelled.push(job.id);
+    }
+    return cancelled;
   }
 
   /** Queue depth and the running job's progress. */
@@ -234,7 +325,7 @@ export class JobService {
       return { queue: { running: false, waiting, limit }, running_job: null, ...{ shared } };
     }
     const p = current.progress;
-    const eta = this.#runningEta(current.images, p);
+    const eta = this.#remainingMs(current);
     return {
       queue: { running: true, waiting, limit },
       ...{ shared },
@@ -293,7 +384,7 @@ export class JobService {
 
   async #wait(
     id: string,
-    owner: string,
+    caller: JobOwner,
     waitMs: number,
     context: ToolContext,
     cancelOnAbort: boolean,
@@ -305,19 +396,26 @@ export class JobService {
       else if (event.type === "state" && isTerminal(event.state)) wake();
     });
     const onAbort = () => {
-      if (cancelOnAbort) {
-        this.#o.store.cancel(id, owner).catch((error) =>
+      // A cancelled call cancels its job; a disconnected one only stops waiting.
+      if (cancelOnAbort && (context.cancelled?.() ?? true)) {
+        this.#o.store.cancel(id, caller.owner).catch((error) =>
           log("warn", "jobs", "could not cancel a job", { job: id, error: String(error) })
         );
+      } else if (cancelOnAbort) {
+        log("info", "jobs", "the client disconnected; its job goes on", { job: id });
       }
       wake();
     };
     context.signal.addEventListener("abort", onAbort, { once: true });
-    const timer = Number.isFinite(waitMs) ? setTimeout(wake, waitMs) : undefined;
+    // Past the bound the call hands off, unless no later call could fetch the job.
+    const timer = Number.isFinite(waitMs)
+      ? setTimeout(() => this.#untilDone || wake(), waitMs)
+      : undefined;
+    this.#watchJob(id);
     // Another replica may run the job: its notifications can be missed, the row cannot.
     const poll = this.#o.store.onQueued
       ? setInterval(() => {
-        this.#o.store.summary(id, owner).then((s) => {
+        this.#o.store.summary(id, caller).then((s) => {
           if (!s || isTerminal(s.state)) wake();
           else if (s.progress) this.#notify(context, s.progress);
         }, () => {});
@@ -332,7 +430,7 @@ export class JobService {
     if (this.#released) release();
     this.#waiters.add(release);
     try {
-      const first = await this.#o.store.summary(id, owner).catch((error) => {
+      const first = await this.#o.store.summary(id, caller).catch((error) => {
         // The database is away: wait (the job goes on), and read it again below.
         if (!isUnavailable(error)) throw error;
         return { state: "queued" as const };
@@ -340,24 +438,45 @@ export class JobService {
       if (first && !isTerminal(first.state) && waitMs > 0 && !context.signal.aborted) await woke;
     } finally {
       this.#waiters.delete(release);
+      this.#unwatchJob(id);
       unsubscribe();
       clearTimeout(timer);
       clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
-    const record = await untilReachable(() => this.#o.store.get(id, owner), context.signal);
+    const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     if (isTerminal(record.state)) return jobResult(record);
     return await this.#status(record, record.state === "queued" ? note : undefined);
   }
 
-  #runningEta(images: number, p: JobProgress | null): number | null {
-    const steps = p?.steps ?? this.#o.stepsPerImage;
+  /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */
+  #remainingMs(work: WorkAhead): number | null {
+    const live = this.#runner.current;
+    const p = live && work.id === live.id ? live.progress ?? work.progress : work.progress;
     return this.#runner.timer.estimateMs({
-      stepsLeftInImage: p ? steps - p.step : steps,
-      imagesAfter: images - (p?.image ?? 1),
-      stepsPerImage: steps,
+      tool: work.tool,
+      current: p ? { step: p.step, steps: p.steps } : null,
+      images: p ? work.images - p.image : work.images,
+      stepsPerImage: this.#o.stepsPerImage,
     });
+  }
+
+  /**
+   * Estimated ms until a queued job is done: what the running jobs have
+   * left and the jobs ahead of it, shared among the engines now busy (one
+   * each), then its own images.
+   */
+  #queuedMs(job: JobSummary, position: QueuePosition): number | null {
+    let ahead = 0;
+    for (const work of [...position.running, ...position.waiting]) {
+      const ms = this.#remainingMs(work);
+      if (ms === null) return null;
+      ahead += ms;
+    }
+    const own = this.#remainingMs({ tool: job.tool, images: job.images, progress: null });
+    if (own === null) return null;
+    return ahead / Math.max(1, position.running.length) + own;
   }
 
   async #status(job: JobSummary, note?: string): Promise<ToolResult> {
@@ -367,21 +486,16 @@ export class JobService {
     if (job.state === "running") {
       const progress = live?.id === job.id ? live.progress ?? job.progress : job.progress;
       job = { ...job, progress };
-      etaMs = this.#runningEta(job.images, progress);
+      etaMs = this.#remainingMs({ ...job, id: job.id });
     } else {
       position = await this.#o.store.position(job.seq);
-      const ahead = live ? this.#runningEta(live.images, live.progress) : 0;
-      const own = this.#runner.timer.estimateMs({
-        stepsLeftInImage: 0,
-        imagesAfter: position.imagesAhead + job.images,
-        stepsPerImage: this.#o.stepsPerImage,
-      });
-      etaMs = ahead === null || own === null ? null : ahead + own;
+      etaMs = this.#queuedMs(job, position);
     }
     return statusResult({
       job,
       position,
       etaMs,
+      etaLowerBound: !this.#runner.timer.measuredImage,
       waitSeconds: this.#o.maxWaitMs / 1000,
       note,
     });

@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
+import { checkImageRequest } from "../generation/request_check.ts";
 import type { ToolContext } from "../mcp/tool.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { JobService } from "./service.ts";
@@ -66,10 +67,13 @@ function context(
   keyPrefix?: string,
   signal = new AbortController().signal,
   progress: number[] = [],
+  extra: Partial<ToolContext> & { projectId?: number } = {},
 ): ToolContext {
+  const { projectId = null, ...rest } = extra;
   return {
+    ...rest,
     signal,
-    scope: keyPrefix ? { keyPrefix, projectId: null, userId: 1, permission: "write" } : undefined,
+    scope: keyPrefix ? { keyPrefix, projectId, userId: 1, permission: "write" } : undefined,
     progress: (p) => {
       progress.push(p);
       return Promise.resolve();
@@ -81,6 +85,7 @@ async function service(maxWaitMs: number, execute: ReturnType<typeof scripted>["
   const jobs = new JobService({
     store: new MemoryJobStore({ queueLimit: 3, resultTtlMs: 60_000, maxResultBytes: 1 << 20 }),
     execute,
+    checkRequest: (r) => checkImageRequest(r, { maxCount: 10 }),
     maxWaitMs,
     resultTtlSeconds: 60,
     queueLimit: 3,
@@ -159,15 +164,19 @@ Deno.test("cancelling the open call cancels its job", async () => {
     controller.abort();
     await pending;
     // The engine stopped the job; its id shows it cancelled.
-    const [job] = await jobs.store.list("key:k", 1);
+    const [job] = await jobs.store.list({ owner: "key:k", project: null }, 1);
     for (
       let i = 0;
-      i < 100 && job && (await jobs.store.summary(job.id, "key:k"))?.state === "running";
+      i < 100 && job &&
+      (await jobs.store.summary(job.id, { owner: "key:k", project: null }))?.state === "running";
       i++
     ) {
       await new Promise((r) => setTimeout(r, 5));
     }
-    assert.equal((await jobs.store.summary(job.id, "key:k"))?.state, "cancelled");
+    assert.equal(
+      (await jobs.store.summary(job.id, { owner: "key:k", project: null }))?.state,
+      "cancelled",
+    );
   } finally {
     await jobs.dispose();
   }
@@ -216,6 +225,114 @@ Deno.test("shutdown refuses new jobs and releases waiters of jobs that will not 
     assert.equal((second.structuredContent as { state: string }).state, "queued");
     assert.match(text(second), /shutting down; the job stays queued/);
   } finally {
+    await jobs.dispose();
+  }
+});
+
+Deno.test("a call whose client only disconnected stops waiting; its job goes on and is fetchable", async () => {
+  const s = scripted();
+  const jobs = await service(60_000, s.execute);
+  try {
+    const controller = new AbortController();
+    // An HTTP disconnect: the signal aborts, but the client did not cancel.
+    const gone = context("k", controller.signal, [], { cancelled: () => false });
+    const pending = jobs.submit(request(), gone);
+    await s.started();
+    controller.abort();
+    await pending;
+    const [job] = await jobs.store.list({ owner: "key:k", project: null }, 1);
+    assert.equal(job.state, "running");
+    s.release();
+    const done = await jobs.get(job.id, 60_000, context("k"));
+    assert.deepEqual(done, { content: [{ type: "image", data: "png", mimeType: "image/png" }] });
+  } finally {
+    await jobs.dispose();
+  }
+});
+
+Deno.test("a job whose stored request is not one the tools make fails with the reason and never runs", async () => {
+  let ran = 0;
+  const jobs = await service(60_000, () => {
+    ran++;
+    return Promise.resolve({ state: "succeeded", error: null });
+  });
+  try {
+    const result = await jobs.submit({ ...request(), name: "../../x" }, context("k"));
+    assert.equal(result.isError, true);
+    assert.match(
+      text(result),
+      /^the stored request of this job is not one the tools make, so it was not run: name: "\.\.\/\.\.\/x" is not a cleaned file label/,
+    );
+    const many = await jobs.submit({ ...request(), tool: "inpaint_image" }, context("k"));
+    assert.match(text(many), /tool: must be "generate_image" for mode "text_to_image"/);
+    assert.equal(ran, 0);
+  } finally {
+    await jobs.dispose();
+  }
+});
+
+Deno.test("keys of one project see each other's jobs; only the owner cancels", async () => {
+  const s = scripted();
+  const jobs = await service(1, s.execute);
+  try {
+    const mine = context("writer", undefined, [], { projectId: 3 });
+    const mate = context("reader", undefined, [], { projectId: 3 });
+    const id = (await jobs.submit(request(), mine)).structuredContent?.job_id as string;
+    assert.match(text(await jobs.list(20, mate)), new RegExp(`${id} .* by key writer`));
+    assert.match(
+      text(await jobs.cancel(id, mate)),
+      new RegExp(
+        `generation ${id} was made by another API key of project 3; only that key can cancel it`,
+      ),
+    );
+    assert.match(text(await jobs.cancel(id, context("stranger"))), /no generation job/);
+    s.release();
+    const fetched = await jobs.get(id, 60_000, mate);
+    assert.deepEqual(fetched.content, [{ type: "image", data: "png", mimeType: "image/png" }]);
+  } finally {
+    await jobs.dispose();
+  }
+});
+
+Deno.test("once no later call can fetch a hand-off: open calls wait until done, other jobs are cancelled", async () => {
+  const s = scripted();
+  const jobs = await service(60, s.execute);
+  try {
+    // Handed off: nobody waits for it any more.
+    const first = (await jobs.submit(request(), context())).structuredContent?.job_id as string;
+    await s.started();
+    s.reset();
+    const open = jobs.submit(request(), context());
+    await new Promise((r) => setTimeout(r, 5));
+    jobs.waitUntilDone();
+    // The handed-off job is cancelled; the one an open call waits for is kept and runs.
+    const cancelled = await jobs.cancelOwn(true);
+    assert.deepEqual(cancelled, [first]);
+    await s.started();
+    await new Promise((r) => setTimeout(r, 150)); // far past max_wait (60 ms)
+    s.release(); // the cancelled job's gate
+    s.release();
+    const answer = await open;
+    assert.deepEqual(answer.content, [{ type: "image", data: "png", mimeType: "image/png" }]);
+    assert.deepEqual(await jobs.cancelOwn(false), []);
+  } finally {
+    await jobs.dispose();
+  }
+});
+
+Deno.test("a queued job's status counts the running job ahead of it", async () => {
+  const s = scripted();
+  const jobs = await service(1, s.execute);
+  try {
+    await jobs.submit(request([1, 2]), context("k"));
+    const queued = await jobs.submit(request(), context("k"));
+    assert.match(
+      text(queued),
+      /position 2 in the queue, 1 job ahead of it \(1 running, 0 waiting\)/,
+    );
+    assert.equal(queued.structuredContent?.queue_position, 2);
+  } finally {
+    jobs.abortRunning();
     await jobs.dispose();
   }
 });

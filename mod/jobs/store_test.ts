@@ -11,7 +11,7 @@ import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
-import type { JobEvent, JobItem, JobStore, StoreLimits } from "./types.ts";
+import type { JobEvent, JobItem, JobStore, OwnerLimits, StoreLimits } from "./types.ts";
 
 const text = (prompt = "a cat", seeds = [1]): ImageRequest => ({
   tool: "generate_image",
@@ -57,46 +57,70 @@ const stores: Array<[string, Open]> = [
   }],
 ];
 
+/** A viewer (or creator) without a project. */
+const as = (owner: string, project: number | null = null) => ({ owner, project });
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const [kind, open] of stores) {
   Deno.test(`${kind} store: FIFO claims, queue limit, positions, owners`, async () => {
     const { store, close } = await open(LIMITS);
     try {
-      const a = await store.create({ id: newJobId(), owner: "key:a", request: text("one") });
+      const a = await store.create({
+        id: newJobId(),
+        owner: "key:a",
+        project: null,
+        request: text("one"),
+      });
       const b = await store.create({
         id: newJobId(),
         owner: "key:a",
+        project: null,
         request: text("two", [5, 6, 7]),
       });
-      const c = await store.create({ id: newJobId(), owner: "key:b", request: text("three") });
+      const c = await store.create({
+        id: newJobId(),
+        owner: "key:b",
+        project: null,
+        request: text("three"),
+      });
       // 3 waiting > queue_limit 2: the fourth is refused with the old text.
       await assert.rejects(
-        store.create({ id: newJobId(), owner: "key:a", request: text() }),
+        store.create({ id: newJobId(), owner: "key:a", project: null, request: text() }),
         (e) =>
           e instanceof ToolError && e.category === "busy" &&
           /queue is full \(0 running, 3 waiting, generation\.queue_limit = 2\)/.test(e.message),
       );
-      await assert.rejects(store.assertRoom(), /queue is full/);
-      assert.deepEqual(await store.position(c.seq), { jobsAhead: 2, imagesAhead: 4 });
+      await assert.rejects(store.assertRoom(as("key:c"), 1), /queue is full/);
+      assert.deepEqual(await store.position(c.seq), {
+        running: [],
+        waiting: [
+          { tool: "generate_image", images: 1, progress: null },
+          { tool: "generate_image", images: 3, progress: null },
+        ],
+      });
       assert.deepEqual(await store.counts(), { queued: 3, running: 0 });
 
       const first = await store.claim("w1");
       assert.equal(first?.id, a.id);
       assert.equal(first?.request.positive, "one");
       assert.deepEqual(await store.counts(), { queued: 2, running: 1 });
-      assert.equal((await store.summary(a.id, "key:a"))?.state, "running");
+      // The running job is ahead of every queued one.
+      const behind = await store.position(c.seq);
+      assert.deepEqual(behind.running.map((r) => r.id), [a.id]);
+      assert.deepEqual(behind.waiting.map((w) => w.images), [3]);
+      assert.equal((await store.summary(a.id, as("key:a")))?.state, "running");
       // Another owner cannot see, list or cancel it.
-      assert.equal(await store.summary(a.id, "key:b"), null);
-      assert.equal(await store.get(a.id, "key:b"), null);
+      assert.equal(await store.summary(a.id, as("key:b")), null);
+      assert.equal(await store.get(a.id, as("key:b")), null);
       assert.equal(await store.cancel(a.id, "key:b"), "unknown");
-      assert.deepEqual((await store.list("key:a", 10)).map((j) => j.id), [b.id, a.id]);
-      assert.deepEqual((await store.list("key:b", 10)).map((j) => j.id), [c.id]);
-      assert.equal((await store.list("key:a", 10))[0].images, 3);
+      assert.deepEqual((await store.list(as("key:a"), 10)).map((j) => j.id), [b.id, a.id]);
+      assert.deepEqual((await store.list(as("key:b"), 10)).map((j) => j.id), [c.id]);
+      assert.equal((await store.list(as("key:a"), 10))[0].images, 3);
 
       // A queued job leaves the queue when cancelled; the next claim skips it.
       assert.equal(await store.cancel(b.id, "key:a"), "removed");
-      assert.equal((await store.summary(b.id, "key:a"))?.state, "cancelled");
+      assert.equal((await store.summary(b.id, as("key:a")))?.state, "cancelled");
       await store.finish(a.id, { state: "succeeded", error: null });
       assert.equal((await store.claim("w1"))?.id, c.id);
       assert.equal(await store.claim("w1"), null);
@@ -108,7 +132,12 @@ for (const [kind, open] of stores) {
   Deno.test(`${kind} store: progress, items, cancellation events, end state`, async () => {
     const { store, close } = await open(LIMITS);
     try {
-      const job = await store.create({ id: newJobId(), owner: "o", request: text("x", [1, 2]) });
+      const job = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text("x", [1, 2]),
+      });
       const events: JobEvent[] = [];
       const unsubscribe = store.subscribe(job.id, (e) => events.push(e));
       await store.claim("w");
@@ -125,12 +154,12 @@ for (const [kind, open] of stores) {
       await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
       await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
       assert.equal(await store.cancel(job.id, "o"), "stopping");
-      assert.equal((await store.summary(job.id, "o"))?.cancelRequested, true);
+      assert.equal((await store.summary(job.id, as("o")))?.cancelRequested, true);
       await store.finish(job.id, { state: "cancelled", error: null });
       unsubscribe();
       assert.deepEqual(events.map((e) => e.type), ["state", "progress", "cancel", "state"]);
       assert.deepEqual(events[1], { type: "progress", progress });
-      const record = await store.get(job.id, "o");
+      const record = await store.get(job.id, as("o"));
       assert.equal(record?.state, "cancelled");
       assert.equal(record?.cancelRequested, false);
       assert.deepEqual(record?.items, [...first, { type: "text", text: "[2/2] seed 2" }]);
@@ -157,7 +186,7 @@ for (const [kind, open] of stores) {
         image,
         mask,
       };
-      await store.create({ id: newJobId(), owner: "o", request });
+      await store.create({ id: newJobId(), owner: "o", project: null, request });
       const claimed = await store.claim("w");
       assert.deepEqual(claimed?.request, request);
     } finally {
@@ -174,19 +203,34 @@ for (const [kind, open] of stores) {
     try {
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) {
-        const job = await store.create({ id: newJobId(), owner: "o", request: text() });
+        const job = await store.create({
+          id: newJobId(),
+          owner: "o",
+          project: null,
+          request: text(),
+        });
         await store.claim("w");
         await store.append(job.id, 0, [{ type: "text", text: "0123456789" }]);
         await store.finish(job.id, { state: "succeeded", error: null });
         ids.push(job.id);
       }
       // 30 bytes over a 25-byte cap: the oldest result is gone, the two newest stay.
-      assert.equal(await store.get(ids[0], "o"), null);
-      assert.equal((await store.get(ids[1], "o"))?.state, "succeeded");
-      assert.equal((await store.get(ids[2], "o"))?.state, "succeeded");
+      assert.equal(await store.get(ids[0], as("o")), null);
+      assert.equal((await store.get(ids[1], as("o")))?.state, "succeeded");
+      assert.equal((await store.get(ids[2], as("o")))?.state, "succeeded");
 
-      const running = await store.create({ id: newJobId(), owner: "o", request: text() });
-      const queued = await store.create({ id: newJobId(), owner: "o", request: text() });
+      const running = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text(),
+      });
+      const queued = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text(),
+      });
       await store.claim("w");
       assert.deepEqual(
         await store.recover("the server restarted"),
@@ -195,24 +239,204 @@ for (const [kind, open] of stores) {
         ],
       );
       if (kind === "postgres") {
-        const failed = await store.summary(running.id, "o");
+        const failed = await store.summary(running.id, as("o"));
         assert.equal(failed?.state, "failed");
         assert.equal(failed?.error, "the server restarted");
-        assert.equal((await store.summary(queued.id, "o"))?.state, "queued");
+        assert.equal((await store.summary(queued.id, as("o")))?.state, "queued");
       }
       // Past the TTL a finished job is invisible, then purged.
       const short = withLimits({ queueLimit: 10, resultTtlMs: 200, maxResultBytes: 25 });
-      const brief = await short.create({ id: newJobId(), owner: "p", request: text() });
+      const brief = await short.create({
+        id: newJobId(),
+        owner: "p",
+        project: null,
+        request: text(),
+      });
       let claimed = await short.claim("w");
       while (claimed && claimed.id !== brief.id) claimed = await short.claim("w");
       assert.equal(claimed?.id, brief.id);
       await short.finish(brief.id, { state: "succeeded", error: null });
       await sleep(300);
-      assert.equal(await short.get(brief.id, "p"), null);
+      assert.equal(await short.get(brief.id, as("p")), null);
       assert.ok(await short.purgeExpired() >= 1);
-      assert.equal((await short.list("p", 10)).length, 0);
+      assert.equal((await short.list(as("p"), 10)).length, 0);
     } finally {
       await close();
     }
   });
 }
+
+/** Per-owner limits for the tests below: 2 jobs / 5 images a key, 3 jobs / 6 images a project. */
+const OWNER_LIMITS: OwnerLimits = {
+  perKey: { jobs: 2, images: 5, resultBytes: 25 },
+  perProject: { jobs: 3, images: 6 },
+};
+
+const busy = (pattern: RegExp) => (e: unknown) =>
+  e instanceof ToolError && e.category === "busy" && pattern.test(e.message);
+
+for (const [kind, open] of stores) {
+  Deno.test(`${kind} store: per-key and per-project limits, apart from queue_limit, with the caller's usage`, async () => {
+    const { store, close } = await open({ ...LIMITS, queueLimit: 20, perOwner: OWNER_LIMITS });
+    try {
+      const create = (owner: string, project: number | null, seeds: number[]) =>
+        store.create({ id: newJobId(), owner, project, request: text("q", seeds) });
+      await create("key:a", 7, [1, 2]);
+      // Images over the key's limit: said with the key's own usage.
+      await assert.rejects(
+        create("key:a", 7, [1, 2, 3, 4]),
+        busy(
+          /^this call's 4 images would bring this API key to 6 images queued or running, over jobs\.max_images_per_key = 5; it has 1 generation queued or running \(2 images\)/,
+        ),
+      );
+      await assert.rejects(
+        store.assertRoom(as("key:a", 7), 6),
+        busy(/asks for 6 images, more than this API key may .*max_images_per_key = 5/),
+      );
+      await create("key:a", 7, [3]);
+      await assert.rejects(
+        create("key:a", 7, [4]),
+        busy(
+          /^this API key already has 2 generations queued or running \(3 images\), the most allowed \(jobs\.max_jobs_per_key = 2\); wait for one to finish, or cancel one/,
+        ),
+      );
+      await assert.rejects(store.assertRoom(as("key:a", 7), 1), busy(/max_jobs_per_key = 2/));
+      // Another key of the same project: its own limits pass, the project's do not.
+      await create("key:b", 7, [5]);
+      await assert.rejects(
+        create("key:b", 7, [6]),
+        busy(
+          /^project 7 \(all its API keys together\) already has 3 generations queued or running \(4 images\), the most allowed \(jobs\.max_jobs_per_project = 3\)/,
+        ),
+      );
+      // Other tenants are not affected, and the queue itself had room throughout.
+      await create("key:c", 8, [7, 8, 9]);
+      await create("key:d", null, [10]);
+      assert.deepEqual(await store.counts(), { queued: 5, running: 0 });
+      // A job that ends gives its room back (running jobs still count).
+      const claimed = await store.claim("w");
+      await assert.rejects(create("key:a", 7, [1]), busy(/max_jobs_per_key/));
+      await store.finish(claimed!.id, { state: "succeeded", error: null });
+      await create("key:a", 7, [1]);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${kind} store: keys of one project see each other's jobs; only the owner cancels`, async () => {
+    const { store, close } = await open(LIMITS);
+    try {
+      const job = await store.create({
+        id: newJobId(),
+        owner: "key:writer",
+        project: 5,
+        request: text("team work"),
+      });
+      for (const viewer of [as("key:writer", 5), as("key:reader", 5)]) {
+        assert.equal((await store.summary(job.id, viewer))?.owner, "key:writer");
+        assert.equal((await store.get(job.id, viewer))?.project, 5);
+        assert.deepEqual((await store.list(viewer, 10)).map((j) => j.id), [job.id]);
+      }
+      // Another project, or a key without one, sees nothing.
+      for (const viewer of [as("key:other", 6), as("key:unbound")]) {
+        assert.equal(await store.summary(job.id, viewer), null);
+        assert.equal((await store.list(viewer, 10)).length, 0);
+      }
+      // Unbound keys never see each other's jobs.
+      const lone = await store.create({
+        id: newJobId(),
+        owner: "key:unbound",
+        project: null,
+        request: text(),
+      });
+      assert.equal(await store.summary(lone.id, as("key:other-unbound")), null);
+      assert.equal(await store.cancel(job.id, "key:reader"), "unknown");
+      assert.equal(await store.cancel(job.id, "key:writer"), "removed");
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${kind} store: results are capped per key, and one key filling the store pushes out its own`, async () => {
+    const { store, close } = await open({
+      queueLimit: 20,
+      resultTtlMs: 3_600_000,
+      maxResultBytes: 40,
+      perOwner: OWNER_LIMITS,
+    });
+    try {
+      const finished = async (owner: string, bytes: number) => {
+        const job = await store.create({ id: newJobId(), owner, project: null, request: text() });
+        const claimed = await store.claim("w");
+        assert.equal(claimed?.id, job.id);
+        await store.append(job.id, 0, [{ type: "text", text: "x".repeat(bytes) }]);
+        await store.finish(job.id, { state: "succeeded", error: null });
+        return job.id;
+      };
+      const mine = await finished("key:victim", 10);
+      // The flooder: 10 bytes at a time, over its own 25-byte cap and the 40-byte total.
+      const flood: string[] = [];
+      for (let i = 0; i < 6; i++) flood.push(await finished("key:flood", 10));
+      const kept = async (id: string) =>
+        (await store.get(id, as(id === mine ? "key:victim" : "key:flood"))) !== null;
+      assert.equal(await kept(mine), true, "another key's results pushed out mine");
+      // The flooder keeps its newest two (20 bytes <= 25), the oldest went first.
+      assert.deepEqual(await Promise.all(flood.map(kept)), [
+        false,
+        false,
+        false,
+        false,
+        true,
+        true,
+      ]);
+      // Past the global cap the biggest holder loses first: a third key's results evict the
+      // flooder's, not the victim's smaller share.
+      const third = [await finished("key:third", 10), await finished("key:third", 10)];
+      assert.equal(await kept(mine), true);
+      // 10 + 10 + 10 + 10 = 40 kept: the flooder is down to its newest, the third key (as much
+      // held, but newer) keeps both.
+      assert.deepEqual(await Promise.all(flood.map(kept)), [
+        false,
+        false,
+        false,
+        false,
+        false,
+        true,
+      ]);
+      assert.equal((await store.list(as("key:third"), 10)).length, 2);
+      assert.ok(await store.get(third[1], as("key:third")), "the newest result is kept");
+      // A key's single newest result is kept even over its own cap: its caller waits for it.
+      const big = await finished("key:big", 30);
+      assert.ok(await store.get(big, as("key:big")));
+    } finally {
+      await close();
+    }
+  });
+}
+
+Deno.test("postgres store: a second server on the same database never fails a live worker's job", async () => {
+  const tdb = await openTestDatabase("jobs_live_lease");
+  // The embedded database has no LISTEN connection to show a worker alive: the lease decides.
+  const embedded = { ...tdb.db, kind: "embedded" as const };
+  const first = new PostgresJobStore(embedded, LIMITS, { replica: "first", leaseMs: 60_000 });
+  const second = new PostgresJobStore(embedded, LIMITS, { replica: "second", leaseMs: 60_000 });
+  try {
+    const job = await first.create({ id: newJobId(), owner: "o", project: null, request: text() });
+    assert.equal((await first.claim("first"))?.id, job.id);
+    // The second server starts: recovery and the lease sweep leave the running job alone.
+    assert.deepEqual(await second.recover("the server restarted"), []);
+    assert.deepEqual(await second.expireLeases("the worker running it stopped"), []);
+    assert.equal((await second.summary(job.id, as("o")))?.state, "running");
+    assert.deepEqual(await first.renew(job.id, "first"), { held: true, cancelRequested: false });
+    // Once its lease has lapsed (a worker that stopped renewing), it is failed.
+    const lapsing = new PostgresJobStore(embedded, LIMITS, { replica: "third", leaseMs: 1 });
+    await lapsing.renew(job.id, "first");
+    await sleep(20);
+    assert.deepEqual(await second.recover("the server restarted"), [job.id]);
+    assert.equal((await second.summary(job.id, as("o")))?.error, "the server restarted");
+  } finally {
+    await first.close();
+    await second.close();
+    await tdb.close();
+  }
+});

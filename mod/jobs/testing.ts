@@ -4,7 +4,7 @@
  * @module
  */
 
-import { type ImageService, runImageRequest } from "../generation/mod.ts";
+import { checkImageRequest, type ImageService, runImageRequest } from "../generation/mod.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { JobService } from "./service.ts";
 
@@ -32,6 +32,7 @@ export async function startMemoryJobs(
       maxResultBytes: options.maxResultBytes ?? 64 * 1024 * 1024,
     }),
     execute: (job, hooks) => runImageRequest(images, job.request, hooks),
+    checkRequest: (request) => checkImageRequest(request, { maxCount: 10 }),
     maxWaitMs: options.maxWaitMs ?? Infinity,
     resultTtlSeconds: (options.resultTtlMs ?? 3_600_000) / 1000,
     queueLimit: options.queueLimit ?? 4,

@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { ImageRequest, RequestProgress } from "../generation/request.ts";
+import type { ImageRequest, ImageToolName, RequestProgress } from "../generation/request.ts";
 import type { ImageContent, TextContent } from "../mcp/tool.ts";
 
 /** Where a job is in its life. */
@@ -36,12 +36,28 @@ export interface JobProgress extends RequestProgress {
   imagesDone: number;
 }
 
+/**
+ * Who made a job, or who asks about one: the owner (`key:<prefix>` over
+ * HTTP, `stdio:<pid>` over stdio) and the project its API key is bound to.
+ * A job is visible to its owner and, when it has a project, to every key
+ * bound to that project; only its owner may cancel it.
+ */
+export interface JobOwner {
+  /** `key:<prefix>` over HTTP, `stdio:<pid>` over stdio. */
+  owner: string;
+  /** The project of the owner's API key, or null (an unbound key, stdio). */
+  project: number | null;
+}
+
+/** Whether `viewer` may see (list, fetch) a job of `job`'s owner and project. */
+export function canSee(job: JobOwner, viewer: JobOwner): boolean {
+  return job.owner === viewer.owner || (viewer.project !== null && job.project === viewer.project);
+}
+
 /** What every read of a job returns (no request inputs, no result items). */
-export interface JobSummary {
+export interface JobSummary extends JobOwner {
   /** Unguessable, URL-safe id (`gen_` + 22 base64url characters, 128 random bits). */
   id: string;
-  /** Who may see it: `key:<prefix>` over HTTP, `stdio:<pid>` over stdio. */
-  owner: string;
   /** The tool that created it. */
   tool: ImageRequest["tool"];
   /** Its state. */
@@ -113,8 +129,33 @@ export interface StoreLimits {
   queueLimit: number;
   /** How long a finished job's result is kept, in ms (`[jobs] result_ttl_seconds`). */
   resultTtlMs: number;
-  /** Most result bytes kept over all finished jobs (`[jobs] max_result_mib`). */
+  /**
+   * Most result bytes kept over all finished jobs (`[jobs] max_result_mib`).
+   * Past it the owner holding the most loses its oldest first, so a tenant
+   * that fills the store pushes out its own results, not another's.
+   */
   maxResultBytes: number;
+  /**
+   * Per-owner limits (`[jobs] max_*_per_key`, `max_*_per_project`); absent
+   * over stdio, where there is one owner. Infinity means none.
+   */
+  perOwner?: OwnerLimits;
+}
+
+/** What one owner, and one project, may hold (see {@link StoreLimits.perOwner}). */
+export interface OwnerLimits {
+  /** Queued + running jobs, and their images, of one owner. */
+  perKey: { jobs: number; images: number; resultBytes: number };
+  /** Queued + running jobs, and their images, of every owner of one project. */
+  perProject: { jobs: number; images: number };
+}
+
+/** Queued + running jobs and their images. */
+export interface Usage {
+  /** Jobs queued or running. */
+  jobs: number;
+  /** The images those jobs make. */
+  images: number;
 }
 
 /** Counts for `/healthz` and the queue-full message. */
@@ -125,12 +166,29 @@ export interface QueueCounts {
   running: number;
 }
 
-/** Where a queued job stands. */
+/** A job that is ahead of a queued one: its tool, its images, its last progress. */
+export interface WorkAhead {
+  /** The tool that created it. */
+  tool: ImageToolName;
+  /** Images it makes. */
+  images: number;
+  /** Last reported progress (null before its first step, and for a queued job). */
+  progress: JobProgress | null;
+  /** The job id (running jobs only; this process's engine may be the one running it). */
+  id?: string;
+}
+
+/** Where a queued job stands: everything ahead of it in the queue. */
 export interface QueuePosition {
-  /** Queued jobs created before it. */
-  jobsAhead: number;
-  /** Images those jobs will make. */
-  imagesAhead: number;
+  /** Every running job (a queued job runs after them, or beside them on another engine). */
+  running: WorkAhead[];
+  /** The queued jobs created before it, oldest first. */
+  waiting: WorkAhead[];
+}
+
+/** How many jobs are ahead of a queued one, counting the running ones. */
+export function jobsAhead(position: QueuePosition): number {
+  return position.running.length + position.waiting.length;
 }
 
 /** The store of jobs; see the module documentation. */
@@ -139,18 +197,23 @@ export interface JobStore {
   readonly kind: "memory" | "postgres";
   /**
    * Creates a queued job. Rejects with a "busy" `ToolError` when
-   * `running + queued` already exceeds the queue limit.
+   * `running + queued` already exceeds the queue limit, or when the owner
+   * (or its project) would go past its limits; the check and the insert are
+   * one step.
    */
-  create(job: { id: string; owner: string; request: ImageRequest }): Promise<JobSummary>;
-  /** Throws the same "busy" error {@link create} would, without creating anything. */
-  assertRoom(): Promise<void>;
-  /** The owner's job with its items, or null (unknown, expired or another owner's). */
-  get(id: string, owner: string): Promise<JobRecord | null>;
-  /** The owner's job without items, or null. */
-  summary(id: string, owner: string): Promise<JobSummary | null>;
-  /** The owner's most recent jobs, newest first. */
-  list(owner: string, limit: number): Promise<JobSummary[]>;
-  /** Where a queued job stands in the queue. */
+  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary>;
+  /**
+   * Throws the same "busy" error {@link create} would for a job of `images`
+   * images by `who`, without creating anything.
+   */
+  assertRoom(who: JobOwner, images: number): Promise<void>;
+  /** The job with its items when `viewer` may see it ({@link canSee}), or null. */
+  get(id: string, viewer: JobOwner): Promise<JobRecord | null>;
+  /** The job without items when `viewer` may see it, or null. */
+  summary(id: string, viewer: JobOwner): Promise<JobSummary | null>;
+  /** The most recent jobs `viewer` may see, newest first. */
+  list(viewer: JobOwner, limit: number): Promise<JobSummary[]>;
+  /** What is ahead of the queued job `seq`. */
   position(seq: number): Promise<QueuePosition>;
   /** Queue depth and running jobs. */
   counts(): Promise<QueueCounts>;
@@ -166,9 +229,16 @@ export interface JobStore {
   append(id: string, from: number, items: JobItem[]): Promise<void>;
   /** Ends a running job, sets its expiry, and trims old results to the byte cap. */
   finish(id: string, outcome: JobOutcome): Promise<void>;
-  /** Cancels the owner's job: a queued one leaves the queue, a running one is asked to stop. */
+  /**
+   * Cancels the job `id` of `owner` (only its owner may): a queued one leaves
+   * the queue, a running one is asked to stop.
+   */
   cancel(id: string, owner: string): Promise<CancelResult>;
-  /** Ends every `running` job as `failed` with `reason` (after a restart); returns their ids. */
+  /**
+   * At start-up: ends as `failed` with `reason` every `running` job whose
+   * worker is gone (a previous run of this process, or a replica that
+   * stopped), never one a live worker still runs; returns their ids.
+   */
   recover(reason: string): Promise<string[]>;
   /** Deletes jobs whose results expired; returns how many. */
   purgeExpired(): Promise<number>;

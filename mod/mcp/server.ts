@@ -7,7 +7,7 @@
  */
 
 import { z } from "zod";
-import { checkToolScope } from "../auth/tool_scope.ts";
+import { checkToolScope, toolsForScope } from "../auth/tool_scope.ts";
 import { log } from "../log/mod.ts";
 import { type McpExtension, toolMetaFor } from "./extension.ts";
 import { RESOURCE_NOT_FOUND, type ResourceDefinition } from "./resource.ts";
@@ -77,8 +77,14 @@ const CallToolRequest = z.object({
 export interface McpServerOptions {
   /** The tools to list and serve, in listing order. */
   tools: readonly ToolDefinition[];
-  /** The caller's scope (HTTP); undefined for stdio. */
+  /** The caller's scope (HTTP); undefined for stdio. `tools/list` shows it only the tools it may call. */
   scope?: Scope;
+  /**
+   * Whether an aborted call was cancelled by its client rather than left by
+   * a client that disconnected (see `ToolContext.cancelled`). Default: every
+   * abort is a cancellation, as over stdio.
+   */
+  cancelled?: () => boolean;
   /** Server instructions shown to the client at initialize. */
   instructions?: string;
   /**
@@ -129,7 +135,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     // Known after this session's `initialize` (stdio); unknown on a stateless HTTP request.
     const client = server.getClientCapabilities();
     return {
-      tools: options.tools.map((t) => {
+      tools: toolsForScope(options.scope, options.tools).map((t) => {
         const meta = toolMetaFor(t._meta, extensions, client);
         return {
           name: t.name,
@@ -204,6 +210,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     const context = {
       signal: extra.signal,
       scope: options.scope,
+      cancelled: options.cancelled,
       async progress(progress: number, total?: number, message?: string) {
         // The spec requires progress to increase; duplicates are dropped.
         if (progressToken === undefined || progress <= lastProgress || extra.signal.aborted) {

@@ -102,8 +102,17 @@ export interface Scope {
 
 /** Per-call context handed to a tool handler. */
 export interface ToolContext {
-  /** Aborted when the client cancels the request or goes away. */
+  /** Aborted when the client cancels the request or goes away: stop waiting. */
   signal: AbortSignal;
+  /**
+   * Whether the abort of {@link signal} is the client cancelling the call
+   * (`notifications/cancelled`, or a stdio client that is gone), so the work
+   * it started should stop too. False when an HTTP client only disconnected:
+   * MCP 2025-11-25 says a disconnection SHOULD NOT be taken as a
+   * cancellation, so a job the call started goes on, listed and fetchable.
+   * Absent: every abort is a cancellation.
+   */
+  cancelled?(): boolean;
   /** The caller's scope; undefined over stdio. */
   scope?: Scope;
   /**

@@ -88,3 +88,25 @@ Deno.test("shownPath names a saved file by output.dir and its name only", () => 
     "output.dir/cat_20260304_050607_42-2.png",
   );
 });
+
+Deno.test("savePng refuses a name that would leave output.dir, and writes nothing", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const out = join(dir, "out");
+    for (
+      const name of ["../x.png", "../../x.png", "a/../../x.png", "/tmp/x.png", "..png", ".png"]
+    ) {
+      await assert.rejects(savePng(out, name, new Uint8Array([1])), (e) => {
+        assert.ok(e instanceof ToolError);
+        assert.equal(e.category, "saving");
+        assert.match(e.message, /must be one file name inside output\.dir/);
+        return true;
+      }, name);
+    }
+    const left = [];
+    for await (const entry of Deno.readDir(dir)) left.push(entry.name);
+    assert.deepEqual(left, [], "nothing was created");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

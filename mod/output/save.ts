@@ -48,6 +48,15 @@ export function shownPath(saved: string): string {
  *   its message names paths relative to `output.dir`, never `dir` itself
  */
 export async function savePng(dir: string, fileName: string, bytes: Uint8Array): Promise<string> {
+  // Defence in depth: names are cleaned where they come in, and a job's stored request is checked
+  // before it runs; a name that could leave `dir` is still never written.
+  if (!/^[A-Za-z0-9_-][A-Za-z0-9_.-]*\.png$/.test(fileName) || fileName.includes("..")) {
+    throw new ToolError(
+      "saving",
+      `refusing to save ${JSON.stringify(fileName.slice(0, 80))}: a saved image's name must be ` +
+        "one file name inside output.dir",
+    );
+  }
   try {
     await Deno.mkdir(dir, { recursive: true });
   } catch (error) {
