@@ -1,7 +1,8 @@
 /**
  * An own export, as a user brings it: `deno task models add DIR --write-config`
- * next to the shipped models.lock, then the real server starts on it and
- * generates — without any of the shipped model files present.
+ * next to the shipped models.lock (the entries and settings go to
+ * models.local.lock and config.local.toml), then the real server starts on
+ * it and generates — without any of the shipped model files present.
  */
 
 import assert from "node:assert/strict";
@@ -65,7 +66,7 @@ Deno.test("an added local set and tiny VAE next to the shipped lock start and ge
       "--write-config",
     );
     assert.equal(tiny.code, 0, tiny.stderr);
-    const text = await Deno.readTextFile(config);
+    const text = await Deno.readTextFile(join(dir, "config.local.toml"));
     assert.match(text, /^tiny_vae_decoder = "my-taesd\/vae_decoder\/model\.onnx"/m);
     assert.match(text, /^vae_decoder = "tiny"/m);
     await Deno.remove(join(dir, "models/own/vae_decoder"), { recursive: true });

@@ -9,8 +9,10 @@
  * - `deno task models check [--config PATH] [--lock PATH] [--root DIR]` prints
  *   each needed file with ok / missing / wrong size / wrong hash / not locked.
  * - `deno task models add [--component C] [--write-config] [--config PATH]
- *   [--lock PATH] [--root DIR] PATH` locks an own export (see add.ts) and
- *   prints the config lines to use, or sets them with `--write-config`.
+ *   [--lock PATH] [--root DIR] PATH` locks an own export into the lock's
+ *   `models.local.lock` (see add.ts) and prints the config lines to use, or
+ *   sets them in the config's `config.local.toml` with `--write-config`: the
+ *   user's own files, which git does not track, so `git pull` never conflicts.
  *
  * The config is `--config`, else `$SD_MCP_CONFIG`, else `./config.toml` when
  * it exists, else the defaults (root `./models`, lock `./models.lock`);
@@ -22,6 +24,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { parse as parseToml } from "smol-toml";
 import { join, resolve } from "node:path";
 import { log } from "../log/mod.ts";
 import {
@@ -30,6 +33,7 @@ import {
   defaultConfigPath,
   editConfigText,
   loadConfig,
+  localOverlayPath,
   type ResolvedConfig,
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
@@ -309,19 +313,19 @@ async function add(
       .map((f) => `{ path = ${tomlString(f.path)}, weight = ${f.weight.toFixed(1)} }`);
     edits = [{ section: "lora", key: "files", value: `[${files.join(", ")}]` }];
   }
+  // The user's settings go to the config's local overlay, which git does not track.
+  const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
+  let text = "";
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
   if (v["write-config"]) {
-    const path = configPath ?? "config.toml";
-    let text = "";
-    try {
-      text = await Deno.readTextFile(path);
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
-    }
     await writeAtomically(path, editConfigText(text, edits));
     for (const line of configLines(edits)) log("info", "models", `set in ${path}: ${line}`);
   } else {
-    out(`# put these lines in ${configPath ?? "config.toml"} (or rerun with --write-config):`);
-    for (const line of groupedLines(edits)) out(line);
+    for (const line of snippet(path, text, edits)) out(line);
   }
   if (
     component !== undefined && component !== "lora" && component !== "controlnet_unet" &&
@@ -338,6 +342,27 @@ async function add(
 
 function configLines(edits: readonly ConfigEdit[]): string[] {
   return edits.map((e) => `[${e.section}] ${e.key} = ${e.value}`);
+}
+
+/**
+ * What to paste into `path` (its text now: `text`) without --write-config:
+ * whole tables when appending them keeps the file valid TOML, else (the
+ * file already has one of the tables) comment lines naming each key.
+ */
+function snippet(path: string, text: string, edits: readonly ConfigEdit[]): string[] {
+  const tables = groupedLines(edits);
+  const hint = path.endsWith(".local.toml")
+    ? " (it is read over the config and git does not track it)"
+    : "";
+  try {
+    parseToml(`${text}\n${tables.join("\n")}\n`);
+    return [`# append these lines to ${path}${hint}, or rerun with --write-config:`, ...tables];
+  } catch {
+    return [
+      `# ${path} already has these tables: rerun with --write-config, or set these keys in it:`,
+      ...configLines(edits).map((line) => `#   ${line}`),
+    ];
+  }
 }
 
 function groupedLines(edits: readonly ConfigEdit[]): string[] {

@@ -76,10 +76,17 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
     await copyTree(TINY_SET, join(dir, "models/own"));
     await Deno.copyFile(join(REPO, "models.lock"), join(dir, "models.lock"));
     await Deno.writeTextFile(join(dir, "config.toml"), `[models]\nroot = "models"\n`);
+    const shipped = await Deno.readTextFile(join(dir, "models.lock"));
     const added = await models(dir, "add", "models/own", "--write-config");
     strictEqual(added.code, 0, added.stderr);
     match(added.stderr, /hashing own\/unet\/model\.onnx_data/, "a progress line per hashed file");
-    match(await Deno.readTextFile(join(dir, "config.toml")), /^base = "own"$/m);
+    // Each file's progress line once, and no log line repeating it.
+    strictEqual(added.stderr.split("hashing own/unet/model.onnx_data").length, 2, added.stderr);
+    // The user's choice goes to the overlays; the shipped files are untouched.
+    strictEqual(await Deno.readTextFile(join(dir, "config.toml")), `[models]\nroot = "models"\n`);
+    strictEqual(await Deno.readTextFile(join(dir, "models.lock")), shipped);
+    match(await Deno.readTextFile(join(dir, "config.local.toml")), /^base = "own"$/m);
+    match(await Deno.readTextFile(join(dir, "models.local.lock")), /path = "own\/unet\/model\.onnx"/);
 
     const good = await models(dir, "check");
     strictEqual(good.code, 0, good.stdout + good.stderr);
