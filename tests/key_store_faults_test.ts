@@ -17,6 +17,7 @@ import { makeReachableTempDir, openTestDatabase, type TestDatabase } from "./hel
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { type KeysRun, runKeysCli } from "./helpers/keys_cli.ts";
 import { fill, tmpfsUnavailable } from "./helpers/tmpfs.ts";
+import { ignoredFor } from "./helpers/ignore.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -346,11 +347,12 @@ for (const mode of modes) {
 }
 
 const noTmpfs = await tmpfsUnavailable();
-if (noTmpfs) console.error(`full-disk test ignored: ${noTmpfs}`);
 
 Deno.test({
-  name: "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
-  ignore: noTmpfs !== undefined,
+  ...ignoredFor(
+    noTmpfs,
+    "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
+  ),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

@@ -21,7 +21,14 @@
  * @module
  */
 
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { type CreatedKey, createKey, type CreateKeyOptions } from "../../mod/auth/create_key.ts";
 import type { Queryable } from "../../mod/db/mod.ts";
@@ -68,6 +75,11 @@ export function teeInProcess(text: string): void {
   } catch {
     // The directory was removed (the run is over): nothing to record into.
   }
+}
+
+/** Deletes the run's list of registered secrets (`dir`: the run's log directory). */
+export function forgetSecrets(dir: string): void {
+  rmSync(join(dir, SECRETS_FILE), { force: true });
 }
 
 /** Registers values that must never appear in a log line. */
