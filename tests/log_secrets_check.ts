@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { forgetSecrets, LOG_DIR_ENV, scanRunLogs } from "./helpers/log_secrets.ts";
 
-Deno.test("no secret in any log line of the whole test run", async () => {
+Deno.test("no secret in any log line of the whole test run", () => {
   const dir = Deno.env.get(LOG_DIR_ENV);
   assert.ok(dir, `${LOG_DIR_ENV} is not set: run this through deno task test`);
   const scan = scanRunLogs(dir);

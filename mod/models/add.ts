@@ -82,7 +82,8 @@ export interface AddResult {
 }
 
 /** The comment a new `models.local.lock` starts with. */
-const OVERLAY_HEADER = `# Your own model files, locked by \`deno task models add\`: read on top of the
+const OVERLAY_HEADER =
+  `# Your own model files, locked by \`deno task models add\`: read on top of the
 # models.lock beside this file (an entry here replaces the one of the same path
 # there). Git does not track this file, so updating the checkout never conflicts
 # with it. Same format as models.lock (docs/models.md).

@@ -93,7 +93,11 @@ for (
       strictEqual(again.replaced, expected.length);
       strictEqual(again.hashed, 0);
       strictEqual((await readModelsLock(w.lock)).length, parsed.length);
-      strictEqual((await Deno.readTextFile(result.lockFile)).split(ADDED_MARK).length, 2, "one group");
+      strictEqual(
+        (await Deno.readTextFile(result.lockFile)).split(ADDED_MARK).length,
+        2,
+        "one group",
+      );
       strictEqual(await Deno.readTextFile(w.lock), before, "models.lock still unchanged");
     } finally {
       await w.done();

@@ -26,6 +26,7 @@
 import { parseArgs } from "node:util";
 import { parse as parseToml } from "smol-toml";
 import { join, resolve } from "node:path";
+import { type Help, printHelp, usageText } from "../cli/mod.ts";
 import { log } from "../log/mod.ts";
 import {
   type ConfigEdit,
@@ -39,15 +40,60 @@ import {
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles, HostUnreachableError } from "./download.ts";
-import { LockError, type ModelComponent, parseComponentList, readModelsLock } from "./lock.ts";
+import {
+  LockError,
+  MODEL_COMPONENTS,
+  type ModelComponent,
+  parseComponentList,
+  readModelsLock,
+} from "./lock.ts";
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
 
-const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
-  "[--only COMPONENT,...] [--all]\n" +
-  "       deno task models check [--config PATH] [--lock PATH] [--root DIR]\n" +
-  "       deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
-  "[--lock PATH] [--root DIR] PATH";
+const HELP: Help = {
+  usage: [
+    "deno task models [--config PATH] [--lock PATH] [--root DIR] [--only C1,C2] [--all]",
+    "deno task models check [--config PATH] [--lock PATH] [--root DIR]",
+    "deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
+    "[--lock PATH] [--root DIR] PATH",
+  ],
+  summary: "The model files of a configuration. Without a command: downloads the files the " +
+    "config needs that are missing or wrong (resumable, sha256-verified against models.lock) " +
+    "and verifies them; local files (no url in the lock) are only verified. `check` lists each " +
+    "needed file as ok, missing, wrong size, wrong hash or not locked. `add PATH` checks an own " +
+    "ONNX export (a diffusers-layout folder, or with --component one file) against the model " +
+    "contract, hashes it and locks it in models.local.lock beside models.lock.",
+  options: [
+    [
+      "--config PATH",
+      "config file (default: $SD_MCP_CONFIG, else ./config.toml when present, else the " +
+      "defaults); its <name>.local.toml is read over it",
+    ],
+    ["--lock PATH", "the models.lock to use instead of [models] lock (its .local.lock too)"],
+    ["--root DIR", "the models root instead of [models] root (lock paths are relative to it)"],
+    [
+      "--only C1,C2",
+      "download: only these components (" + MODEL_COMPONENTS.join(", ") + ")",
+    ],
+    ["--all", "download: every lock entry, not only the files the config needs"],
+    [
+      "--component C",
+      "add: one file of this component instead of a whole folder (" +
+      ADD_COMPONENTS.join(", ") + ")",
+    ],
+    [
+      "--write-config",
+      "add: set the config keys that name it in the config's <name>.local.toml (read over the " +
+      "config, ignored by git) instead of printing them",
+    ],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "Downloads use HTTPS_PROXY / HTTP_PROXY when set and reach the hosts in NO_PROXY directly. " +
+    "Exit status: 0 all good, 1 some file failed or is not ok, 2 a usage, lock or config " +
+    "mistake, 130 interrupted (partial downloads are kept and resumed).",
+  ],
+};
 
 const encoder = new TextEncoder();
 
@@ -127,17 +173,14 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
       allowPositionals: true,
     });
   } catch (e) {
-    log("error", "models", `${(e as Error).message}\n${USAGE}`);
+    log("error", "models", `${(e as Error).message}\n${usageText(HELP)}`);
     return 2;
   }
   const v = parsed.values;
-  if (v.help) {
-    log("info", "models", USAGE);
-    return 0;
-  }
+  if (v.help) return printHelp(HELP);
   const [command, ...rest] = parsed.positionals;
   const usage = (problem: string) => {
-    log("error", "models", `${problem}\n${USAGE}`);
+    log("error", "models", `${problem}\n${usageText(HELP)}`);
     return 2;
   };
   const addOnly = v.component !== undefined || v["write-config"];

@@ -86,7 +86,10 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
     strictEqual(await Deno.readTextFile(join(dir, "config.toml")), `[models]\nroot = "models"\n`);
     strictEqual(await Deno.readTextFile(join(dir, "models.lock")), shipped);
     match(await Deno.readTextFile(join(dir, "config.local.toml")), /^base = "own"$/m);
-    match(await Deno.readTextFile(join(dir, "models.local.lock")), /path = "own\/unet\/model\.onnx"/);
+    match(
+      await Deno.readTextFile(join(dir, "models.local.lock")),
+      /path = "own\/unet\/model\.onnx"/,
+    );
 
     const good = await models(dir, "check");
     strictEqual(good.code, 0, good.stdout + good.stderr);

@@ -255,7 +255,9 @@ export async function readModelsLock(path: string): Promise<LockEntry[]> {
     throw new LockError(`cannot read ${path}: the file does not exist`);
   }
   const entries = text === null ? [] : parseModelsLock(text, path);
-  return local === null ? entries : overlayLockEntries(entries, parseModelsLock(local, overlayPath));
+  return local === null
+    ? entries
+    : overlayLockEntries(entries, parseModelsLock(local, overlayPath));
 }
 
 /** Keeps the entries of the given components (all entries when `only` is empty). */
