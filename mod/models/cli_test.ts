@@ -158,3 +158,41 @@ Deno.test("cli: an unreachable host ends `deno task models` with one line, no re
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: a dead HTTPS_PROXY is named in the one line, with how to bypass it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "models_cli_proxy_" });
+  try {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    const url =
+      "https://huggingface.co/o/r/resolve/0123456789abcdef0123456789abcdef01234567/f.json";
+    await Deno.writeTextFile(
+      join(dir, "models.lock"),
+      `[[file]]\ncomponent = "scheduler"\npath = "sd15/scheduler/f.json"\nurl = "${url}"\n` +
+        `size = 10\nsha256 = "${"0".repeat(64)}"\n`,
+    );
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--config", join(REPO, "deno.json"), "-P=models", "--quiet"]
+        .concat([join(REPO, "mod/models/cli.ts"), "--all"]),
+      cwd: dir,
+      stdin: "null",
+      env: { NO_COLOR: "1", HTTPS_PROXY: `http://user:hunter2@127.0.0.1:${port}`, NO_PROXY: "" },
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    strictEqual(out.code, 1, stderr);
+    const errors = stderr.split("\n").filter((line) => line.includes("ERROR"));
+    strictEqual(errors.length, 1, stderr);
+    match(
+      errors[0],
+      new RegExp(
+        `cannot reach huggingface\\.co through the proxy http://user:\\*\\*\\*@127\\.0\\.0\\.1:${port} ` +
+          `\\(HTTPS_PROXY\\): connection refused`,
+      ),
+    );
+    match(errors[0], /unset HTTPS_PROXY \(or add huggingface\.co to NO_PROXY\)/);
+    ok(!stderr.includes("hunter2"), "the proxy's password is not printed");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
