@@ -113,7 +113,12 @@ async function main(): Promise<number> {
       return 0;
     }
     const app = await startApp(config);
+    // Once: Ctrl-C under `deno task` reaches this process twice (from the terminal, to the
+    // whole process group, and forwarded by deno task).
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       log("info", "main", "shutting down: no new requests; letting the running generation finish");
       void app.shutdown();
     };

@@ -10,13 +10,17 @@
  * run with `--cached-only --frozen -q` (deno.json).
  *
  * The test reproduces that state: a copy of the program with its
- * node_modules and an empty DENO_DIR.
+ * node_modules and an empty DENO_DIR. And each line once: a Ctrl-C, which
+ * reaches the server both from the terminal and through deno task, logs one
+ * shutdown line.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import manifest from "../deno.json" with { type: "json" };
+import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
+import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
 async function run(cwd: string, env: Record<string, string>, args: string[]) {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -93,5 +97,34 @@ Deno.test("a warm deno task serve makes no registry lookups and prints no Downlo
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("Ctrl-C on deno task serve: one shutdown line, clean exit", async () => {
+  const temp = await writeTinyConfig("", { transport: "http" });
+  try {
+    // A terminal's Ctrl-C signals the whole process group: deno task and the server in it.
+    const child = new Deno.Command("setsid", {
+      args: [Deno.execPath(), "task", "serve", "--config", temp.path],
+      cwd: ROOT,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const stderr = followStderr(child.stderr);
+    await stderr.waitFor(HTTP_LISTENING, "listening");
+    // Started: the last start-up lines (the signal handlers are in place once start-up is done).
+    await stderr.waitFor(/models loaded/, "models loaded");
+    await stderr.waitFor(/serving as/, "serving");
+    // The copy deno task forwards may come a moment later, or be merged with the first.
+    Deno.kill(-child.pid, "SIGINT");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    Deno.kill(-child.pid, "SIGINT");
+    const [status] = await Promise.all([child.status, stderr.drain()]);
+    assert.equal(status.code, 0, stderr.text());
+    assert.equal(stderr.text().split("shutting down").length, 2, stderr.text());
+  } finally {
+    await temp.remove();
   }
 });
