@@ -19,7 +19,7 @@ import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 
 const unavailable = await containerUnavailable();
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
@@ -95,7 +95,7 @@ Deno.test({
         join(ROOT, "tests/fixtures/tiny/models.lock"),
         join(settings, "models.local.lock"),
       );
-      const port = await freePort();
+      const port = freePort();
       const started2 = await podman.run(
         "run",
         "--detach",
@@ -122,17 +122,7 @@ Deno.test({
       const created = await podman.run(
         "exec",
         name,
-        "deno",
-        "task",
-        "--quiet",
-        "keys",
-        "create",
-        "--project",
-        "1",
-        "--user",
-        "1",
-        "--permission",
-        "write",
+        ..."deno task --quiet keys create --project 1 --user 1 --permission write".split(" "),
       );
       assert.equal(created.code, 0, created.stderr);
       const key = registerPrintedKey(created.stdout);

@@ -9,31 +9,14 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readPngText } from "../mod/image/mod.ts";
 import { readModelsLock } from "../mod/models/mod.ts";
+import { modelsTask as runModels } from "./helpers/models_cli.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { copyDir } from "./helpers/copy_dir.ts";
 
-async function modelsTask(cwd: string, ...args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--config",
-      join(ROOT, "deno.json"),
-      "-P=models",
-      "--quiet",
-      join(ROOT, "mod/models/cli.ts"),
-      ...args,
-    ],
-    cwd,
-    stdin: "null",
-    env: { NO_COLOR: "1" },
-  }).output();
-  return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
+function modelsTask(cwd: string, ...args: string[]) {
+  return runModels(cwd, args);
 }
 
 Deno.test("an added local set and tiny VAE next to the shipped lock start and generate, shipped files absent", async () => {

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readModelsLock } from "../mod/models/mod.ts";
 import { copyDir } from "./helpers/copy_dir.ts";
+import { modelsTask } from "./helpers/models_cli.ts";
 import { ROOT } from "./helpers/paths.ts";
 
 const GIT_ENV = {
@@ -40,19 +41,9 @@ async function git(cwd: string, ...args: string[]): Promise<string> {
   return out.stdout;
 }
 
-/** `deno task models …` in `cwd`, with the repository's deno.json and permissions. */
+/** `deno task models …` in `cwd`. */
 function models(cwd: string, ...args: string[]) {
-  return run(
-    cwd,
-    Deno.execPath(),
-    "run",
-    "--config",
-    join(ROOT, "deno.json"),
-    "-P=models",
-    "--quiet",
-    join(ROOT, "mod/models/cli.ts"),
-    ...args,
-  );
+  return modelsTask(cwd, args);
 }
 
 Deno.test("models add --write-config in a clone, then git pull of upstream changes: no conflict, the choice applies", async () => {

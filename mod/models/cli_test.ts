@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { main } from "./cli.ts";
 import { startFixtureServer } from "./fixture_server.ts";
+import { modelsTask } from "../../tests/helpers/models_cli.ts";
 
 Deno.test("cli: downloads what the lock lists, then finds it present", async () => {
   const content = new TextEncoder().encode("scheduler config bytes");
@@ -43,23 +44,8 @@ const REPO = new URL("../../", import.meta.url).pathname;
 const TINY_SET = join(REPO, "tests/fixtures/tiny/models/sd15-optimum");
 
 /** Runs `deno task models …` as a user would, in `cwd`; returns status and both streams. */
-async function models(cwd: string, ...args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--config",
-      join(REPO, "deno.json"),
-      "-P=models",
-      "--quiet",
-      join(REPO, "mod/models/cli.ts"),
-      ...args,
-    ],
-    cwd,
-    stdin: "null",
-    env: { NO_COLOR: "1", SD_MCP_LOG_LEVEL: "info" },
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+function models(cwd: string, ...args: string[]) {
+  return modelsTask(cwd, args, { SD_MCP_LOG_LEVEL: "info" });
 }
 
 async function copyTree(from: string, to: string): Promise<void> {
@@ -172,14 +158,11 @@ Deno.test("cli: a dead HTTPS_PROXY is named in the one line, with how to bypass 
       `[[file]]\ncomponent = "scheduler"\npath = "sd15/scheduler/f.json"\nurl = "${url}"\n` +
         `size = 10\nsha256 = "${"0".repeat(64)}"\n`,
     );
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "--config", join(REPO, "deno.json"), "-P=models", "--quiet"]
-        .concat([join(REPO, "mod/models/cli.ts"), "--all"]),
-      cwd: dir,
-      stdin: "null",
-      env: { NO_COLOR: "1", HTTPS_PROXY: `http://user:hunter2@127.0.0.1:${port}`, NO_PROXY: "" },
-    }).output();
-    const stderr = new TextDecoder().decode(out.stderr);
+    const out = await modelsTask(dir, ["--all"], {
+      HTTPS_PROXY: `http://user:hunter2@127.0.0.1:${port}`,
+      NO_PROXY: "",
+    });
+    const stderr = out.stderr;
     strictEqual(out.code, 1, stderr);
     const errors = stderr.split("\n").filter((line) => line.includes("ERROR"));
     strictEqual(errors.length, 1, stderr);
