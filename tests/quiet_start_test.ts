@@ -19,6 +19,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import manifest from "../deno.json" with { type: "json" };
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
+import { connectHttp } from "./helpers/http_client.ts";
+import { createTestKey, teeChildLog } from "./helpers/log_secrets.ts";
+import { openTestDatabase } from "./helpers/postgres.ts";
+import { texts } from "./helpers/results.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
@@ -101,38 +105,52 @@ Deno.test("a warm deno task serve makes no registry lookups and prints no Downlo
 });
 
 Deno.test("Ctrl-C on deno task serve: one shutdown line, clean exit", async () => {
-  const temp = await writeTinyConfig("", { transport: "http" });
+  const tdb = await openTestDatabase("ctrl_c");
+  // Long enough that the server is still stopping when the second signal comes.
+  const temp = await writeTinyConfig(`[generation]\nsteps = 500\n`, { transport: "http" });
+  const key = await createTestKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
+  // A terminal's Ctrl-C signals the whole process group: deno task and the server in it, and
+  // deno task passes it on to the server as well.
+  const child = new Deno.Command("setsid", {
+    args: [Deno.execPath(), "task", "serve", "--config", temp.path],
+    cwd: ROOT,
+    env: { NO_COLOR: "1", DATABASE_URL: tdb.url },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const stderr = followStderr(child.stderr);
   try {
-    // A terminal's Ctrl-C signals the whole process group: deno task and the server in it.
-    const child = new Deno.Command("setsid", {
-      args: [Deno.execPath(), "task", "serve", "--config", temp.path],
-      cwd: ROOT,
-      env: { NO_COLOR: "1" },
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    const stderr = followStderr(child.stderr);
-    await stderr.waitFor(HTTP_LISTENING, "listening");
-    // Started: the last start-up lines. main.ts installs its signal handlers when start-up has
-    // returned, a moment after the last line; a signal before that ends it with the default action.
+    const port = Number((await stderr.waitFor(HTTP_LISTENING, "listening"))[1]);
     await stderr.waitFor(/models loaded/, "models loaded");
-    await stderr.waitFor(/serving as/, "serving");
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    // The copy deno task forwards may come a moment later, or be merged with the first; the
-    // second signal here comes once the first has been handled, while the server stops (it may
-    // be gone already: then one signal ended it).
+    const drained = stderr.drain();
+    const client = await connectHttp(port, { "MCP-API-Key": key.key });
+    let started!: () => void;
+    const firstStep = new Promise<void>((resolve) => started = resolve);
+    const call = client.callTool(
+      { name: "generate_image", arguments: { positive_prompt: "a quiet harbour" } },
+      undefined,
+      { timeout: 120_000, onprogress: () => started() },
+    );
+    await firstStep;
     Deno.kill(-child.pid, "SIGINT");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    try {
-      Deno.kill(-child.pid, "SIGINT");
-    } catch (error) {
-      if (!(error instanceof Deno.errors.NotFound)) throw error;
-    }
-    const [status] = await Promise.all([child.status, stderr.drain()]);
+    // Once more while it stops (the generation keeps it alive), as deno task's copy or a
+    // second press comes.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    Deno.kill(-child.pid, "SIGINT");
+    const result = await call;
+    assert.equal(result.isError, undefined, texts(result));
+    const status = await child.status;
+    await drained;
+    teeChildLog("deno task serve (Ctrl-C)", stderr.text());
+    await client.close().catch(() => {});
     assert.equal(status.code, 0, stderr.text());
     assert.equal(stderr.text().split("shutting down").length, 2, stderr.text());
   } finally {
+    try {
+      Deno.kill(-child.pid, "SIGKILL");
+    } catch { /* already gone */ }
+    await tdb.close();
     await temp.remove();
   }
 });
