@@ -1,7 +1,7 @@
 /**
  * "Nothing secret in any log line of the whole test run" (issue 10), the
- * test side: `deno task test` gives the run a log directory under the OS
- * temp folder (`SD15_TEST_LOG_DIR`, from `mktemp -d`). Into it go:
+ * test side: `deno task test` gives the run a log directory
+ * (`SD15_TEST_LOG_DIR`: `.cache/test-logs`, see test_runner.ts). Into it go:
  *
  * - every line the test process itself writes to stderr — the log lines of
  *   servers started in-process — through the `--preload` module
