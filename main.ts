@@ -13,21 +13,46 @@
 
 import { parseArgs } from "node:util";
 import { checkSetup, startApp, versionLine } from "./mod/app/mod.ts";
+import { type Help, printHelp, usageText } from "./mod/cli/mod.ts";
 import { ConfigError, defaultConfigPath, loadConfig } from "./mod/config/mod.ts";
 import { log } from "./mod/log/mod.ts";
 
-const USAGE = `usage: deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]
-       deno task serve --check [--config PATH]
-       deno task serve --version
-
-  --config PATH       config file (default: $SD_MCP_CONFIG, else ./config.toml if present)
-  --transport T       stdio (default) or http
-  --host H            HTTP listen address (default 127.0.0.1)
-  --port P            HTTP port (default 8080; 0 = any free port)
-  --check             verify the config, the model files (models.lock) and that
-                      the models load, then exit (0 = ready to serve)
-  -V, --version       print the version and exit
-`;
+const HELP: Help = {
+  usage: [
+    "deno task serve [--config PATH] [--transport stdio|http] [--host H] [--port P]",
+    "deno task serve --check [--config PATH]",
+    "deno task serve --version",
+  ],
+  summary: "Starts the MCP server: over stdio for a desktop client (the default), or over " +
+    "streamable HTTP (POST /mcp, GET /healthz) for shared use with API keys. Settings come " +
+    "from the config file; the flags below replace its [server] keys.",
+  options: [
+    [
+      "--config PATH",
+      "config file (default: $SD_MCP_CONFIG, else ./config.toml when present, else the " +
+      "defaults); <name>.local.toml beside it, when present, is read over it",
+    ],
+    ["--transport T", "stdio (default) or http; replaces [server] transport"],
+    ["--host H", "HTTP listen address (default 127.0.0.1); replaces [server] host"],
+    ["--port P", "HTTP port (default 8080; 0 = any free port, logged); replaces [server] port"],
+    [
+      "--check",
+      "verify the config, the model files against models.lock and that the models load, " +
+      "print what was checked, then exit (0 = ready to serve)",
+    ],
+    ["-V, --version", "print the version and exit"],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "Environment: MCP_ENV (local or production; replaces [server] environment), DATABASE_URL " +
+    "(PostgreSQL for API keys and jobs; else the embedded one in <data_dir>/postgres), " +
+    "CLOUDFRONT_SECRET_HEADER (required over HTTP in production), BACKEND_INTERNAL_URL and " +
+    "BACKEND_INTERNAL_API_KEY (the design-code tools), SD_MCP_LOG_LEVEL (debug, info, warn, " +
+    "error). Logs go to stderr; over stdio, stdout carries the protocol.",
+    "Exit status: 0 stopped cleanly or --check passed, 1 start-up or check failed, 2 a " +
+    "command-line or config mistake.",
+  ],
+};
 
 /** The message of anything thrown: libraries may throw plain objects, which must not print as `[object Object]`. */
 function errorText(error: unknown): string {
@@ -59,13 +84,12 @@ async function main(): Promise<number> {
       allowPositionals: false,
     }));
   } catch (error) {
-    Deno.stderr.writeSync(new TextEncoder().encode(`${(error as Error).message}\n${USAGE}`));
+    Deno.stderr.writeSync(
+      new TextEncoder().encode(`${(error as Error).message}\n${usageText(HELP)}\n`),
+    );
     return 2;
   }
-  if (values.help) {
-    Deno.stderr.writeSync(new TextEncoder().encode(USAGE));
-    return 0;
-  }
+  if (values.help) return printHelp(HELP);
   if (values.version) {
     console.log(versionLine());
     return 0;
@@ -89,7 +113,12 @@ async function main(): Promise<number> {
       return 0;
     }
     const app = await startApp(config);
+    // Once: Ctrl-C under `deno task` reaches this process twice (from the terminal, to the
+    // whole process group, and forwarded by deno task).
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       log("info", "main", "shutting down: no new requests; letting the running generation finish");
       void app.shutdown();
     };

@@ -23,6 +23,7 @@ import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs } from "./helpers/results.ts";
+import { ignoredFor } from "./helpers/ignore.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
 const APPS_CLIENT = { extensions: { [UI_EXTENSION_ID]: { mimeTypes: [MCP_APP_MIME_TYPE] } } };
@@ -145,10 +146,8 @@ async function until<T>(
 const found = await findChromium();
 
 if ("missing" in found) {
-  console.warn(`apps browser test ignored: ${found.missing}`);
   Deno.test({
-    name: `apps browser: the gallery in headless Chromium (ignored: ${found.missing})`,
-    ignore: true,
+    ...ignoredFor(found.missing, "apps browser: the gallery in headless Chromium"),
     fn() {},
   });
 } else {

@@ -25,6 +25,7 @@ import {
   unmountTmpfs,
   usedBytes,
 } from "./helpers/tmpfs.ts";
+import { ignoredFor } from "./helpers/ignore.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -354,7 +355,6 @@ for (const mode of modes) {
 }
 
 const noTmpfs = await tmpfsUnavailable();
-if (noTmpfs) console.error(`full-disk test ignored: ${noTmpfs}`);
 
 /** The tmpfs while the server starts: a limit, not memory taken (tmpfs uses what is written). */
 const START_ROOM = 1 << 30;
@@ -366,8 +366,10 @@ const HEADROOM = 48 << 20;
 const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(1);
 
 Deno.test({
-  name: "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
-  ignore: noTmpfs !== undefined,
+  ...ignoredFor(
+    noTmpfs,
+    "key store (embedded): a full disk is 503 and a clear start-up error, then recovery",
+  ),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

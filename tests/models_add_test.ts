@@ -1,38 +1,22 @@
 /**
  * An own export, as a user brings it: `deno task models add DIR --write-config`
- * next to the shipped models.lock, then the real server starts on it and
- * generates — without any of the shipped model files present.
+ * next to the shipped models.lock (the entries and settings go to
+ * models.local.lock and config.local.toml), then the real server starts on
+ * it and generates — without any of the shipped model files present.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readPngText } from "../mod/image/mod.ts";
 import { readModelsLock } from "../mod/models/mod.ts";
+import { modelsTask as runModels } from "./helpers/models_cli.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { copyDir } from "./helpers/copy_dir.ts";
 
-async function modelsTask(cwd: string, ...args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--config",
-      join(ROOT, "deno.json"),
-      "-P=models",
-      "--quiet",
-      join(ROOT, "mod/models/cli.ts"),
-      ...args,
-    ],
-    cwd,
-    stdin: "null",
-    env: { NO_COLOR: "1" },
-  }).output();
-  return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
+function modelsTask(cwd: string, ...args: string[]) {
+  return runModels(cwd, args);
 }
 
 Deno.test("an added local set and tiny VAE next to the shipped lock start and generate, shipped files absent", async () => {
@@ -65,7 +49,7 @@ Deno.test("an added local set and tiny VAE next to the shipped lock start and ge
       "--write-config",
     );
     assert.equal(tiny.code, 0, tiny.stderr);
-    const text = await Deno.readTextFile(config);
+    const text = await Deno.readTextFile(join(dir, "config.local.toml"));
     assert.match(text, /^tiny_vae_decoder = "my-taesd\/vae_decoder\/model\.onnx"/m);
     assert.match(text, /^vae_decoder = "tiny"/m);
     await Deno.remove(join(dir, "models/own/vae_decoder"), { recursive: true });

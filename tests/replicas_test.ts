@@ -19,14 +19,15 @@ import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
 import { type Replica, startReplica, until } from "./helpers/replica.ts";
 import { pngs, texts } from "./helpers/results.ts";
+import { ignoredFor } from "./helpers/ignore.ts";
 
-const ignore = !usingPostgresServer();
-if (ignore) {
-  console.log(
-    "tests/replicas_test.ts ignored: DATABASE_URL is unset; replicas share a queue only on a " +
-      "PostgreSQL server (start one with `bash .ci/postgres.sh | tail -n 1`)",
-  );
-}
+/**
+ * Replicas share a queue only on a PostgreSQL server (start one with
+ * `bash .ci/postgres.sh | tail -n 1`).
+ */
+const noServer = usingPostgresServer()
+  ? undefined
+  : "DATABASE_URL is unset (replicas share a PostgreSQL server)";
 
 /** Steps per image: a few tenths of a second per image on the tiny models. */
 const STEPS = 60;
@@ -119,8 +120,7 @@ async function notifyCancelled(port: number, key: string, requestId: string): Pr
 }
 
 Deno.test({
-  name: "replicas: two engines and a front on one PostgreSQL share one queue",
-  ignore,
+  ...ignoredFor(noServer, "replicas: two engines and a front on one PostgreSQL share one queue"),
   async fn(t) {
     const tdb = await openTestDatabase("replicas");
     const sections = `[generation]\nsteps = ${STEPS}\nseed = 7\nqueue_limit = 20\n` +
@@ -364,8 +364,10 @@ Deno.test({
 });
 
 Deno.test({
-  name: "replicas: a front starts without model files; a worker serves only /healthz",
-  ignore,
+  ...ignoredFor(
+    noServer,
+    "replicas: a front starts without model files; a worker serves only /healthz",
+  ),
   async fn() {
     const tdb = await openTestDatabase("roles");
     const replicas: Replica[] = [];

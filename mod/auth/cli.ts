@@ -15,6 +15,7 @@
  * @module
  */
 
+import { type Help, printHelp, usageText, wantsHelp } from "../cli/mod.ts";
 import { type Database, openDatabase } from "../db/mod.ts";
 import { defaultConfigPath, embeddedDatabaseDir } from "../config/mod.ts";
 import { type LogLevel, setLogLevel } from "../log/mod.ts";
@@ -27,17 +28,51 @@ import {
   revokeKey,
 } from "./key_store.ts";
 
-const USAGE = `usage:
-  deno task keys create --project N|none --user N|none --permission read|write [--name S] [--expires ISO-8601]
-  deno task keys list
-  deno task keys revoke PREFIX
-  deno task keys delete PREFIX
-
-Database: DATABASE_URL when set, else the embedded database the server uses: --data-dir DIR,
-else $SD_MCP_DATA_DIR, else <server.data_dir>/postgres of --config PATH (default: $SD_MCP_CONFIG,
-else ./config.toml when present, else .data/postgres).
-revoke and delete exit 1 when nothing changed (unknown prefix, or already revoked/deleted).
---project none / --user none store NULL: a key not bound to a project may act on any project.`;
+const HELP: Help = {
+  usage: [
+    "deno task keys create --project N|none --user N|none --permission read|write [--name S] " +
+    "[--expires DATE]",
+    "deno task keys list",
+    "deno task keys revoke PREFIX",
+    "deno task keys delete PREFIX",
+  ],
+  summary: "API keys for the HTTP transport. `create` prints a new key once (its last line is " +
+    "the key alone; only a scrypt hash of it is stored). `list` shows every key with its state " +
+    "(active, revoked, expired, deleted), never a secret. `revoke` stops a key at once; " +
+    "`delete` stops it too and marks it deleted (the row is kept). PREFIX is the key's prefix " +
+    "as `list` shows it, never the full key.",
+  options: [
+    [
+      "--project N|none",
+      "create: the project the key may act on; none = any project (stored as NULL)",
+    ],
+    ["--user N|none", "create: the user the key acts as; none = no user"],
+    ["--permission P", "create: read (read-only tools) or write (every tool)"],
+    ["--name S", "create: a label shown by `list`"],
+    [
+      "--expires DATE",
+      "create: when the key stops working, ISO 8601 with a zone (2027-01-31T00:00:00Z) or a " +
+      "date (midnight UTC); default: never",
+    ],
+    [
+      "--data-dir DIR",
+      "the embedded database's folder (default: $SD_MCP_DATA_DIR, else <server.data_dir>/postgres " +
+      "of the config); unused when DATABASE_URL is set",
+    ],
+    [
+      "--config PATH",
+      "the config whose [server] data_dir is used (default: $SD_MCP_CONFIG, else ./config.toml " +
+      "when present, else .data/postgres)",
+    ],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "Database: DATABASE_URL when set, else the embedded database the server uses; while the " +
+    "server runs on it, this connects to the server's PostgreSQL instead of starting a second " +
+    "one. Exit status: 0 done, 1 nothing changed (unknown prefix, or already revoked or " +
+    "deleted) or the database failed, 2 a command-line mistake.",
+  ],
+};
 
 /**
  * Bound on every statement of the CLI, client and server side: a CLI never
@@ -260,15 +295,13 @@ export async function main(args: readonly string[]): Promise<number> {
   let parsed: Parsed;
   let work: (db: Database) => Promise<number>;
   try {
+    if (wantsHelp(args)) return printHelp(HELP);
     parsed = parseArgs(args);
-    if (parsed.command === "help") {
-      out(USAGE);
-      return 0;
-    }
+    if (parsed.command === "help") return printHelp(HELP);
     work = plan(parsed);
   } catch (error) {
     if (error instanceof UsageError) {
-      err(`keys: ${error.message}\n\n${USAGE}`);
+      err(`keys: ${error.message}\n${usageText(HELP)}`);
       return 2;
     }
     throw error;

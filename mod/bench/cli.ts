@@ -5,9 +5,37 @@
  * @module
  */
 
+import { type Help, printHelp, wantsHelp } from "../cli/mod.ts";
 import { runFullBench } from "./full.ts";
 
+const HELP: Help = {
+  usage: [
+    "deno task bench [DENO BENCH FLAGS] [FILES]",
+    "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE]",
+  ],
+  summary: "Benchmarks: speed and memory targets are measured here, never in tests. Without " +
+    "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
+    "through, e.g. --filter NAME). With --full: the full-size SD 1.5 benchmark, which builds " +
+    "gigabyte model sets outside the repository (~/.cache/generate-image-sd15-mcp, " +
+    "$SD_MCP_BENCH_CACHE overrides) and takes many minutes; results " +
+    "in docs/performance.md.",
+  options: [
+    ["--full", "run the full-size benchmark instead of deno bench"],
+    [
+      "--steps N",
+      "full: UNet steps of the default-preset scenario (default 2; its 25-step time is " +
+      "extrapolated from the per-step median; 25 measures the whole image)",
+    ],
+    ["--size S", "full: image side in pixels (default 512)"],
+    ["--only A,B", "full: only these scenarios, by name"],
+    ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
+    ["--out FILE", "full: where the JSON results go (default .cache/bench/full.json)"],
+    ["-h, --help", "print this help and exit"],
+  ],
+};
+
 async function main(args: string[]): Promise<number> {
+  if (wantsHelp(args)) return printHelp(HELP);
   if (args.includes("--full")) return await runFullBench(args.filter((a) => a !== "--full"));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bench", "-P=test", ...args],

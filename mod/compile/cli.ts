@@ -8,6 +8,7 @@
  * deno task compile              # build and smoke-test
  * deno task compile --dry-run    # print the deno compile command only
  * deno task compile --output PATH  # another file name (default dist/generate-image-sd15-mcp)
+ * deno task compile --help
  * ```
  *
  * @module
@@ -18,7 +19,8 @@ import { isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PROGRAM_NAME, PROGRAM_VERSION } from "../app/version.ts";
 import { locateRuntime, RuntimeMissing, type RuntimeSource } from "./runtime.ts";
-import { binaryPathFor, compileArgs, foreignNativePackages } from "./plan.ts";
+import { BINARY_PATH, binaryPathFor, compileArgs, foreignNativePackages } from "./plan.ts";
+import { type Help, printHelp, usageText } from "../cli/mod.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const PREFIX = "deno task compile";
@@ -37,6 +39,30 @@ async function head(path: string): Promise<Uint8Array | null> {
     return bytes.subarray(0, n ?? 0);
   } catch {
     return null;
+  }
+}
+
+/** `path --version`, killed after 10 s: the exit status and the first line it printed. */
+async function probe(path: string): Promise<{ code: number | null; firstLine: string }> {
+  const child = new Deno.Command(path, {
+    args: ["--version"],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, 10_000);
+  try {
+    const out = await child.output();
+    const text = new TextDecoder().decode(out.stdout).trim() ||
+      new TextDecoder().decode(out.stderr).trim();
+    return { code: timedOut ? null : out.code, firstLine: text.split("\n")[0] };
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -73,6 +99,25 @@ function describe(source: RuntimeSource): string {
   }
 }
 
+const HELP: Help = {
+  usage: ["deno task compile [--dry-run] [--output PATH]"],
+  summary: "Builds the standalone binary dist/generate-image-sd15-mcp for this machine's " +
+    "platform (deno compile, self-extracting, with the serve permissions baked in), then runs " +
+    "it with --version to prove it starts. The binary needs no Deno; it reads config.toml, " +
+    "models.lock and the model files as the server does.",
+  options: [
+    ["--dry-run", "print where the runtime comes from and the deno compile command, then exit"],
+    ["--output PATH", `the binary's path (default ${BINARY_PATH})`],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "deno compile embeds the Deno runtime (denort) of the same version and platform, taken " +
+    "from DENORT_BIN (an unzipped denort; checked before compiling: the deno CLI is refused), " +
+    "else the cached denort zip in Deno's cache, else downloaded from dl.deno.land. When none " +
+    "is available the task says in one line what is missing and how to provide it (exit 1).",
+  ],
+};
+
 async function main(): Promise<number> {
   const target = Deno.build.target;
   let dryRun: boolean;
@@ -80,16 +125,19 @@ async function main(): Promise<number> {
   try {
     const { values } = parseArgs({
       args: Deno.args,
-      options: { "dry-run": { type: "boolean" }, output: { type: "string" } },
+      options: {
+        "dry-run": { type: "boolean" },
+        output: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
       strict: true,
       allowPositionals: false,
     });
+    if (values.help) return printHelp(HELP);
     dryRun = values["dry-run"] ?? false;
     output = values.output ?? binaryPathFor(target);
   } catch (error) {
-    return fail(
-      `${(error as Error).message}; usage: deno task compile [--dry-run] [--output PATH]`,
-    );
+    return fail(`${(error as Error).message}\n${usageText(HELP)}`);
   }
   let source: RuntimeSource | RuntimeMissing;
   try {
@@ -100,6 +148,7 @@ async function main(): Promise<number> {
       target,
       head,
       reachable,
+      probe,
     });
   } catch (error) {
     if (!(error instanceof RuntimeMissing)) return fail(String(error));
@@ -139,8 +188,8 @@ async function main(): Promise<number> {
     const removed = await Deno.remove(binary).then(() => "removed it", () => "remove it");
     return fail(
       `the compiled binary does not run (--version: exit ${run.code}, ${why}); ${removed}. ` +
-        `The runtime must be the denort of Deno ${Deno.version.deno} for ${target}, ` +
-        `not the deno CLI (${describe(source)})`,
+        `The runtime must be the denort of Deno ${Deno.version.deno} for ${target} ` +
+        `(${describe(source)})`,
     );
   }
   const size = (await Deno.stat(binary)).size;

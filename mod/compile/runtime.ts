@@ -5,7 +5,8 @@
  *
  * `deno compile` takes, in order (Deno 2.x, cli/standalone/binary.rs):
  * 1. the file named by `DENORT_BIN` (an unzipped `denort` of the same Deno
- *    version and target);
+ *    version and target; checked to be an executable that is not the deno
+ *    CLI before anything is compiled);
  * 2. the cached zip `<DENO_DIR>/dl/release/v<version>/denort-<target>.zip`;
  * 3. a download of that zip from `https://dl.deno.land/release/v<version>/`
  *    into the cache.
@@ -33,6 +34,11 @@ export interface RuntimeLookup {
   head(path: string): Promise<Uint8Array | null>;
   /** Whether a URL answers at all (any HTTP status); false on a network error or timeout. */
   reachable(url: string): Promise<boolean>;
+  /**
+   * Runs `path --version` (bounded in time) and returns its exit status and
+   * first line of output; `code` is null when it did not end in time.
+   */
+  probe(path: string): Promise<{ code: number | null; firstLine: string }>;
 }
 
 /** A runtime that cannot be used, with the one line that says what to do. */
@@ -92,6 +98,21 @@ export async function locateRuntime(lookup: RuntimeLookup): Promise<RuntimeSourc
       throw new RuntimeMissing(
         `DENORT_BIN=${lookup.denortBin} is not an executable (no ELF, Mach-O or PE header; ` +
           `a zip must be unzipped first); ${how}`,
+      );
+    }
+    // denort runs only the program compiled into it: on its own it answers any argument with
+    // "error: Could not find standalone binary section." and exit 1 (Deno 2.x,
+    // cli/rt/binary.rs). The deno CLI answers --version with exit 0 and "deno <version> …".
+    // Asking costs milliseconds; compiling with the wrong runtime costs a minute.
+    const probe = await lookup.probe(lookup.denortBin);
+    if (probe.code === null || probe.code === 0) {
+      const answer = probe.code === null
+        ? "did not answer `--version` within 10 s"
+        : `answers \`--version\` (exit 0, "${probe.firstLine}")`;
+      const cli = /^deno \d/.test(probe.firstLine) ? ", as the deno CLI does" : "";
+      throw new RuntimeMissing(
+        `DENORT_BIN=${lookup.denortBin} is not denort: it ${answer}${cli}, while denort refuses ` +
+          `to run without a compiled program; ${how}`,
       );
     }
     return { kind: "env", path: lookup.denortBin };

@@ -16,6 +16,9 @@ function lookup(
     version: "2.9.6",
     target: TARGET,
     head: (path) => Promise.resolve(files[path] ?? null),
+    // As the real denort answers when run on its own.
+    probe: () =>
+      Promise.resolve({ code: 1, firstLine: "error: Could not find standalone binary section." }),
     reachable: (url) => {
       probed.push(url);
       return Promise.resolve(options.online ?? false);
@@ -53,6 +56,31 @@ Deno.test("runtime: a DENORT_BIN that is missing or a zip fails in one line sayi
   assert.ok(absent.includes(CACHE), "names the cache path as the other way");
   const zipped = await missing(lookup({ "/x/d.zip": ZIP }, { denortBin: "/x/d.zip" }).value);
   assert.match(zipped, /is not an executable .*unzipped first/);
+});
+
+Deno.test("runtime: a DENORT_BIN that answers --version (the deno CLI) is refused before compiling", async () => {
+  const cli = await missing(
+    lookup({ "/usr/bin/deno": ELF }, {
+      denortBin: "/usr/bin/deno",
+      probe: () =>
+        Promise.resolve({
+          code: 0,
+          firstLine: "deno 2.9.6 (stable, release, x86_64-unknown-linux-gnu)",
+        }),
+    }).value,
+  );
+  assert.match(
+    cli,
+    /^DENORT_BIN=\/usr\/bin\/deno is not denort: it answers `--version` \(exit 0, "deno 2\.9\.6 .*"\), as the deno CLI does, /,
+  );
+  assert.ok(cli.includes(CACHE), "says how to provide the real one");
+  const hangs = await missing(
+    lookup({ "/x/sleep": ELF }, {
+      denortBin: "/x/sleep",
+      probe: () => Promise.resolve({ code: null, firstLine: "" }),
+    }).value,
+  );
+  assert.match(hangs, /did not answer `--version` within 10 s/);
 });
 
 Deno.test("runtime: the cached zip is used offline; a file there that is no zip fails", async () => {

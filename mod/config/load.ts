@@ -1,6 +1,9 @@
 /**
- * Reads `config.toml`, validates it and resolves it, failing with one message
- * that names the file, every bad key and the value it had.
+ * Reads `config.toml`, then its local overlay `config.local.toml` when there
+ * is one (the user's own settings, which git does not track: see
+ * overlay.ts), validates the two together and resolves them, failing with
+ * one message that names the file, every bad key, the value it had and, for
+ * a key the overlay sets, the overlay.
  *
  * @module
  */
@@ -8,6 +11,7 @@
 import { parse as parseToml } from "smol-toml";
 import { join, resolve } from "node:path";
 import type { ZodIssue } from "../mcp/tool.ts";
+import { localOverlayPath, mergeTables, setsPath } from "./overlay.ts";
 import { RawConfigSchema } from "./schema.ts";
 import { ConfigError, resolveConfig, type ResolvedConfig } from "./resolve.ts";
 
@@ -23,7 +27,11 @@ export interface ConfigOverrides {
 
 /** Where the config comes from and what overrides it. */
 export interface LoadConfigOptions {
-  /** Path of the TOML file; undefined = defaults only. */
+  /**
+   * Path of the TOML file; undefined = defaults only. Its overlay
+   * (`<name>.local.toml` beside it, see {@link localOverlayPath}) is read on
+   * top of it when it exists.
+   */
   path?: string;
   /** Command-line overrides for `[server]`. */
   overrides?: ConfigOverrides;
@@ -58,20 +66,48 @@ function valueAt(root: unknown, path: PropertyKey[]): unknown {
   return node;
 }
 
-/** Formats zod issues as `key: problem (got value)` lines. */
-export function formatIssues(issues: ZodIssue[], input: unknown): string[] {
+/**
+ * Formats zod issues as `key: problem (got value)` lines; with `overlay`
+ * (the overlay's parsed text and its path), a key the overlay sets says so
+ * with ` [in <overlay>]`.
+ */
+export function formatIssues(
+  issues: ZodIssue[],
+  input: unknown,
+  overlay?: { doc: unknown; path: string },
+): string[] {
   const lines: string[] = [];
+  const where = (path: readonly PropertyKey[]) =>
+    overlay && setsPath(overlay.doc, path) ? ` [in ${overlay.path}]` : "";
   for (const issue of issues) {
     const key = issue.path.map(String).join(".");
     if (issue.code === "unrecognized_keys") {
-      for (const k of issue.keys) lines.push(`${key ? key + "." : ""}${k}: unknown key`);
+      for (const k of issue.keys) {
+        lines.push(`${key ? key + "." : ""}${k}: unknown key${where([...issue.path, k])}`);
+      }
       continue;
     }
     const got = valueAt(input, issue.path);
     const shown = got === undefined ? "" : ` (got ${JSON.stringify(got)})`;
-    lines.push(`${key || "(root)"}: ${issue.message}${shown}`);
+    lines.push(`${key || "(root)"}: ${issue.message}${shown}${where(issue.path)}`);
   }
   return lines;
+}
+
+/** Reads and parses one TOML file; null when `optional` and it does not exist. */
+async function readToml(file: string, optional: boolean): Promise<Record<string, unknown> | null> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(file);
+  } catch (error) {
+    if (optional && error instanceof Deno.errors.NotFound) return null;
+    throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+  }
+  try {
+    return parseToml(text) as Record<string, unknown>;
+  } catch (error) {
+    throw new ConfigError(`${file}: invalid TOML: ${(error as Error).message}`);
+  }
 }
 
 /**
@@ -111,17 +147,15 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Resol
   const cwd = options.cwd ?? Deno.cwd();
   const file = options.path ? resolve(cwd, options.path) : null;
   let raw: Record<string, unknown> = {};
+  let overlay: { doc: Record<string, unknown>; path: string } | undefined;
   if (file) {
-    let text: string;
-    try {
-      text = await Deno.readTextFile(file);
-    } catch (error) {
-      throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
-    }
-    try {
-      raw = parseToml(text) as Record<string, unknown>;
-    } catch (error) {
-      throw new ConfigError(`${file}: invalid TOML: ${(error as Error).message}`);
+    raw = (await readToml(file, false))!;
+    // Beside the file, so its relative paths resolve against the same folder.
+    const path = localOverlayPath(file);
+    const doc = await readToml(path, true);
+    if (doc !== null) {
+      overlay = { doc, path };
+      raw = mergeTables(raw, doc);
     }
   }
   const o = options.overrides ?? {};
@@ -134,10 +168,13 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Resol
   }
   const parsed = RawConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    const lines = formatIssues(parsed.error.issues, raw);
-    throw new ConfigError(
-      `invalid config ${file ?? "(defaults + command line)"}:\n  ${lines.join("\n  ")}`,
-    );
+    const lines = formatIssues(parsed.error.issues, raw, overlay);
+    const source = file === null
+      ? "(defaults + command line)"
+      : overlay
+      ? `${file} + ${overlay.path}`
+      : file;
+    throw new ConfigError(`invalid config ${source}:\n  ${lines.join("\n  ")}`);
   }
   return resolveConfig(parsed.data, file, env, cwd, isFile);
 }

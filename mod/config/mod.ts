@@ -1,8 +1,9 @@
 /**
- * Configuration: `config.toml` plus secrets from the environment, validated
- * and resolved once at start-up. The raw schema (`schema.ts`) and the
- * resolution step (`resolve.ts`) are internal: the rest of the program sees
- * only {@link loadConfig} and the {@link ResolvedConfig} it returns.
+ * Configuration: `config.toml`, the user's `config.local.toml` over it, plus
+ * secrets from the environment, validated and resolved once at start-up. The
+ * raw schema (`schema.ts`) and the resolution step (`resolve.ts`) are
+ * internal: the rest of the program sees only {@link loadConfig} and the
+ * {@link ResolvedConfig} it returns.
  *
  * @module
  */
@@ -18,3 +19,4 @@ export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
 export { AUTO_BASE, ConfigError } from "./resolve.ts";
 export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
 export { type ConfigEdit, ConfigEditError, editConfigText } from "./edit.ts";
+export { localOverlayPath, mergeTables } from "./overlay.ts";

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { type Help, printHelp, usageText, wantsHelp } from "../cli/mod.ts";
 import { defaultConfigPath, embeddedDatabaseDir } from "../config/mod.ts";
 import { setLogLevel } from "../log/mod.ts";
 import { migrate, MIGRATIONS } from "./migrations.ts";
@@ -17,8 +18,33 @@ import type { Database } from "./database.ts";
 
 const encoder = new TextEncoder();
 
+const HELP: Help = {
+  usage: ["deno task migrate [--config PATH] [--data-dir DIR]"],
+  summary: "Applies the pending database schema migrations and prints the schema version. The " +
+    "server applies the same migrations at start-up (under an advisory lock, so replicas " +
+    "starting together apply each once); this is for deploying the schema ahead of it.",
+  options: [
+    [
+      "--config PATH",
+      "the config whose [server] data_dir holds the embedded database (default: " +
+      "$SD_MCP_CONFIG, else ./config.toml when present)",
+    ],
+    [
+      "--data-dir DIR",
+      "the embedded database's folder (default: $SD_MCP_DATA_DIR, else " +
+      "<server.data_dir>/postgres of the config)",
+    ],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "Database: DATABASE_URL when set, else the embedded database the server uses. Exit status: " +
+    "0 up to date, 1 the database failed, 2 a command-line mistake.",
+  ],
+};
+
 /** Runs the migrate command with `args`; returns the exit status. */
 export async function main(args: readonly string[]): Promise<number> {
+  if (wantsHelp(args)) return printHelp(HELP);
   if (!Deno.env.get("SD_MCP_LOG_LEVEL")) setLogLevel("warn");
   let dataDir = Deno.env.get("SD_MCP_DATA_DIR") || undefined;
   let configPath: string | undefined;
@@ -30,9 +56,7 @@ export async function main(args: readonly string[]): Promise<number> {
     else if (arg.startsWith("--config=")) configPath = arg.slice("--config=".length);
     else {
       Deno.stderr.writeSync(
-        encoder.encode(
-          `migrate: unknown argument "${arg}"\nusage: deno task migrate [--config PATH] [--data-dir DIR]\n`,
-        ),
+        encoder.encode(`migrate: unknown argument "${arg}"\n${usageText(HELP)}\n`),
       );
       return 2;
     }

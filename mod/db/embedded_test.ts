@@ -6,6 +6,7 @@ import { DatabaseError } from "./database.ts";
 import { EmbeddedPostgres } from "./embedded.ts";
 import { openDatabase } from "./open.ts";
 import { connectPostgres } from "./postgres.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 /** The postmaster's pid, from the cluster's postmaster.pid. */
 async function serverPid(dir: string): Promise<number> {
@@ -87,8 +88,10 @@ Deno.test({
       });
 
       await t.step({
-        name: "as root, an earlier version's layout (all the runner's) is taken back, data kept",
-        ignore: Deno.uid() !== 0,
+        ...ignoredFor(
+          Deno.uid() === 0 ? undefined : "not running as root",
+          "as root, an earlier version's layout (all the runner's) is taken back, data kept",
+        ),
         async fn() {
           // Before, the cluster directory and the password were the postgres account's.
           const runner = await postgresUid();
@@ -326,8 +329,10 @@ Deno.test({
       });
 
       await t.step({
-        name: "as root, binaries the postgres user cannot reach are linked into the cluster",
-        ignore: Deno.uid() !== 0,
+        ...ignoredFor(
+          Deno.uid() === 0 ? undefined : "not running as root",
+          "as root, binaries the postgres user cannot reach are linked into the cluster",
+        ),
         async fn() {
           // A checkout under a 0700 directory (root's home, say).
           const hidden = await Deno.makeTempDir({ prefix: "sdmcp-hidden-" });
@@ -422,8 +427,10 @@ Deno.test({
 });
 
 Deno.test({
-  name: "as root, links the postgres account plants in the cluster directory are not followed",
-  ignore: Deno.uid() !== 0,
+  ...ignoredFor(
+    Deno.uid() === 0 ? undefined : "not running as root",
+    "as root, links the postgres account plants in the cluster directory are not followed",
+  ),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

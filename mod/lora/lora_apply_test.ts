@@ -26,6 +26,7 @@ import { kohyaModules } from "./kohya_keys.ts";
 import { LoraSet } from "./lora_set.ts";
 import { patchModel } from "./onnx_patch.ts";
 import { parseSafetensors } from "./safetensors.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 const root = await tinyModels("lora");
 const unetPath = join(root, "sd15", "unet", "model.onnx");
@@ -408,11 +409,12 @@ Deno.test("fixture names: the tiny text encoder carries its torch scope", async 
 });
 
 const noTmpfs = await tmpfsUnavailable();
-if (noTmpfs) console.error(`LoRA full-disk test ignored: ${noTmpfs}`);
 
 Deno.test({
-  name: "patchModel: a model folder with no room for the copy is patched in memory instead",
-  ignore: noTmpfs !== undefined,
+  ...ignoredFor(
+    noTmpfs,
+    "patchModel: a model folder with no room for the copy is patched in memory instead",
+  ),
   async fn() {
     const path = await writeLora("full-disk.safetensors", buildTinyLora(12, { targets: "unet" }));
     const { modules } = kohyaModules(parseSafetensors(await Deno.readFile(path), path), path);

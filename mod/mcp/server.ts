@@ -17,7 +17,9 @@ import {
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   McpError,
+  type McpMessage,
   type McpServer,
+  type McpTransport,
   ReadResourceRequestSchema,
   Server,
 } from "./sdk.ts";
@@ -103,6 +105,23 @@ export interface McpServerOptions {
   ready?: Promise<void>;
 }
 
+/**
+ * A JSON-RPC error answer with its message as the error itself says it. The
+ * SDK's `McpError` puts "MCP error <code>: " before its message, and that
+ * message goes on the wire; a client that turns the answer back into an
+ * `McpError` (the SDK's own client does) adds the prefix again, so users saw
+ * "MCP error -32602: MCP error -32602: Unknown tool: x".
+ */
+export function withoutErrorPrefix(message: McpMessage): McpMessage {
+  if (!("error" in message) || message.error === undefined) return message;
+  const prefix = `MCP error ${message.error.code}: `;
+  let text = message.error.message;
+  while (text.startsWith(prefix)) text = text.slice(prefix.length);
+  return text === message.error.message
+    ? message
+    : { ...message, error: { ...message.error, message: text } };
+}
+
 /** Creates a server that lists `tools` and dispatches calls to them. */
 export function createMcpServer(options: McpServerOptions): McpServer {
   const resources = options.resources ?? [];
@@ -117,6 +136,13 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     },
     instructions: options.instructions,
   });
+  // Every answer this server sends, the SDK's own errors included, leaves without the prefix.
+  const connect = server.connect.bind(server);
+  server.connect = (transport: McpTransport) => {
+    const send = transport.send.bind(transport);
+    transport.send = (message, sendOptions) => send(withoutErrorPrefix(message), sendOptions);
+    return connect(transport);
+  };
   const byName = new Map(options.tools.map((t) => [t.name, t]));
 
   const ready = async () => {

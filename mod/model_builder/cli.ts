@@ -8,12 +8,27 @@
  */
 
 import { fileURLToPath } from "node:url";
+import { type Help, printHelp, usageText, wantsHelp } from "../cli/mod.ts";
 import { log } from "../log/mod.ts";
 import { buildTinyModelSet, DEFAULT_SEED } from "./model_set.ts";
 
 const ROOT = new URL("../../tests/fixtures/tiny/", import.meta.url);
 
+const HELP: Help = {
+  usage: ["deno task fixtures [--force] [--seed N]"],
+  summary: "Builds the test-sized model set (the real models' input/output contract, channel " +
+    "counts scaled down, seeded random weights) into tests/fixtures/tiny/models/ and its lock " +
+    "tests/fixtures/tiny/models.lock. Skipped when the set is up to date (same builder version " +
+    "and seed).",
+  options: [
+    ["--force", "rebuild even when the set is up to date"],
+    ["--seed N", `the weights' seed, an integer 0..4294967295 (default ${DEFAULT_SEED})`],
+    ["-h, --help", "print this help and exit"],
+  ],
+};
+
 async function main(args: string[]): Promise<number> {
+  if (wantsHelp(args)) return printHelp(HELP);
   let seed = DEFAULT_SEED;
   let force = false;
   for (let i = 0; i < args.length; i++) {
@@ -25,7 +40,7 @@ async function main(args: string[]): Promise<number> {
         return 2;
       }
     } else {
-      log("error", "fixtures", `unknown argument ${args[i]} (expected --force, --seed N)`);
+      log("error", "fixtures", `unknown argument ${args[i]}\n${usageText(HELP)}`);
       return 2;
     }
   }

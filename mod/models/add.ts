@@ -3,16 +3,18 @@
  * (contract, external data, tokenizer, scheduler; see export_check.ts), and
  * only when all fit hashes them (a progress line per file on stderr; files
  * unchanged since they were last hashed come from the verification cache)
- * and writes their models.lock entries — local entries without `url`:
- * verified at start-up, never downloaded. Entries for the same paths are
- * replaced, nothing else in the lock changes. The hashes go into the
+ * and writes their entries — local entries without `url`: verified at
+ * start-up, never downloaded — into the lock's local overlay
+ * `models.local.lock`, which git does not track, so the shipped models.lock
+ * is never edited and updating the checkout never conflicts. Entries for the
+ * same paths are replaced, nothing else changes. The hashes go into the
  * verification cache too, so the first start does not hash again.
  *
  * @module
  */
 
 import { isAbsolute, join, resolve } from "node:path";
-import type { ConfigEdit } from "../config/mod.ts";
+import { type ConfigEdit, localOverlayPath } from "../config/mod.ts";
 import { log } from "../log/mod.ts";
 import { checkComponentFile, checkExportFolder, type ExportCheck } from "./export_check.ts";
 import { EXTRA_COMPONENTS, type LockEntry, type ModelComponent } from "./lock.ts";
@@ -53,7 +55,7 @@ export interface AddOptions {
   component?: AddComponent;
   /** The models root (lock paths are relative to it). */
   root: string;
-  /** The models.lock to update (created when missing). */
+  /** The models.lock in use: the entries go to its overlay (created when missing). */
   lock: string;
   /** Progress line options, or false for none. */
   progress?: ProgressOptions | false;
@@ -69,6 +71,8 @@ export interface AddResult {
   check: ExportCheck;
   /** Root-relative path of the folder (base) or file (component). */
   lockPath: string;
+  /** The file the entries were written to (the lock's `models.local.lock`). */
+  lockFile: string;
   /** The config keys to set for it (for a LoRA: the file alone; merge with the configured ones). */
   edits: ConfigEdit[];
   /** Files hashed now / taken from the cache. */
@@ -76,6 +80,14 @@ export interface AddResult {
   /** Files whose hash came from the verification cache. */
   cached: number;
 }
+
+/** The comment a new `models.local.lock` starts with. */
+const OVERLAY_HEADER =
+  `# Your own model files, locked by \`deno task models add\`: read on top of the
+# models.lock beside this file (an entry here replaces the one of the same path
+# there). Git does not track this file, so updating the checkout never conflicts
+# with it. Same format as models.lock (docs/models.md).
+`;
 
 /** Refused: the message lists every reason, one per line; nothing was written. */
 export class AddError extends Error {
@@ -154,9 +166,10 @@ export async function addModels(options: AddOptions): Promise<AddResult> {
   }
   if (hashed > 0) await saveVerifyCache(cacheFile, cache);
 
-  let old = "";
+  const lockFile = localOverlayPath(options.lock);
+  let old = OVERLAY_HEADER;
   try {
-    old = await Deno.readTextFile(options.lock);
+    old = await Deno.readTextFile(lockFile);
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
@@ -165,10 +178,10 @@ export async function addModels(options: AddOptions): Promise<AddResult> {
     (check.flavour ? ` (${check.flavour})` : ""),
     "local files: no url, so they are verified at start-up and never downloaded",
   ];
-  const { text, replaced } = updateLockText(old, entries, comment, options.lock);
-  await writeAtomically(options.lock, text);
+  const { text, replaced } = updateLockText(old, entries, comment, lockFile);
+  await writeAtomically(lockFile, text);
   log("info", "models", replaced > 0 ? "lock entries replaced" : "lock entries added", {
-    lock: options.lock,
+    lock: lockFile,
     files: entries.length,
     replaced,
     hashed,
@@ -195,5 +208,5 @@ export async function addModels(options: AddOptions): Promise<AddResult> {
       edits.push({ section: "models", key: "vae_decoder", value: tomlString("tiny") });
     }
   }
-  return { entries, replaced, check, lockPath: rel, edits, hashed, cached };
+  return { entries, replaced, check, lockPath: rel, lockFile, edits, hashed, cached };
 }

@@ -59,10 +59,11 @@ for (
         }))
         .sort((a, b) => a.path.localeCompare(b.path));
       deepStrictEqual([...result.entries].sort((a, b) => a.path.localeCompare(b.path)), expected);
-      // The lock keeps every old byte; the new entries are appended and parse back.
-      const after = await Deno.readTextFile(w.lock);
-      ok(after.startsWith(before.trimEnd()), "old text kept as it was");
-      ok(after.includes(ADDED_MARK));
+      // The shipped lock is not touched: the entries go to its local overlay, read over it.
+      strictEqual(await Deno.readTextFile(w.lock), before, "models.lock unchanged");
+      strictEqual(result.lockFile, join(w.dir, "models.local.lock"));
+      const overlay = await Deno.readTextFile(result.lockFile);
+      ok(overlay.includes(ADDED_MARK));
       const parsed = await readModelsLock(w.lock);
       deepStrictEqual(
         parsed.filter((e) => e.path.startsWith("mine/")).map((e) => e.url),
@@ -92,7 +93,12 @@ for (
       strictEqual(again.replaced, expected.length);
       strictEqual(again.hashed, 0);
       strictEqual((await readModelsLock(w.lock)).length, parsed.length);
-      strictEqual((await Deno.readTextFile(w.lock)).split(ADDED_MARK).length, 2, "one group");
+      strictEqual(
+        (await Deno.readTextFile(result.lockFile)).split(ADDED_MARK).length,
+        2,
+        "one group",
+      );
+      strictEqual(await Deno.readTextFile(w.lock), before, "models.lock still unchanged");
     } finally {
       await w.done();
     }
@@ -120,6 +126,7 @@ async function refused(
       },
     );
     strictEqual(await Deno.readTextFile(w.lock), before, "the lock is untouched");
+    await rejects(Deno.stat(join(w.dir, "models.local.lock")), Deno.errors.NotFound);
   } finally {
     await w.done();
   }

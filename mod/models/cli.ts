@@ -9,8 +9,10 @@
  * - `deno task models check [--config PATH] [--lock PATH] [--root DIR]` prints
  *   each needed file with ok / missing / wrong size / wrong hash / not locked.
  * - `deno task models add [--component C] [--write-config] [--config PATH]
- *   [--lock PATH] [--root DIR] PATH` locks an own export (see add.ts) and
- *   prints the config lines to use, or sets them with `--write-config`.
+ *   [--lock PATH] [--root DIR] PATH` locks an own export into the lock's
+ *   `models.local.lock` (see add.ts) and prints the config lines to use, or
+ *   sets them in the config's `config.local.toml` with `--write-config`: the
+ *   user's own files, which git does not track, so `git pull` never conflicts.
  *
  * The config is `--config`, else `$SD_MCP_CONFIG`, else `./config.toml` when
  * it exists, else the defaults (root `./models`, lock `./models.lock`);
@@ -22,7 +24,9 @@
  */
 
 import { parseArgs } from "node:util";
+import { parse as parseToml } from "smol-toml";
 import { join, resolve } from "node:path";
+import { type Help, printHelp, usageText } from "../cli/mod.ts";
 import { log } from "../log/mod.ts";
 import {
   type ConfigEdit,
@@ -30,20 +34,66 @@ import {
   defaultConfigPath,
   editConfigText,
   loadConfig,
+  localOverlayPath,
   type ResolvedConfig,
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles, HostUnreachableError } from "./download.ts";
-import { LockError, type ModelComponent, parseComponentList, readModelsLock } from "./lock.ts";
+import {
+  LockError,
+  MODEL_COMPONENTS,
+  type ModelComponent,
+  parseComponentList,
+  readModelsLock,
+} from "./lock.ts";
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
 
-const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
-  "[--only COMPONENT,...] [--all]\n" +
-  "       deno task models check [--config PATH] [--lock PATH] [--root DIR]\n" +
-  "       deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
-  "[--lock PATH] [--root DIR] PATH";
+const HELP: Help = {
+  usage: [
+    "deno task models [--config PATH] [--lock PATH] [--root DIR] [--only C1,C2] [--all]",
+    "deno task models check [--config PATH] [--lock PATH] [--root DIR]",
+    "deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
+    "[--lock PATH] [--root DIR] PATH",
+  ],
+  summary: "The model files of a configuration. Without a command: downloads the files the " +
+    "config needs that are missing or wrong (resumable, sha256-verified against models.lock) " +
+    "and verifies them; local files (no url in the lock) are only verified. `check` lists each " +
+    "needed file as ok, missing, wrong size, wrong hash or not locked. `add PATH` checks an own " +
+    "ONNX export (a diffusers-layout folder, or with --component one file) against the model " +
+    "contract, hashes it and locks it in models.local.lock beside models.lock.",
+  options: [
+    [
+      "--config PATH",
+      "config file (default: $SD_MCP_CONFIG, else ./config.toml when present, else the " +
+      "defaults); its <name>.local.toml is read over it",
+    ],
+    ["--lock PATH", "the models.lock to use instead of [models] lock (its .local.lock too)"],
+    ["--root DIR", "the models root instead of [models] root (lock paths are relative to it)"],
+    [
+      "--only C1,C2",
+      "download: only these components (" + MODEL_COMPONENTS.join(", ") + ")",
+    ],
+    ["--all", "download: every lock entry, not only the files the config needs"],
+    [
+      "--component C",
+      "add: one file of this component instead of a whole folder (" +
+      ADD_COMPONENTS.join(", ") + ")",
+    ],
+    [
+      "--write-config",
+      "add: set the config keys that name it in the config's <name>.local.toml (read over the " +
+      "config, ignored by git) instead of printing them",
+    ],
+    ["-h, --help", "print this help and exit"],
+  ],
+  notes: [
+    "Downloads use HTTPS_PROXY / HTTP_PROXY when set and reach the hosts in NO_PROXY directly. " +
+    "Exit status: 0 all good, 1 some file failed or is not ok, 2 a usage, lock or config " +
+    "mistake, 130 interrupted (partial downloads are kept and resumed).",
+  ],
+};
 
 const encoder = new TextEncoder();
 
@@ -123,17 +173,14 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
       allowPositionals: true,
     });
   } catch (e) {
-    log("error", "models", `${(e as Error).message}\n${USAGE}`);
+    log("error", "models", `${(e as Error).message}\n${usageText(HELP)}`);
     return 2;
   }
   const v = parsed.values;
-  if (v.help) {
-    log("info", "models", USAGE);
-    return 0;
-  }
+  if (v.help) return printHelp(HELP);
   const [command, ...rest] = parsed.positionals;
   const usage = (problem: string) => {
-    log("error", "models", `${problem}\n${USAGE}`);
+    log("error", "models", `${problem}\n${usageText(HELP)}`);
     return 2;
   };
   const addOnly = v.component !== undefined || v["write-config"];
@@ -309,19 +356,19 @@ async function add(
       .map((f) => `{ path = ${tomlString(f.path)}, weight = ${f.weight.toFixed(1)} }`);
     edits = [{ section: "lora", key: "files", value: `[${files.join(", ")}]` }];
   }
+  // The user's settings go to the config's local overlay, which git does not track.
+  const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
+  let text = "";
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
   if (v["write-config"]) {
-    const path = configPath ?? "config.toml";
-    let text = "";
-    try {
-      text = await Deno.readTextFile(path);
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
-    }
     await writeAtomically(path, editConfigText(text, edits));
     for (const line of configLines(edits)) log("info", "models", `set in ${path}: ${line}`);
   } else {
-    out(`# put these lines in ${configPath ?? "config.toml"} (or rerun with --write-config):`);
-    for (const line of groupedLines(edits)) out(line);
+    for (const line of snippet(path, text, edits)) out(line);
   }
   if (
     component !== undefined && component !== "lora" && component !== "controlnet_unet" &&
@@ -338,6 +385,27 @@ async function add(
 
 function configLines(edits: readonly ConfigEdit[]): string[] {
   return edits.map((e) => `[${e.section}] ${e.key} = ${e.value}`);
+}
+
+/**
+ * What to paste into `path` (its text now: `text`) without --write-config:
+ * whole tables when appending them keeps the file valid TOML, else (the
+ * file already has one of the tables) comment lines naming each key.
+ */
+function snippet(path: string, text: string, edits: readonly ConfigEdit[]): string[] {
+  const tables = groupedLines(edits);
+  const hint = path.endsWith(".local.toml")
+    ? " (it is read over the config and git does not track it)"
+    : "";
+  try {
+    parseToml(`${text}\n${tables.join("\n")}\n`);
+    return [`# append these lines to ${path}${hint}, or rerun with --write-config:`, ...tables];
+  } catch {
+    return [
+      `# ${path} already has these tables: rerun with --write-config, or set these keys in it:`,
+      ...configLines(edits).map((line) => `#   ${line}`),
+    ];
+  }
 }
 
 function groupedLines(edits: readonly ConfigEdit[]): string[] {

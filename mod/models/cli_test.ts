@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { main } from "./cli.ts";
 import { startFixtureServer } from "./fixture_server.ts";
+import { modelsTask } from "../../tests/helpers/models_cli.ts";
 
 Deno.test("cli: downloads what the lock lists, then finds it present", async () => {
   const content = new TextEncoder().encode("scheduler config bytes");
@@ -43,23 +44,8 @@ const REPO = new URL("../../", import.meta.url).pathname;
 const TINY_SET = join(REPO, "tests/fixtures/tiny/models/sd15-optimum");
 
 /** Runs `deno task models …` as a user would, in `cwd`; returns status and both streams. */
-async function models(cwd: string, ...args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--config",
-      join(REPO, "deno.json"),
-      "-P=models",
-      "--quiet",
-      join(REPO, "mod/models/cli.ts"),
-      ...args,
-    ],
-    cwd,
-    stdin: "null",
-    env: { NO_COLOR: "1", SD_MCP_LOG_LEVEL: "info" },
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+function models(cwd: string, ...args: string[]) {
+  return modelsTask(cwd, args, { SD_MCP_LOG_LEVEL: "info" });
 }
 
 async function copyTree(from: string, to: string): Promise<void> {
@@ -76,10 +62,20 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
     await copyTree(TINY_SET, join(dir, "models/own"));
     await Deno.copyFile(join(REPO, "models.lock"), join(dir, "models.lock"));
     await Deno.writeTextFile(join(dir, "config.toml"), `[models]\nroot = "models"\n`);
+    const shipped = await Deno.readTextFile(join(dir, "models.lock"));
     const added = await models(dir, "add", "models/own", "--write-config");
     strictEqual(added.code, 0, added.stderr);
     match(added.stderr, /hashing own\/unet\/model\.onnx_data/, "a progress line per hashed file");
-    match(await Deno.readTextFile(join(dir, "config.toml")), /^base = "own"$/m);
+    // Each file's progress line once, and no log line repeating it.
+    strictEqual(added.stderr.split("hashing own/unet/model.onnx_data").length, 2, added.stderr);
+    // The user's choice goes to the overlays; the shipped files are untouched.
+    strictEqual(await Deno.readTextFile(join(dir, "config.toml")), `[models]\nroot = "models"\n`);
+    strictEqual(await Deno.readTextFile(join(dir, "models.lock")), shipped);
+    match(await Deno.readTextFile(join(dir, "config.local.toml")), /^base = "own"$/m);
+    match(
+      await Deno.readTextFile(join(dir, "models.local.lock")),
+      /path = "own\/unet\/model\.onnx"/,
+    );
 
     const good = await models(dir, "check");
     strictEqual(good.code, 0, good.stdout + good.stderr);
@@ -144,6 +140,41 @@ Deno.test("cli: an unreachable host ends `deno task models` with one line, no re
       }
       ok(!r.stderr.includes("retrying"), r.stderr);
     }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: a dead HTTPS_PROXY is named in the one line, with how to bypass it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "models_cli_proxy_" });
+  try {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    const url =
+      "https://huggingface.co/o/r/resolve/0123456789abcdef0123456789abcdef01234567/f.json";
+    await Deno.writeTextFile(
+      join(dir, "models.lock"),
+      `[[file]]\ncomponent = "scheduler"\npath = "sd15/scheduler/f.json"\nurl = "${url}"\n` +
+        `size = 10\nsha256 = "${"0".repeat(64)}"\n`,
+    );
+    const out = await modelsTask(dir, ["--all"], {
+      HTTPS_PROXY: `http://user:hunter2@127.0.0.1:${port}`,
+      NO_PROXY: "",
+    });
+    const stderr = out.stderr;
+    strictEqual(out.code, 1, stderr);
+    const errors = stderr.split("\n").filter((line) => line.includes("ERROR"));
+    strictEqual(errors.length, 1, stderr);
+    match(
+      errors[0],
+      new RegExp(
+        `cannot reach huggingface\\.co through the proxy http://user:\\*\\*\\*@127\\.0\\.0\\.1:${port} ` +
+          `\\(HTTPS_PROXY\\): connection refused`,
+      ),
+    );
+    match(errors[0], /unset HTTPS_PROXY \(or add huggingface\.co to NO_PROXY\)/);
+    ok(!stderr.includes("hunter2"), "the proxy's password is not printed");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

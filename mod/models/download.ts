@@ -22,6 +22,7 @@ import { dirname, join } from "node:path";
 import { log } from "../log/mod.ts";
 import type { LockEntry } from "./lock.ts";
 import { ProgressLine, type ProgressOptions } from "./progress.ts";
+import { type ProxyChoice, proxyFor, readEnv } from "./proxy.ts";
 import { hashFileInto, sha256File } from "./sha256_file.ts";
 import {
   cachedSha256,
@@ -53,6 +54,8 @@ export interface DownloadOptions {
   progress?: ProgressOptions | false;
   /** Aborting stops at once; the partial file stays for the next resume. */
   signal?: AbortSignal;
+  /** Reads an environment variable (the proxy settings); default the process's. */
+  env?: (name: string) => string | undefined;
 }
 
 /** Result for one file. */
@@ -86,16 +89,24 @@ export class HostUnreachableError extends Error {
   readonly host: string;
   /** Short cause, e.g. "DNS lookup failed". */
   readonly reason: string;
+  /** The proxy the request went through, if any (then the cause may be the proxy's). */
+  readonly proxy?: ProxyChoice;
   /** Creates the error; the message is the one line to print. */
-  constructor(host: string, reason: string, detail: string) {
+  constructor(host: string, reason: string, detail: string, proxy?: ProxyChoice) {
+    const offline = "without network, place the files by hand and lock them with " +
+      "`deno task models add DIR` (docs/models.md)";
     super(
-      `cannot reach ${host}: ${reason} (${detail}). Downloads use HTTPS_PROXY / HTTP_PROXY when ` +
-        `set and reach the hosts in NO_PROXY directly; without network, place the files by hand ` +
-        "and lock them with `deno task models add DIR` (docs/models.md)",
+      proxy === undefined
+        ? `cannot reach ${host}: ${reason} (${detail}). Downloads use HTTPS_PROXY / HTTP_PROXY ` +
+          `when set and reach the hosts in NO_PROXY directly; ${offline}`
+        : `cannot reach ${host} through the proxy ${proxy.shown} (${proxy.variable}): ${reason} ` +
+          `(${detail}). Check that the proxy runs and lets ${host} through, or unset ` +
+          `${proxy.variable} (or add ${host} to NO_PROXY) to connect directly; ${offline}`,
     );
     this.name = "HostUnreachableError";
     this.host = host;
     this.reason = reason;
+    this.proxy = proxy;
   }
 }
 
@@ -236,6 +247,8 @@ interface RunContext {
   signal?: AbortSignal;
   /** Hosts that answered at least once in this run. */
   reached: Set<string>;
+  /** The proxy fetch goes through for a URL (named when a host cannot be reached). */
+  proxy: (url: URL) => ProxyChoice | undefined;
 }
 
 /**
@@ -279,18 +292,20 @@ async function fetchInto(
       const timedOut = controller.signal.reason instanceof TransientError;
       const text = timedOut ? controller.signal.reason.message : errorChain(e);
       if (firstContact) {
+        const proxy = ctx.proxy(new URL(url));
         if (timedOut) {
           throw new HostUnreachableError(
             host,
             "no answer",
             `nothing within ${ctx.connectTimeoutMs} ms`,
+            proxy,
           );
         }
         const reason = connectFailure(text);
         if (reason) {
           // The URL is long and the host is named already: keep the cause.
           const detail = text.replace(/^.*?error sending request for url \([^)]*\): /, "");
-          throw new HostUnreachableError(hostInError(text, host), reason, detail);
+          throw new HostUnreachableError(hostInError(text, host), reason, detail, proxy);
         }
       }
       throw new TransientError(`request failed: ${text}`);
@@ -493,6 +508,7 @@ async function ensureFile(
     connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
     signal: options.signal,
     reached,
+    proxy: (url) => proxyFor(url, options.env ?? readEnv),
   };
   const maxAttempts = options.maxAttempts ?? 6;
   const delay = options.retryDelayMs ?? ((n: number) => Math.min(30_000, 1000 * 2 ** (n - 1)));

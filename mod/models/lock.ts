@@ -18,10 +18,16 @@
  * `url` is optional: an entry without one is a local file (an own export
  * added with `deno task models add`); it is verified, never downloaded.
  *
+ * Beside the lock, its local overlay `models.local.lock` (same format; git
+ * does not track it) holds the user's own entries: `models add` writes
+ * there, so updating the checkout never conflicts with them. An overlay
+ * entry replaces the lock's entry for the same path.
+ *
  * @module
  */
 
 import { parse as parseToml } from "smol-toml";
+import { localOverlayPath } from "../config/mod.ts";
 
 /**
  * The components outside a base set (ControlNets, preprocessors, LoRA): the
@@ -217,19 +223,41 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
   return entries;
 }
 
-/**
- * Reads and validates a models.lock file.
- *
- * @throws LockError when the file is missing, unreadable or invalid
- */
-export async function readModelsLock(path: string): Promise<LockEntry[]> {
-  let text: string;
+/** The text of a lock file; null when it does not exist. */
+async function readLockText(path: string): Promise<string | null> {
   try {
-    text = await Deno.readTextFile(path);
+    return await Deno.readTextFile(path);
   } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
     throw new LockError(`cannot read ${path}: ${(e as Error).message}`);
   }
-  return parseModelsLock(text, path);
+}
+
+/** `lock` with `overlay` over it: an overlay entry replaces the one of the same path. */
+export function overlayLockEntries(
+  lock: readonly LockEntry[],
+  overlay: readonly LockEntry[],
+): LockEntry[] {
+  const replaced = new Set(overlay.map((e) => e.path));
+  return [...lock.filter((e) => !replaced.has(e.path)), ...overlay];
+}
+
+/**
+ * Reads and validates a models.lock file and, when it exists, its local
+ * overlay (`models.local.lock` beside it, see {@link overlayLockEntries}).
+ *
+ * @throws LockError when neither file exists, or one is unreadable or invalid
+ */
+export async function readModelsLock(path: string): Promise<LockEntry[]> {
+  const overlayPath = localOverlayPath(path);
+  const [text, local] = [await readLockText(path), await readLockText(overlayPath)];
+  if (text === null && local === null) {
+    throw new LockError(`cannot read ${path}: the file does not exist`);
+  }
+  const entries = text === null ? [] : parseModelsLock(text, path);
+  return local === null
+    ? entries
+    : overlayLockEntries(entries, parseModelsLock(local, overlayPath));
 }
 
 /** Keeps the entries of the given components (all entries when `only` is empty). */

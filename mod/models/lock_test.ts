@@ -139,6 +139,38 @@ Deno.test("readModelsLock: a missing file names the path", async () => {
   }
 });
 
+Deno.test("readModelsLock: models.local.lock beside it is read over it, entry by path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const lock = `${dir}/models.lock`;
+    const overlay = `${dir}/models.local.lock`;
+    const vae = { ...GOOD, component: "vae_decoder", path: "sd15/vae_decoder/model.onnx" };
+    await Deno.writeTextFile(lock, lockText([GOOD, vae]));
+    // No overlay: the lock alone.
+    deepStrictEqual((await readModelsLock(lock)).map((e) => e.path), [GOOD.path, vae.path]);
+    // The overlay's entry for the same path wins (a local file: no url); its own entries join.
+    const mine = { component: "unet", path: GOOD.path, size: 5, sha256: "b".repeat(64) };
+    const extra = { component: "lora", path: "lora/mine.safetensors", size: 7, sha256: SHA };
+    await Deno.writeTextFile(overlay, lockText([mine, extra]));
+    deepStrictEqual(await readModelsLock(lock), [
+      { component: "vae_decoder", path: vae.path, url: GOOD.url, size: GOOD.size, sha256: SHA },
+      { component: "unet", path: GOOD.path, size: 5, sha256: "b".repeat(64) },
+      { component: "lora", path: extra.path, size: 7, sha256: SHA },
+    ]);
+    // A broken overlay is named, not the lock.
+    await Deno.writeTextFile(overlay, lockText([{ ...mine, size: -1 }]));
+    await rejects(readModelsLock(lock), (e: unknown) => {
+      return e instanceof LockError && e.message.startsWith(`${overlay}: [[file]] entry 1`);
+    });
+    // The overlay alone is enough when the lock is missing.
+    await Deno.writeTextFile(overlay, lockText([extra]));
+    await Deno.remove(lock);
+    deepStrictEqual((await readModelsLock(lock)).map((e) => e.path), [extra.path]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("component lists: parse and select", () => {
   deepStrictEqual(parseComponentList("unet, vae_decoder,,"), ["unet", "vae_decoder"]);
   throws(() => parseComponentList("unet,vae"), /unknown component "vae"/);

@@ -42,6 +42,7 @@ export {
   type FileOutcome,
   HostUnreachableError,
 } from "./download.ts";
+export { PROXY_ENV_VARS, type ProxyChoice, proxyFor } from "./proxy.ts";
 export {
   BASE_FILES,
   type ModelPathsConfig,

@@ -1,9 +1,11 @@
 /**
  * One download progress line on stderr: bytes done/total, percent, rate and
  * ETA, redrawn in place with "\r" at most every 250 ms (~4×/s). When stderr is
- * not a terminal, a plain line is written at most every 10 s instead, so logs
- * stay readable. This is a terminal display, not a log record, which is why
- * it writes to stderr directly rather than through `log`.
+ * not a terminal, a plain line is written every 10 s instead, the first one
+ * 10 s after the start, and one final line when the file is done — so a file
+ * that takes less than 10 s leaves exactly one line, and logs stay readable.
+ * This is a terminal display, not a log record, which is why it writes to
+ * stderr directly rather than through `log`.
  *
  * @module
  */
@@ -43,7 +45,7 @@ export interface ProgressOptions {
   now?: () => number;
   /** Minimum ms between redraws on a terminal; default 250. */
   intervalMs?: number;
-  /** Minimum ms between lines when not a terminal; default 10000. */
+  /** Ms between lines when not a terminal (and before the first); default 10000. */
   plainIntervalMs?: number;
 }
 
@@ -66,6 +68,9 @@ export class ProgressLine {
   readonly #now: () => number;
   readonly #interval: number;
   #lastDraw = -Infinity;
+  #start: number;
+  /** The first update: a resumed download starts with the bytes it already had. */
+  #first: { t: number; bytes: number } | undefined;
   #samples: { t: number; bytes: number }[] = [];
   #done = 0;
 
@@ -82,6 +87,9 @@ export class ProgressLine {
     this.#tty = options.tty ?? Deno.stderr.isTerminal();
     this.#now = options.now ?? (() => performance.now());
     this.#interval = this.#tty ? options.intervalMs ?? 250 : options.plainIntervalMs ?? 10_000;
+    this.#start = this.#now();
+    // A log gets its first line only once the file has taken a whole interval.
+    if (!this.#tty) this.#lastDraw = this.#start;
   }
 
   /** Bytes per second over the last ~5 s of samples (0 when unknown). */
@@ -106,6 +114,7 @@ export class ProgressLine {
   /** Records progress (`done` = bytes of the file present so far); redraws if due. */
   update(done: number): void {
     const t = this.#now();
+    this.#first ??= { t, bytes: done };
     this.#done = done;
     this.#samples.push({ t, bytes: done });
     while (this.#samples.length > 2 && t - this.#samples[0].t > 5000) this.#samples.shift();
@@ -123,8 +132,31 @@ export class ProgressLine {
     }
   }
 
-  /** Ends the line (final state plus newline on a terminal). */
+  /**
+   * The final line: bytes done, percent, the time taken and the average rate
+   * since the first update (bytes a resumed download already had do not
+   * count; a single update counts from the start).
+   */
+  finalText(): string {
+    const now = this.#now();
+    const pct = this.#total > 0 ? (100 * this.#done) / this.#total : 100;
+    let bytes = this.#done;
+    let from = this.#start;
+    const first = this.#first;
+    if (first !== undefined && this.#done > first.bytes) {
+      bytes = this.#done - first.bytes;
+      from = first.t;
+    } else if (first !== undefined && first.t === this.#start) {
+      bytes = 0; // resumed with everything already there: nothing was transferred
+    }
+    const span = (now - from) / 1000;
+    const rate = bytes > 0 && span > 0 ? `  ${formatBytes(Math.round(bytes / span))}/s` : "";
+    return `${this.#label}  ${formatBytes(this.#done)} / ${formatBytes(this.#total)}  ` +
+      `${pct.toFixed(1)}%  in ${formatDuration((now - this.#start) / 1000)}${rate}`;
+  }
+
+  /** Ends the display with the final line (in place of the live one on a terminal). */
   finish(): void {
-    this.#write(this.#tty ? `\r${this.text()}\x1b[K\n` : `${this.text()}\n`);
+    this.#write(this.#tty ? `\r${this.finalText()}\x1b[K\n` : `${this.finalText()}\n`);
   }
 }

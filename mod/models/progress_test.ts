@@ -56,8 +56,25 @@ Deno.test("ProgressLine: plain lines when stderr is not a terminal", () => {
   p.update(50);
   t = 10_000;
   p.update(90);
+  t = 12_000;
+  p.update(100);
   p.finish();
-  deepStrictEqual(out.map((s) => s.includes("\r")), [false, false, false]);
-  strictEqual(out.length, 3); // t=0, t=10000, finish
+  deepStrictEqual(out.map((s) => s.includes("\r")), [false, false]);
+  strictEqual(out.length, 2); // t=10000, finish
   ok(out.every((s) => s.endsWith("\n")));
+  strictEqual(out[1], "f  100 B / 100 B  100.0%  in 12s  8 B/s\n");
+});
+
+Deno.test("ProgressLine: a file done within the interval leaves one line in a log", () => {
+  let t = 0;
+  const out: string[] = [];
+  const p = new ProgressLine("[1/2] hashing a", 4096, {
+    write: (s) => out.push(s),
+    tty: false,
+    now: () => t,
+  });
+  t = 40;
+  p.update(4096);
+  p.finish();
+  deepStrictEqual(out, ["[1/2] hashing a  4.00 KiB / 4.00 KiB  100.0%  in 0s  100.00 KiB/s\n"]);
 });

@@ -107,13 +107,16 @@ export async function checkModelFiles(options: VerifyOptions): Promise<VerifyRes
     if (actual !== undefined) {
       result.cached.push(entry.path);
     } else {
-      log("info", "models", "hashing model file (first start or file changed)", {
-        path: entry.path,
-        size: stat.size,
-      });
       const line = options.progress === undefined || options.progress === false
         ? null
         : new ProgressLine(`hashing ${entry.path}`, stat.size, options.progress);
+      // One line per file: the progress line when there is one, else the log line.
+      if (line === null) {
+        log("info", "models", "hashing model file (first start or file changed)", {
+          path: entry.path,
+          size: stat.size,
+        });
+      }
       try {
         actual = await hashFile(abs, line ? (n) => line.update(n) : undefined);
       } catch (e) {

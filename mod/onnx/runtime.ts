@@ -10,6 +10,8 @@
  * @module
  */
 
+// First: it switches ONNX Runtime's telemetry off before the library loads.
+import "./telemetry.ts";
 import * as ort from "onnxruntime-node";
 
 /**

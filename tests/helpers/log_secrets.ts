@@ -1,7 +1,7 @@
 /**
  * "Nothing secret in any log line of the whole test run" (issue 10), the
- * test side: `deno task test` gives the run a log directory under the OS
- * temp folder (`SD15_TEST_LOG_DIR`, from `mktemp -d`). Into it go:
+ * test side: `deno task test` gives the run a log directory
+ * (`SD15_TEST_LOG_DIR`: `.cache/test-logs`, see test_runner.ts). Into it go:
  *
  * - every line the test process itself writes to stderr — the log lines of
  *   servers started in-process — through the `--preload` module
@@ -21,7 +21,14 @@
  * @module
  */
 
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { type CreatedKey, createKey, type CreateKeyOptions } from "../../mod/auth/create_key.ts";
 import type { Queryable } from "../../mod/db/mod.ts";
@@ -68,6 +75,11 @@ export function teeInProcess(text: string): void {
   } catch {
     // The directory was removed (the run is over): nothing to record into.
   }
+}
+
+/** Deletes the run's list of registered secrets (`dir`: the run's log directory). */
+export function forgetSecrets(dir: string): void {
+  rmSync(join(dir, SECRETS_FILE), { force: true });
 }
 
 /** Registers values that must never appear in a log line. */
