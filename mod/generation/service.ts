@@ -7,13 +7,13 @@
  * @module
  */
 
-import { encodePng } from "../image/mod.ts";
+import { encodePng, MAX_CONCURRENT_DECODES, MAX_CONCURRENT_DECODES_PER_KEY } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
 import type { ImageContent } from "../mcp/tool.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import type { GenerationRequest, Generator, Mode, SizeId } from "../pipeline/types.ts";
 import { SIZES } from "../pipeline/types.ts";
-import { ConcurrencyLimit } from "../queue/mod.ts";
+import { SharedLimit } from "../queue/mod.ts";
 import { randomSeedU32 } from "../random/mod.ts";
 import { joinPrompts } from "./inputs.ts";
 
@@ -88,7 +88,7 @@ export interface ImageRunOptions {
 export class ImageService {
   #o: ImageServiceOptions;
   #now: () => Date;
-  #decodes = new ConcurrencyLimit(2);
+  #decodes = new SharedLimit(MAX_CONCURRENT_DECODES, MAX_CONCURRENT_DECODES_PER_KEY);
 
   /** Creates the service. */
   constructor(options: ImageServiceOptions) {
@@ -97,13 +97,15 @@ export class ImageService {
   }
 
   /**
-   * Runs input preparation (decoding and resizing user images) at most two
-   * at a time, since each decode may hold a 40-megapixel image in memory.
-   * Callers check the queue has room first, so a full queue refuses before
-   * any decoding.
+   * Runs input preparation (decoding and resizing user images) at most
+   * {@link MAX_CONCURRENT_DECODES} at a time, since each decode may hold a
+   * 40-megapixel image in memory, and at most
+   * {@link MAX_CONCURRENT_DECODES_PER_KEY} of them for API key `keyPrefix`
+   * (undefined over stdio: one local client, no share). Callers check the
+   * queue has room first, so a full queue refuses before any decoding.
    */
-  prepareInputs<T>(prepare: () => Promise<T>): Promise<T> {
-    return this.#decodes.run(prepare);
+  prepareInputs<T>(keyPrefix: string | undefined, prepare: () => Promise<T>): Promise<T> {
+    return this.#decodes.run(keyPrefix ?? null, prepare);
   }
 
   /** The size to use for a request's `size` (null = configured default). */

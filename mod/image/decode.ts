@@ -2,7 +2,9 @@
  * The input-image path of the image tools: string → validated bytes
  * ({@link decodeImageInput}) → pixels at the generation size
  * ({@link toRgbImage} for `input_image`, {@link toMask} for `mask_image`).
- * Contract §2 / source/mcp-tools.ja.md §2.3.
+ * Contract §2 / source/mcp-tools.ja.md §2.3. Decoding and resizing run in a
+ * process of their own, stopped at {@link DECODE_TIMEOUT_SECONDS}
+ * (`decode_process.ts`).
  *
  * @module
  */
@@ -11,10 +13,8 @@ import { ToolError } from "../mcp/tool.ts";
 import type { Mask, RgbImage } from "../pipeline/types.ts";
 import { decodeBase64 } from "./base64.ts";
 import { splitImageString } from "./data_uri.ts";
-import { resizeLanczos } from "./lanczos.ts";
-import { resizeNearest } from "./nearest.ts";
+import { decodeIsolated } from "./decode_process.ts";
 import { DECODE_TIMEOUT_SECONDS } from "./limits.ts";
-import { decodeGray, decodeRgb } from "./sharp.ts";
 import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
 import { checkImageStructure } from "./structure.ts";
 import type { DecodedImage, ImageField } from "./types.ts";
@@ -42,6 +42,9 @@ export function decodeImageInput(field: ImageField, value: string): Promise<Deco
     return Promise.reject(error);
   }
 }
+
+/** Every decode (with its resize) runs in its own process, killed at the deadline. */
+const DECODE_OPTIONS = { timeoutMs: DECODE_TIMEOUT_SECONDS * 1000 };
 
 function checkSize(width: number, height: number): void {
   if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) {
@@ -84,13 +87,12 @@ export async function toRgbImage(
   height: number,
 ): Promise<RgbImage> {
   checkSize(width, height);
-  let full;
+  let raw;
   try {
-    full = await decodeRgb(decoded.bytes);
+    raw = await decodeIsolated({ op: "rgb", width, height }, decoded.bytes, DECODE_OPTIONS);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
-  const raw = resizeLanczos(full, width, height);
   return { width: raw.width, height: raw.height, data: raw.data };
 }
 
@@ -111,11 +113,10 @@ export async function toMask(
   checkSize(width, height);
   let raw;
   try {
-    raw = await decodeGray(decoded.bytes);
+    raw = await decodeIsolated({ op: "gray", width, height }, decoded.bytes, DECODE_OPTIONS);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
-  raw = resizeNearest(raw, width, height);
   const data = raw.data;
   for (let i = 0; i < data.length; i++) data[i] = data[i] > 127 ? 1 : 0;
   return { width: raw.width, height: raw.height, data };

@@ -8,7 +8,13 @@
  */
 
 export type { DecodedImage, ImageField, ImageFormat } from "./types.ts";
-export { MAX_BASE64_LENGTH, MAX_PIXELS } from "./limits.ts";
+export {
+  MAX_BASE64_LENGTH,
+  MAX_CONCURRENT_DECODES,
+  MAX_CONCURRENT_DECODES_PER_KEY,
+  MAX_PIXELS,
+} from "./limits.ts";
 export { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
+export { DECODE_CHILD_FLAG, runDecodeChild } from "./decode_child.ts";
 export { type ResizeKernel, resizeRgb } from "./resize.ts";
 export { encodePng, readPngText } from "./png.ts";

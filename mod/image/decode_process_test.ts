@@ -1,0 +1,75 @@
+/**
+ * Decodes in their own process: the same pixels as in the server's
+ * process, and a decode past its deadline is killed, not left running.
+ */
+
+import assert from "node:assert/strict";
+import { decodeOrder } from "./decode_child.ts";
+import { decodeIsolated } from "./decode_process.ts";
+import { scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { sharpLib as sharp } from "./sharp.ts";
+
+function alive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("a decode in its own process gives the pixels of an in-process decode", async () => {
+  const pixels = new Uint8Array(40 * 30 * 4).map((_, i) => (i * 53) % 256);
+  const png = new Uint8Array(
+    await sharp(pixels, { raw: { width: 40, height: 30, channels: 4 } }).png().toBuffer(),
+  );
+  let pid = 0;
+  for (const op of ["rgb", "gray"] as const) {
+    const order = { op, width: 24, height: 16 };
+    const isolated = await decodeIsolated(order, png, {
+      timeoutMs: 10_000,
+      onSpawn: (p) => pid = p,
+    });
+    assert.ok(pid > 0 && pid !== Deno.pid, "it ran in another process");
+    const local = await decodeOrder(order, png);
+    assert.deepEqual(
+      { ...isolated, data: [...isolated.data] },
+      { ...local, data: [...local.data] },
+    );
+  }
+});
+
+Deno.test({
+  name:
+    "a decode past its deadline is killed: the call fails at the deadline and no process is left",
+  ignore: Deno.build.os !== "linux", // /proc shows whether the process is gone
+  async fn() {
+    // Thousands of scans over a 16-megapixel frame: libjpeg runs for seconds inside its input
+    // pass, where libvips' own timeout is never checked (about 5 s on a 2-core x86-64 VM).
+    const jpeg = scanFloodJpeg({ size: 4096, acScans: 3000 });
+    let pid = 0;
+    const started = performance.now();
+    await assert.rejects(
+      decodeIsolated({ op: "rgb", width: 64, height: 64 }, jpeg, {
+        timeoutMs: 700,
+        onSpawn: (p) => pid = p,
+      }),
+      /^Error: timeout: still decoding after 700 ms; its process was stopped$/,
+    );
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed < 3_000, `rejected after ${elapsed.toFixed(0)} ms`);
+    assert.ok(pid > 0);
+    assert.equal(alive(pid), false, `decode process ${pid} is still there`);
+  },
+});
+
+Deno.test("a decode process that dies without answering is an error naming how it ended", async () => {
+  const jpeg = scanFloodJpeg({ size: 2048, acScans: 2000 });
+  await assert.rejects(
+    decodeIsolated({ op: "gray", width: 8, height: 8 }, jpeg, {
+      timeoutMs: 10_000,
+      onSpawn: (pid) => Deno.kill(pid, "SIGKILL"),
+    }),
+    /the decode process ended without an answer \(signal SIGKILL\)/,
+  );
+});
