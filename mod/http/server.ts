@@ -5,13 +5,25 @@
  * cap sized for two maximal images, authentication before any MCP work, a
  * cap on requests in flight per API key, and a graceful shutdown. The public
  * port belongs to a {@link ConnectionGuard} (header, body-rate and idle
- * deadlines, a connection cap), which relays to `Deno.serve` on loopback.
+ * deadlines, connection caps per process and per client, a connect rate
+ * per client), which relays to `Deno.serve` on a Unix socket in a directory
+ * only this process's user may enter (mode 0700, removed at shutdown), so
+ * another local user cannot skip the guard's limits. On Windows, which has
+ * no `Deno.serve({ path })`, the inner server listens on loopback TCP.
+ *
+ * `/healthz` answers 200 when the server can serve and 503 while it cannot
+ * (its database is unavailable), with the reason in the body.
  *
  * @module
  */
 
 import { log } from "../log/mod.ts";
-import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
+import { type AddressRange, clientKey, type ForwardedHeader } from "./client_address.ts";
+import {
+  CLIENT_ADDRESS_HEADER,
+  ConnectionGuard,
+  type ConnectionLimits,
+} from "./connection_guard.ts";
 import {
   clientIdOf,
   type InFlightEntry,
@@ -42,11 +54,15 @@ export interface HttpServerOptions {
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz` (a promise must settle quickly: bound its own waits). */
-  health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
+  health?: () => HealthFields | Promise<HealthFields>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
   /** Slow-client limits of the public port (defaults: {@link DEFAULT_CONNECTION_LIMITS}). */
   limits?: Partial<ConnectionLimits>;
+  /** Proxies whose client address header is believed (default none). */
+  trustedProxies?: readonly AddressRange[];
+  /** The header trusted proxies name the client in (default `x-forwarded-for`). */
+  forwardedHeader?: ForwardedHeader;
   /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
   maxRequestsPerKey?: number;
   /**
@@ -62,7 +78,27 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   bodyMinBytesPerSecond: 32_768,
   idleTimeoutMs: 60_000,
   maxConnections: 512,
+  maxConnectionsPerClient: 32,
+  clientConnectionsPerSecond: 20,
+  maxPendingHeads: 128,
 };
+
+/**
+ * What `/healthz` reports besides `status`. `unavailable`, when set, says
+ * why the server cannot serve now: the answer is then 503 with
+ * `status: "unavailable"` and that text as `reason`.
+ */
+export type HealthFields = Record<string, unknown> & { unavailable?: string };
+
+/** The `/healthz` response for `fields`: 200 `ok`, or 503 with the reason. */
+export function healthResponse(fields: HealthFields): Response {
+  const { unavailable, ...rest } = fields;
+  if (unavailable === undefined) return Response.json({ status: "ok", ...rest });
+  return Response.json({ status: "unavailable", reason: unavailable, ...rest }, {
+    status: 503,
+    headers: { "retry-after": "5" },
+  });
+}
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
@@ -141,7 +177,10 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         `request body of ${declared} bytes exceeds ${maxBody} bytes`,
       );
     }
-    const auth = await options.authenticator.authenticate(request);
+    // The guard sets this header on every request and drops any a client sent.
+    const address = request.headers.get(CLIENT_ADDRESS_HEADER);
+    const source = address === null ? undefined : clientKey(address);
+    const auth = await options.authenticator.authenticate(request, source);
     if (!auth.ok) return options.authFailureResponse(auth);
     // One key may not hold every connection and queue slot: its requests in
     // flight (a streaming tool call counts until its response ends) are capped.
@@ -235,13 +274,16 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
-    if (message.method === "initialize" && response.ok) {
-      // Issue the client its id; clients send it back on every later request.
-      const headers = new Headers(response.headers);
-      headers.set(SESSION_HEADER, newClientId());
-      return new Response(response.body, { status: response.status, headers });
-    }
-    return response;
+    // The SDK sets `connection: keep-alive` on its event streams; connection
+    // management is the server's (every connection carries one request), so
+    // it is dropped instead of sent beside the server's `connection: close`.
+    const initialize = message.method === "initialize" && response.ok;
+    if (!initialize && !response.headers.has("connection")) return response;
+    const headers = new Headers(response.headers);
+    headers.delete("connection");
+    // Issue the client its id; clients send it back on every later request.
+    if (initialize) headers.set(SESSION_HEADER, newClientId());
+    return new Response(response.body, { status: response.status, headers });
   }
 
   async function handler(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
@@ -250,7 +292,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       if (request.method !== "GET" && request.method !== "HEAD") {
         return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
       }
-      return Response.json({ status: "ok", ...(await options.health?.()) });
+      return healthResponse((await options.health?.()) ?? {});
     }
     if (url.pathname !== "/mcp") {
       return new Response("not found\n", { status: 404 });
@@ -271,34 +313,39 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
   }
 
-  return new Promise((resolve, reject) => {
+  return (async () => {
     let guard: ConnectionGuard | undefined;
+    const inner = await innerListener();
     try {
-      // Loopback only: the guard relays to it, nothing else should reach it.
+      // Reachable only by the guard: a private Unix socket (or loopback TCP on Windows).
       const server = Deno.serve({
-        hostname: "127.0.0.1",
-        port: 0,
+        ...inner.listen,
         onListen: () => {},
         onError: (error) => {
           log("error", "http", "unhandled error", { error: String(error) });
           return new Response("internal server error\n", { status: 500 });
         },
       }, handler);
-      const inner = server.addr as Deno.NetAddr;
+      const finished = server.finished.finally(() => inner.remove());
+      const innerAddr = server.addr as Deno.Addr as Deno.UnixAddr | Deno.NetAddr;
       guard = ConnectionGuard.start({
         ...DEFAULT_CONNECTION_LIMITS,
         ...options.limits,
         hostname: options.hostname,
         port: options.port,
-        target: { hostname: inner.hostname, port: inner.port },
+        target: "path" in innerAddr
+          ? { transport: "unix", path: innerAddr.path }
+          : { hostname: innerAddr.hostname, port: innerAddr.port },
+        trustedProxies: options.trustedProxies,
+        forwardedHeader: options.forwardedHeader,
       });
       const addr = guard.addr;
       const front = guard;
       cors = new CorsPolicy(options.allowedOrigins, addr.port);
       log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
-      resolve({
+      return {
         addr,
-        finished: server.finished,
+        finished,
         cancelRequest(owner, requestId) {
           const done = inFlight.cancel(owner, requestId);
           if (done) log("info", "http", "request cancelled at another replica", { requestId });
@@ -313,10 +360,29 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
           if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
           await front.close();
         },
-      });
+      } satisfies HttpServerHandle;
     } catch (error) {
-      guard?.close().catch(() => {});
-      reject(error);
+      await guard?.close().catch(() => {});
+      await inner.remove();
+      throw error;
     }
-  });
+  })();
+}
+
+/** Where the inner `Deno.serve` listens, and how to clean up after it. */
+async function innerListener(): Promise<{
+  listen: { path: string } | { hostname: string; port: number };
+  remove(): Promise<void>;
+}> {
+  if (Deno.build.os === "windows") {
+    return { listen: { hostname: "127.0.0.1", port: 0 }, remove: () => Promise.resolve() };
+  }
+  // mkdtemp creates the directory 0700; the chmod states it rather than trusting the umask.
+  const dir = await Deno.makeTempDir({ prefix: "sd15-mcp-http-" });
+  await Deno.chmod(dir, 0o700);
+  let removed: Promise<void> | undefined;
+  return {
+    listen: { path: `${dir}/http.sock` },
+    remove: () => removed ??= Deno.remove(dir, { recursive: true }).catch(() => {}),
+  };
 }
