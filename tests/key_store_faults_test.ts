@@ -116,12 +116,21 @@ async function request(port: number, key: string): Promise<number> {
   return response.status;
 }
 
+/** `/healthz`: 200 while the database answers, 503 with the reason while it does not. */
 async function health(port: number): Promise<{ status: string; database: string }> {
   const response = await fetch(`http://127.0.0.1:${port}/healthz`, {
     signal: AbortSignal.timeout(5_000),
   });
-  assert.equal(response.status, 200);
-  return await response.json();
+  const body = await response.json();
+  if (body.database === "ok") {
+    assert.equal(response.status, 200);
+    assert.equal(body.status, "ok");
+  } else {
+    assert.equal(response.status, 503, JSON.stringify(body));
+    assert.equal(body.status, "unavailable");
+    assert.match(body.reason, /^the database is unavailable/);
+  }
+  return body;
 }
 
 /** Creates a key with the CLI; returns the key and its prefix. */

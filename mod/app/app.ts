@@ -10,7 +10,12 @@ import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { ImageService, runImageRequest } from "../generation/mod.ts";
-import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
+import {
+  type HttpServerHandle,
+  startHealthServer,
+  startHttpServer,
+  withDatabase,
+} from "../http/mod.ts";
 import {
   JobService,
   type JobStore,
@@ -267,11 +272,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       ? await startHealthServer({
         hostname: config.server.host,
         port: config.server.port,
-        health: async () => ({
-          role,
-          ...(await jobs.health()),
-          database: await probeDatabase(db!),
-        }),
+        health: async () =>
+          withDatabase(await probeDatabase(db!), { role, ...(await jobs.health()) }),
       })
       : await startHttpServer({
         hostname: config.server.host,
@@ -281,19 +283,24 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         authFailureResponse,
         createServer: (scope) =>
           createMcpServer({ tools, scope, instructions: INSTRUCTIONS, ready }),
-        // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
-        health: async () => ({
-          ...(await jobs.health()),
-          tools: tools.length,
-          role,
-          database: await probeDatabase(db!),
-        }),
+        // The probe is bounded, so a database fault never stops /healthz; it answers 503 then.
+        health: async () =>
+          withDatabase(await probeDatabase(db!), {
+            ...(await jobs.health()),
+            tools: tools.length,
+            role,
+          }),
         limits: {
           headerTimeoutMs: config.server.headerTimeoutMs,
           bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
           idleTimeoutMs: config.server.idleTimeoutMs,
           maxConnections: config.server.maxConnections,
+          maxConnectionsPerClient: config.server.maxConnectionsPerClient,
+          clientConnectionsPerSecond: config.server.clientConnectionsPerSecond,
+          maxPendingHeads: config.server.maxPendingHeads,
         },
+        trustedProxies: config.server.trustedProxies,
+        forwardedHeader: config.server.forwardedHeader,
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),

@@ -1,5 +1,5 @@
 /**
- * The HTTP face of a `worker` replica (issue 11): only `GET /healthz`. A
+ * The HTTP face of a `worker` replica: only `GET /healthz`. A
  * worker takes its jobs from the shared PostgreSQL queue, never from
  * clients, so `/mcp` is not served (404) and no API key is ever checked.
  *
@@ -7,6 +7,7 @@
  */
 
 import { log } from "../log/mod.ts";
+import { type HealthFields, healthResponse } from "./health.ts";
 import type { HttpServerHandle } from "./server.ts";
 
 /** Options of {@link startHealthServer}. */
@@ -15,8 +16,8 @@ export interface HealthServerOptions {
   hostname: string;
   /** 0 picks a free port. */
   port: number;
-  /** The fields of `/healthz` besides `status`. */
-  health: () => Record<string, unknown> | Promise<Record<string, unknown>>;
+  /** The fields of `/healthz` besides `status` (`unavailable` makes it 503, see health.ts). */
+  health: () => HealthFields | Promise<HealthFields>;
 }
 
 /** Starts a server that answers `/healthz` and nothing else. */
@@ -37,7 +38,7 @@ export function startHealthServer(options: HealthServerOptions): Promise<HttpSer
     if (request.method !== "GET" && request.method !== "HEAD") {
       return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
     }
-    return Response.json({ status: "ok", ...(await options.health()) });
+    return healthResponse(await options.health());
   });
   const addr = server.addr as Deno.NetAddr;
   log("info", "http", `worker health on http://${addr.hostname}:${addr.port}/healthz`);

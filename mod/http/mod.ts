@@ -5,7 +5,16 @@
  */
 
 export { DEFAULT_CONNECTION_LIMITS, startHttpServer } from "./server.ts";
-export { ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export { CLIENT_ADDRESS_HEADER, ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export {
+  type AddressRange,
+  AddressSet,
+  clientAddress,
+  clientKey,
+  type ForwardedHeader,
+  parseAddressRange,
+} from "./client_address.ts";
+export { DATABASE_UNAVAILABLE, type HealthFields, healthResponse, withDatabase } from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
 export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
 export {

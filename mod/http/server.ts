@@ -38,6 +38,7 @@ import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
+import { type HealthFields, healthResponse } from "./health.ts";
 
 /** Options of {@link startHttpServer}. */
 export interface HttpServerOptions {
@@ -82,23 +83,6 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   clientConnectionsPerSecond: 20,
   maxPendingHeads: 128,
 };
-
-/**
- * What `/healthz` reports besides `status`. `unavailable`, when set, says
- * why the server cannot serve now: the answer is then 503 with
- * `status: "unavailable"` and that text as `reason`.
- */
-export type HealthFields = Record<string, unknown> & { unavailable?: string };
-
-/** The `/healthz` response for `fields`: 200 `ok`, or 503 with the reason. */
-export function healthResponse(fields: HealthFields): Response {
-  const { unavailable, ...rest } = fields;
-  if (unavailable === undefined) return Response.json({ status: "ok", ...rest });
-  return Response.json({ status: "unavailable", reason: unavailable, ...rest }, {
-    status: 503,
-    headers: { "retry-after": "5" },
-  });
-}
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
