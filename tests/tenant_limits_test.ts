@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import type net from "node:net";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
-import { scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
+import { paddedScanFlood, scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "../mod/image/sharp.ts";
 import { openFrom, type RawResponse, requestFrom } from "./helpers/from_address.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
@@ -66,6 +66,13 @@ const listTools = { jsonrpc: "2.0", id: 1, method: "tools/list" };
 
 function call(name: string, args: Record<string, unknown>) {
   return { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name, arguments: args } };
+}
+
+/** A 64×64 PNG of one colour, in base64. */
+async function solidPng(background: { r: number; g: number; b: number }): Promise<string> {
+  const png = await sharp({ create: { width: 64, height: 64, channels: 3, background } }).png()
+    .toBuffer();
+  return new Uint8Array(png).toBase64();
 }
 
 /** Runs `request` `count` times in a row; returns each latency in ms (all must answer 200). */
@@ -190,6 +197,8 @@ Deno.test({
     const listenersBefore = ownTcpListeners();
     const app = await startApp(config);
     const port = app.http!.port;
+    const tool = (from: string, key: string, name: string, args: Record<string, unknown>) =>
+      mcp(from, port, key, call(name, args));
     try {
       await t.step(
         "the inner server is no TCP port: a Unix socket in a 0700 directory",
@@ -303,42 +312,15 @@ Deno.test({
         async () => {
           // The finding's file: a real progressive JPEG, one 0x00 before the first SOS, its
           // smallest scan repeated to 8,000 scans (19.8 MB).
-          const size = 896;
-          const noise = new Uint8Array(size * size * 3).map((_, i) =>
-            (Math.imul(i, 2654435761) >>> 24) & 255
-          );
-          const jpeg = new Uint8Array(
-            await sharp(noise, { raw: { width: size, height: size, channels: 3 } })
-              .jpeg({ progressive: true, quality: 90 }).toBuffer(),
-          );
-          const starts: number[] = [];
-          for (let i = 0; i + 1 < jpeg.length; i++) {
-            if (jpeg[i] === 0xff && jpeg[i + 1] === 0xda) starts.push(i);
-          }
-          const eoi = jpeg.length - 2;
-          const dcRefinement = jpeg.subarray(starts[6], starts[7]);
-          const parts = [
-            jpeg.subarray(0, starts[0]),
-            new Uint8Array([0]),
-            jpeg.subarray(starts[0], eoi),
-          ];
-          for (let i = starts.length; i < 8000; i++) parts.push(dcRefinement);
-          parts.push(jpeg.subarray(eoi));
-          const evil = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-          parts.reduce((o, p) => (evil.set(p, o), o + p.length), 0);
+          const evil = (await paddedScanFlood()).padded;
           assert.ok(evil.length > 15_000_000, `${evil.length} bytes`);
           const started = performance.now();
           const refused = toolResult(
-            await mcp(
-              "127.0.0.4",
-              port,
-              attacker.key,
-              call("generate_guided_image", {
-                positive_prompt: "x",
-                control_mode: "depth",
-                input_image: evil.toBase64(),
-              }),
-            ),
+            await tool("127.0.0.4", attacker.key, "generate_guided_image", {
+              positive_prompt: "x",
+              control_mode: "depth",
+              input_image: evil.toBase64(),
+            }),
           );
           const refusedMs = performance.now() - started;
           assert.equal(refused.isError, true);
@@ -349,27 +331,14 @@ Deno.test({
           // resize on a 2-core x86-64 VM), four at a time from the attacker, each refused only
           // after its decode (an all-black mask), so they hold decode slots and queue no job.
           const heavy = scanFloodJpeg({ size: 4096, acScans: 99 }).toBase64();
-          const black = new Uint8Array(
-            await sharp({
-              create: { width: 64, height: 64, channels: 3, background: { r: 0, g: 0, b: 0 } },
-            }).png().toBuffer(),
-          ).toBase64();
-          const small = new Uint8Array(
-            await sharp({
-              create: { width: 64, height: 64, channels: 3, background: { r: 90, g: 120, b: 200 } },
-            }).png().toBuffer(),
-          ).toBase64();
+          const black = await solidPng({ r: 0, g: 0, b: 0 });
+          const small = await solidPng({ r: 90, g: 120, b: 200 });
           const victimCall = () =>
-            mcp(
-              "127.0.0.5",
-              port,
-              owner.key,
-              call("inpaint_image", {
-                positive_prompt: "x",
-                input_image: small,
-                mask_image: black,
-              }),
-            );
+            tool("127.0.0.5", owner.key, "inpaint_image", {
+              positive_prompt: "x",
+              input_image: small,
+              mask_image: black,
+            });
           // The victim's own cost, for the log: two decode processes and an uncached key.
           const alone = await measure(5, victimCall);
           let stopped = false;
@@ -378,16 +347,11 @@ Deno.test({
             while (!stopped) {
               const t0 = performance.now();
               const r = toolResult(
-                await mcp(
-                  "127.0.0.4",
-                  port,
-                  attacker.key,
-                  call("inpaint_image", {
-                    positive_prompt: "x",
-                    input_image: heavy,
-                    mask_image: black,
-                  }),
-                ),
+                await tool("127.0.0.4", attacker.key, "inpaint_image", {
+                  positive_prompt: "x",
+                  input_image: heavy,
+                  mask_image: black,
+                }),
               );
               attackMs.push(performance.now() - t0);
               assert.match(r.text, /mask_image has no pixel brighter/);

@@ -328,30 +328,21 @@ export class ConnectionGuard {
     const refusal = this.#peers.admit(key);
     if (refusal === null) return null;
     const o = this.#options;
-    if (refusal === "rate") {
-      this.#refusals.note("a client connects too fast", {
-        client: key,
-        perSecond: o.clientConnectionsPerSecond,
-      });
-      return rawResponse(
-        429,
-        "Too Many Requests",
+    const [reason, limit, message] = refusal === "rate"
+      ? [
+        "a client connects too fast",
+        { perSecond: o.clientConnectionsPerSecond },
         `this client opens connections faster than ${o.clientConnectionsPerSecond} a second ` +
-          `(server.client_connections_per_second); retry shortly`,
-        "retry-after: 1\r\n",
-      );
-    }
-    this.#refusals.note("a client has too many open connections", {
-      client: key,
-      max: o.maxConnectionsPerClient,
-    });
-    return rawResponse(
-      429,
-      "Too Many Requests",
-      `this client has ${this.#peers.open(key)} open connections, the most allowed ` +
+        `(server.client_connections_per_second); retry shortly`,
+      ]
+      : [
+        "a client has too many open connections",
+        { max: o.maxConnectionsPerClient },
+        `this client has ${this.#peers.open(key)} open connections, the most allowed ` +
         `(server.max_connections_per_client); retry when one has finished`,
-      "retry-after: 1\r\n",
-    );
+      ];
+    this.#refusals.note(reason, { client: key, ...limit });
+    return rawResponse(429, "Too Many Requests", message, "retry-after: 1\r\n");
   }
 
   async #accept(): Promise<void> {

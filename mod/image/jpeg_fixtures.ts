@@ -12,8 +12,14 @@
  * decodes every one of them, and each walks the whole coefficient buffer:
  * decode time grows with scans × blocks while the file stays small.
  *
+ * {@link paddedScanFlood} builds the file of the finding that hid scans from
+ * the count: a real progressive JPEG from sharp, one 0x00 byte before its
+ * first SOS, and its smallest scan repeated to 8,000 scans (19.8 MB).
+ *
  * @module
  */
+
+import { sharpLib as sharp } from "./sharp.ts";
 
 /** Options of {@link scanFloodJpeg}. */
 export interface ScanFloodOptions {
@@ -103,4 +109,63 @@ export function scanFloodJpeg(options: ScanFloodOptions): Uint8Array {
   }
   out.push(0xff, 0xd9);
   return new Uint8Array(out.parts);
+}
+
+/** What {@link paddedScanFlood} built. */
+export interface PaddedScanFlood {
+  /** The file: one 0x00 before the first SOS, 8,000 scans. */
+  padded: Uint8Array;
+  /** The same scans without the 0x00 byte. */
+  unpadded: Uint8Array;
+  /** The offset of the 0x00 byte (where the first SOS was). */
+  padAt: number;
+}
+
+function join(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
+/** Builds the file of the module documentation (about 20 MB; takes a fraction of a second). */
+export async function paddedScanFlood(scans = 8000): Promise<PaddedScanFlood> {
+  // 896×896 noise: its DC refinement scan, the smallest of libjpeg's 10, is about 2.4 KB.
+  const size = 896;
+  const noise = new Uint8Array(size * size * 3).map((_, i) =>
+    (Math.imul(i, 2654435761) >>> 24) & 255
+  );
+  const jpeg = new Uint8Array(
+    await sharp(noise, { raw: { width: size, height: size, channels: 3 } })
+      .jpeg({ progressive: true, quality: 90 }).toBuffer(),
+  );
+  // sharp's entropy-coded data never holds FF DA, so these are the SOS markers.
+  const starts: number[] = [];
+  for (let i = 0; i + 1 < jpeg.length; i++) {
+    if (jpeg[i] === 0xff && jpeg[i + 1] === 0xda) starts.push(i);
+  }
+  const eoi = jpeg.length - 2;
+  const ends = [...starts.slice(1), eoi];
+  const smallest = starts.reduce(
+    (best, _, i) => ends[i] - starts[i] < ends[best] - starts[best] ? i : best,
+    0,
+  );
+  const repeated = new Array(scans - starts.length).fill(
+    jpeg.subarray(starts[smallest], ends[smallest]),
+  );
+  const tail = jpeg.subarray(eoi);
+  return {
+    padded: join([
+      jpeg.subarray(0, starts[0]),
+      new Uint8Array([0x00]),
+      jpeg.subarray(starts[0], eoi),
+      ...repeated,
+      tail,
+    ]),
+    unpadded: join([jpeg.subarray(0, eoi), ...repeated, tail]),
+    padAt: starts[0],
+  };
 }

@@ -4,7 +4,7 @@ import { ToolError } from "../mcp/tool.ts";
 import { decodeImageInput, toRgbImage } from "./decode.ts";
 import { pngChunk as chunk } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
-import { scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { paddedScanFlood, scanFloodJpeg } from "./jpeg_fixtures.ts";
 import { CorruptJpeg, countJpegScans, MAX_JPEG_SCANS, prunePngChunks } from "./structure.ts";
 
 const pixels = new Uint8Array(64 * 64 * 3).map((_, i) => (i * 37) % 251);
@@ -60,59 +60,25 @@ Deno.test("a JPEG with more than 100 scans is refused before decoding", async ()
   );
 });
 
-/** The SOS offsets of a JPEG made by sharp (its scan data holds no 0xFF 0xDA). */
-function scanStarts(jpeg: Uint8Array): number[] {
-  const out: number[] = [];
-  for (let i = 0; i + 1 < jpeg.length; i++) {
-    if (jpeg[i] === 0xff && jpeg[i + 1] === 0xda) out.push(i);
-  }
-  return out;
-}
-
 Deno.test("one 0x00 before the first SOS of a progressive JPEG with 8,000 scans (19.8 MB): refused as corrupt before decoding", async () => {
-  // A real progressive JPEG (10 scans), its smallest scan (the DC refinement, ~2.4 KB at
-  // 896×896) repeated to 8,000 scans, and one 0x00 byte before the first SOS: libjpeg skips
-  // the byte with a warning and decodes every scan, while a walk that stops at it counts 0.
-  const size = 896;
-  const noise = new Uint8Array(size * size * 3).map((_, i) =>
-    (Math.imul(i, 2654435761) >>> 24) & 255
-  );
-  const jpeg = new Uint8Array(
-    await sharp(noise, { raw: { width: size, height: size, channels: 3 } })
-      .jpeg({ progressive: true, quality: 90 }).toBuffer(),
-  );
-  const starts = scanStarts(jpeg);
-  const eoi = jpeg.length - 2;
-  const ends = [...starts.slice(1), eoi];
-  const smallest = starts.reduce(
-    (best, _, i) => ends[i] - starts[i] < ends[best] - starts[best] ? i : best,
-    0,
-  );
-  const scan = jpeg.subarray(starts[smallest], ends[smallest]);
-  const repeated = Array(8000 - starts.length).fill(scan);
-  const padded = concat(
-    jpeg.subarray(0, starts[0]),
-    new Uint8Array([0x00]),
-    jpeg.subarray(starts[0], eoi),
-    ...repeated,
-    jpeg.subarray(eoi),
-  );
+  // libjpeg skips the byte with a warning and decodes every scan, while a walk that stopped at
+  // it counted 0 scans.
+  const { padded, unpadded, padAt } = await paddedScanFlood();
   assert.ok(padded.length > 19_000_000, `${padded.length} bytes`);
   assert.throws(
     () => countJpegScans(padded),
     (error: unknown) =>
       error instanceof CorruptJpeg &&
-      error.message === `byte 0x00 at offset ${starts[0]} where a marker must start`,
+      error.message === `byte 0x00 at offset ${padAt} where a marker must start`,
   );
   await rejectsImage(
     decodeImageInput("input_image", padded.toBase64()),
     new RegExp(
-      `^input_image: the JPEG is corrupt: byte 0x00 at offset ${starts[0]} where a marker must ` +
+      `^input_image: the JPEG is corrupt: byte 0x00 at offset ${padAt} where a marker must ` +
         `start; re-saving it`,
     ),
   );
   // Without the padding byte the same file is counted, and refused for its scans.
-  const unpadded = concat(jpeg.subarray(0, eoi), ...repeated, jpeg.subarray(eoi));
   assert.equal(countJpegScans(unpadded), MAX_JPEG_SCANS + 1);
   await rejectsImage(
     decodeImageInput("input_image", unpadded.toBase64()),
