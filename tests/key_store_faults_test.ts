@@ -44,9 +44,15 @@ async function postmasterPid(dataDir: string): Promise<number> {
   return Number(text.split("\n")[0]);
 }
 
+/**
+ * The live traffic of these tests is many clients' load from one address (127.0.0.1), up to
+ * 100 requests a second while the database is down: above one client's connect rate.
+ */
+const MANY_CLIENTS = { client_connections_per_second: 1000 };
+
 /** Starts the server on the embedded default in `dataDir` (or the tiny config's own). */
 async function embeddedHarness(configText?: (text: string) => string): Promise<Harness> {
-  const temp = await writeTinyConfig();
+  const temp = await writeTinyConfig("", MANY_CLIENTS);
   if (configText) {
     await Deno.writeTextFile(temp.path, configText(await Deno.readTextFile(temp.path)));
   }
@@ -78,7 +84,7 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
 
 async function serverHarness(): Promise<Harness> {
   const tdb: TestDatabase = await openTestDatabase("key_store_faults");
-  const temp = await writeTinyConfig();
+  const temp = await writeTinyConfig("", MANY_CLIENTS);
   const config = await loadConfig({
     path: temp.path,
     overrides: { transport: "http" },

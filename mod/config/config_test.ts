@@ -241,7 +241,7 @@ Deno.test("the [server] slow-client limits resolve to milliseconds and counts", 
 Deno.test("the [server] per-client limits and trusted proxies", async () => {
   const defaults = (await loadConfig({ env: {} })).server;
   assert.equal(defaults.maxConnectionsPerClient, 32);
-  assert.equal(defaults.clientConnectionsPerSecond, 20);
+  assert.equal(defaults.clientConnectionsPerSecond, 50);
   assert.equal(defaults.maxPendingHeads, 128);
   assert.deepEqual(defaults.trustedProxies, [], "no proxy is trusted unless configured");
   assert.equal(defaults.forwardedHeader, "x-forwarded-for");

@@ -80,7 +80,7 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   idleTimeoutMs: 60_000,
   maxConnections: 512,
   maxConnectionsPerClient: 32,
-  clientConnectionsPerSecond: 20,
+  clientConnectionsPerSecond: 50,
   maxPendingHeads: 128,
 };
 
