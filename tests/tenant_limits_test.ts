@@ -18,6 +18,7 @@ import { paddedScanFlood, scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "../mod/image/sharp.ts";
 import { openFrom, type RawResponse, requestFrom } from "./helpers/from_address.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
+import { ownTcpListeners, ownUnixSockets } from "./helpers/own_sockets.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
@@ -135,43 +136,6 @@ function idleFlood(port: number, addresses: string[], perAddress: number, reopen
   };
 }
 
-/** A `/proc` file's text, read by `cat` (Deno lets a program read /proc only with `--allow-all`). */
-function procText(path: string): string {
-  return new TextDecoder().decode(new Deno.Command("cat", { args: [path] }).outputSync().stdout);
-}
-
-/** The inodes of the TCP sockets listening now (IPv4 and IPv6). */
-function tcpListenInodes(): Set<string> {
-  const out = new Set<string>();
-  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    for (const line of procText(file).split("\n").slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === "0A") out.add(f[9]); // st = LISTEN, then the inode column
-    }
-  }
-  return out;
-}
-
-/**
- * The socket inodes this process holds open, read by `find` (Deno lets a
- * program read its own `/proc/<pid>/fd` only with `--allow-all`).
- */
-function ownSocketInodes(): Set<string> {
-  const out = new Deno.Command("find", {
-    args: [`/proc/${Deno.pid}/fd`, "-lname", "socket:*", "-printf", "%l\\n"],
-    stderr: "null",
-  }).outputSync();
-  const links = new TextDecoder().decode(out.stdout).split("\n");
-  return new Set(
-    links.map((l) => /^socket:\[(\d+)\]$/.exec(l)?.[1]).filter((i) => i !== undefined),
-  );
-}
-
-function ownTcpListeners(): Set<string> {
-  const own = ownSocketInodes();
-  return new Set([...tcpListenInodes()].filter((inode) => own.has(inode)));
-}
-
 Deno.test({
   name:
     "tenants: idle connections, JPEG scans, guessed secrets and the inner port cannot refuse others",
@@ -205,11 +169,7 @@ Deno.test({
         async () => {
           const added = [...ownTcpListeners()].filter((inode) => !listenersBefore.has(inode));
           assert.equal(added.length, 1, `TCP listeners opened by the server: ${added.length}`);
-          const own = ownSocketInodes();
-          const unix = procText("/proc/net/unix").split("\n").slice(1)
-            .map((line) => line.trim().split(/\s+/))
-            .filter((f) => own.has(f[6]) && /\/sd15-mcp-http-[^/]+\/http\.sock$/.test(f[7] ?? ""))
-            .map((f) => f[7]);
+          const unix = ownUnixSockets(/\/sd15-mcp-http-[^/]+\/http\.sock$/);
           assert.ok(unix.length >= 1, "no inner Unix socket found");
           const dir = unix[0].slice(0, unix[0].lastIndexOf("/"));
           const info = Deno.statSync(dir);

@@ -299,10 +299,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
 
   return (async () => {
     let guard: ConnectionGuard | undefined;
+    let innerServer: Deno.HttpServer | undefined;
     const inner = await innerListener();
     try {
       // Reachable only by the guard: a private Unix socket (or loopback TCP on Windows).
-      const server = Deno.serve({
+      const server = innerServer = Deno.serve({
         ...inner.listen,
         onListen: () => {},
         onError: (error) => {
@@ -346,7 +347,9 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         },
       } satisfies HttpServerHandle;
     } catch (error) {
+      // E.g. the public port is taken: nothing may stay listening.
       await guard?.close().catch(() => {});
+      await innerServer?.shutdown().catch(() => {});
       await inner.remove();
       throw error;
     }

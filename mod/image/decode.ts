@@ -13,7 +13,7 @@ import { ToolError } from "../mcp/tool.ts";
 import type { Mask, RgbImage } from "../pipeline/types.ts";
 import { decodeBase64 } from "./base64.ts";
 import { splitImageString } from "./data_uri.ts";
-import { decodeIsolated } from "./decode_process.ts";
+import { decodeIsolated, DecodeProcessFailure } from "./decode_process.ts";
 import { DECODE_TIMEOUT_SECONDS } from "./limits.ts";
 import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
 import { checkImageStructure } from "./structure.ts";
@@ -59,6 +59,12 @@ function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
   const what = `${decoded.field}: the ${
     FORMAT_NAMES[decoded.format]
   } image (${decoded.width}×${decoded.height})`;
+  if (error instanceof DecodeProcessFailure && !error.started) {
+    return new ToolError(
+      "configuration",
+      `${decoded.field}: input images cannot be decoded on this server: ${detail}`,
+    );
+  }
   if (/^timeout/.test(detail)) {
     return new ToolError(
       "image",

@@ -36,6 +36,24 @@ import {
 } from "./decode_child.ts";
 import type { RawPixels } from "./sharp.ts";
 
+/**
+ * A decode process that ended without answering. `started` is false when
+ * it exited with an error code (it could not start: the server's fault,
+ * not the image's), true when a signal ended it mid-decode (a crash, or the
+ * kernel's out-of-memory killer).
+ */
+export class DecodeProcessFailure extends Error {
+  /** Whether the process had started decoding (see the class documentation). */
+  readonly started: boolean;
+
+  /** Creates the failure; `message` says how the process ended. */
+  constructor(message: string, started: boolean) {
+    super(message);
+    this.name = "DecodeProcessFailure";
+    this.started = started;
+  }
+}
+
 /** Options of {@link decodeIsolated}. */
 export interface DecodeIsolatedOptions {
   /** Deadline from spawn to answer, in ms; past it the process is killed. */
@@ -161,7 +179,7 @@ export async function decodeIsolated(
     const writing = writer.write(encodeFrame(order, bytes)).then(() => writer.close())
       .catch(() => {});
     const [out, err, status] = await Promise.all([
-      readCapped(child.stdout, 64 + order.width * order.height * 4),
+      readCapped(child.stdout, 65_536 + order.width * order.height * 4),
       readCapped(child.stderr, STDERR_BYTES),
       child.status,
       writing,
@@ -176,8 +194,12 @@ export async function decodeIsolated(
       answer = decodeFrame<DecodeAnswer>(out);
     } catch {
       const why = status.signal ? `signal ${status.signal}` : `exit code ${status.code}`;
-      log("warn", "image", "the decode process failed", { why, stderr: lastLine(err) });
-      throw new Error(`the decode process ended without an answer (${why})`);
+      const detail = lastLine(err);
+      log("warn", "image", "the decode process failed", { why, stderr: detail });
+      throw new DecodeProcessFailure(
+        `the decode process ended without an answer (${why}${detail ? `: ${detail}` : ""})`,
+        status.signal !== null,
+      );
     }
     const header = answer.header;
     if (!header.ok) throw new Error(header.message);

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { decodeOrder } from "./decode_child.ts";
-import { decodeIsolated } from "./decode_process.ts";
+import { decodeIsolated, DecodeProcessFailure } from "./decode_process.ts";
 import { scanFloodJpeg } from "./jpeg_fixtures.ts";
 import { sharpLib as sharp } from "./sharp.ts";
 
@@ -70,6 +70,8 @@ Deno.test("a decode process that dies without answering is an error naming how i
       timeoutMs: 10_000,
       onSpawn: (pid) => Deno.kill(pid, "SIGKILL"),
     }),
-    /the decode process ended without an answer \(signal SIGKILL\)/,
+    (error: unknown) =>
+      error instanceof DecodeProcessFailure && error.started &&
+      /^the decode process ended without an answer \(signal SIGKILL\)$/.test(error.message),
   );
 });
