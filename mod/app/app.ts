@@ -266,18 +266,32 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     failuresPerMinute: config.auth.failuresPerMinute,
     unknownPrefixCacheMs: config.auth.unknownPrefixCacheMs,
   });
+  // Where either HTTP face listens, with the connection guard's limits.
+  const listen = {
+    hostname: config.server.host,
+    port: config.server.port,
+    limits: {
+      headerTimeoutMs: config.server.headerTimeoutMs,
+      bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
+      idleTimeoutMs: config.server.idleTimeoutMs,
+      maxConnections: config.server.maxConnections,
+      maxConnectionsPerClient: config.server.maxConnectionsPerClient,
+      clientConnectionsPerSecond: config.server.clientConnectionsPerSecond,
+      maxPendingHeads: config.server.maxPendingHeads,
+    },
+    trustedProxies: config.server.trustedProxies,
+    forwardedHeader: config.server.forwardedHeader,
+  };
   let http: HttpServerHandle;
   try {
     http = role === "worker"
       ? await startHealthServer({
-        hostname: config.server.host,
-        port: config.server.port,
+        ...listen,
         health: async () =>
           withDatabase(await probeDatabase(db!), { role, ...(await jobs.health()) }),
       })
       : await startHttpServer({
-        hostname: config.server.host,
-        port: config.server.port,
+        ...listen,
         allowedOrigins: config.server.allowedOrigins,
         authenticator,
         authFailureResponse,
@@ -290,17 +304,6 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
             tools: tools.length,
             role,
           }),
-        limits: {
-          headerTimeoutMs: config.server.headerTimeoutMs,
-          bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
-          idleTimeoutMs: config.server.idleTimeoutMs,
-          maxConnections: config.server.maxConnections,
-          maxConnectionsPerClient: config.server.maxConnectionsPerClient,
-          clientConnectionsPerSecond: config.server.clientConnectionsPerSecond,
-          maxPendingHeads: config.server.maxPendingHeads,
-        },
-        trustedProxies: config.server.trustedProxies,
-        forwardedHeader: config.server.forwardedHeader,
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),

@@ -4,7 +4,13 @@
  * @module
  */
 
-export { DEFAULT_CONNECTION_LIMITS, startHttpServer } from "./server.ts";
+export { startHttpServer } from "./server.ts";
+export {
+  DEFAULT_CONNECTION_LIMITS,
+  type GuardedServeOptions,
+  type GuardedServer,
+  serveGuarded,
+} from "./guarded_serve.ts";
 export { CLIENT_ADDRESS_HEADER, ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
 export {
   type AddressRange,

@@ -4,12 +4,9 @@
  * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
  * cap sized for two maximal images, authentication before any MCP work, a
  * cap on requests in flight per API key, and a graceful shutdown. The public
- * port belongs to a {@link ConnectionGuard} (header, body-rate and idle
- * deadlines, connection caps per process and per client, a connect rate
- * per client), which relays to `Deno.serve` on a Unix socket in a directory
- * only this process's user may enter (mode 0700, removed at shutdown), so
- * another local user cannot skip the guard's limits. On Windows, which has
- * no `Deno.serve({ path })`, the inner server listens on loopback TCP.
+ * port belongs to a connection guard (header, body-rate and idle deadlines,
+ * connection caps per process and per client, a connect rate per client),
+ * which relays to `Deno.serve` on a private Unix socket (`guarded_serve.ts`).
  *
  * `/healthz` answers 200 when the server can serve and 503 while it cannot
  * (its database is unavailable), with the reason in the body.
@@ -18,12 +15,9 @@
  */
 
 import { log } from "../log/mod.ts";
-import { type AddressRange, clientKey, type ForwardedHeader } from "./client_address.ts";
-import {
-  CLIENT_ADDRESS_HEADER,
-  ConnectionGuard,
-  type ConnectionLimits,
-} from "./connection_guard.ts";
+import { clientKey } from "./client_address.ts";
+import { CLIENT_ADDRESS_HEADER } from "./connection_guard.ts";
+import { type GuardedServeOptions, serveGuarded } from "./guarded_serve.ts";
 import {
   clientIdOf,
   type InFlightEntry,
@@ -40,12 +34,12 @@ import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
 import { type HealthFields, healthResponse } from "./health.ts";
 
-/** Options of {@link startHttpServer}. */
-export interface HttpServerOptions {
-  /** Interface to listen on, e.g. `127.0.0.1` (config `[server] host`). */
-  hostname: string;
-  /** 0 picks a free port. */
-  port: number;
+/**
+ * Options of {@link startHttpServer}: where it listens and the guard's
+ * limits ({@link GuardedServeOptions}: `[server] host`, `port`, …), then
+ * what it serves.
+ */
+export interface HttpServerOptions extends GuardedServeOptions {
   /** Browser origins allowed to call `/mcp`; requests without `Origin` pass. */
   allowedOrigins: readonly string[];
   /** Authenticates every `/mcp` request. */
@@ -58,31 +52,14 @@ export interface HttpServerOptions {
   health?: () => HealthFields | Promise<HealthFields>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
-  /** Slow-client limits of the public port (defaults: {@link DEFAULT_CONNECTION_LIMITS}). */
-  limits?: Partial<ConnectionLimits>;
-  /** Proxies whose client address header is believed (default none). */
-  trustedProxies?: readonly AddressRange[];
-  /** The header trusted proxies name the client in (default `x-forwarded-for`). */
-  forwardedHeader?: ForwardedHeader;
   /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
   maxRequestsPerKey?: number;
   /**
    * A `notifications/cancelled` for a request not in flight here: the
-   * request may be open at another replica (issue 11), which is told.
+   * request may be open at another replica, which is told.
    */
   onCancelElsewhere?: (owner: string, requestId: string | number) => void;
 }
-
-/** The defaults of config `[server]` for the slow-client limits. */
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  headerTimeoutMs: 10_000,
-  bodyMinBytesPerSecond: 32_768,
-  idleTimeoutMs: 60_000,
-  maxConnections: 512,
-  maxConnectionsPerClient: 32,
-  clientConnectionsPerSecond: 50,
-  maxPendingHeads: 128,
-};
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
@@ -297,79 +274,19 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
   }
 
-  return (async () => {
-    let guard: ConnectionGuard | undefined;
-    let innerServer: Deno.HttpServer | undefined;
-    const inner = await innerListener();
-    try {
-      // Reachable only by the guard: a private Unix socket (or loopback TCP on Windows).
-      const server = innerServer = Deno.serve({
-        ...inner.listen,
-        onListen: () => {},
-        onError: (error) => {
-          log("error", "http", "unhandled error", { error: String(error) });
-          return new Response("internal server error\n", { status: 500 });
-        },
-      }, handler);
-      const finished = server.finished.finally(() => inner.remove());
-      const innerAddr = server.addr as Deno.Addr as Deno.UnixAddr | Deno.NetAddr;
-      guard = ConnectionGuard.start({
-        ...DEFAULT_CONNECTION_LIMITS,
-        ...options.limits,
-        hostname: options.hostname,
-        port: options.port,
-        target: "path" in innerAddr
-          ? { transport: "unix", path: innerAddr.path }
-          : { hostname: innerAddr.hostname, port: innerAddr.port },
-        trustedProxies: options.trustedProxies,
-        forwardedHeader: options.forwardedHeader,
-      });
-      const addr = guard.addr;
-      const front = guard;
-      cors = new CorsPolicy(options.allowedOrigins, addr.port);
-      log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
-      return {
-        addr,
-        finished,
-        cancelRequest(owner, requestId) {
-          const done = inFlight.cancel(owner, requestId);
-          if (done) log("info", "http", "request cancelled at another replica", { requestId });
-          return done;
-        },
-        async shutdown(graceMs: number) {
-          await front.stopAccepting();
-          let timer: ReturnType<typeof setTimeout> | undefined;
-          const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));
-          const timedOut = await Promise.race([server.shutdown().then(() => false), expired]);
-          clearTimeout(timer);
-          if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
-          await front.close();
-        },
-      } satisfies HttpServerHandle;
-    } catch (error) {
-      // E.g. the public port is taken: nothing may stay listening.
-      await guard?.close().catch(() => {});
-      await innerServer?.shutdown().catch(() => {});
-      await inner.remove();
-      throw error;
-    }
-  })();
-}
-
-/** Where the inner `Deno.serve` listens, and how to clean up after it. */
-async function innerListener(): Promise<{
-  listen: { path: string } | { hostname: string; port: number };
-  remove(): Promise<void>;
-}> {
-  if (Deno.build.os === "windows") {
-    return { listen: { hostname: "127.0.0.1", port: 0 }, remove: () => Promise.resolve() };
-  }
-  // mkdtemp creates the directory 0700; the chmod states it rather than trusting the umask.
-  const dir = await Deno.makeTempDir({ prefix: "sd15-mcp-http-" });
-  await Deno.chmod(dir, 0o700);
-  let removed: Promise<void> | undefined;
-  return {
-    listen: { path: `${dir}/http.sock` },
-    remove: () => removed ??= Deno.remove(dir, { recursive: true }).catch(() => {}),
-  };
+  return serveGuarded(options, handler).then((served) => {
+    const addr = served.addr;
+    cors = new CorsPolicy(options.allowedOrigins, addr.port);
+    log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
+    return {
+      addr,
+      finished: served.finished,
+      shutdown: (graceMs: number) => served.shutdown(graceMs),
+      cancelRequest(owner, requestId) {
+        const done = inFlight.cancel(owner, requestId);
+        if (done) log("info", "http", "request cancelled at another replica", { requestId });
+        return done;
+      },
+    } satisfies HttpServerHandle;
+  });
 }
