@@ -17,7 +17,7 @@
 export type HealthFields = Record<string, unknown> & { unavailable?: string };
 
 /** The reason `/healthz` gives while the database does not answer. */
-export const DATABASE_UNAVAILABLE =
+export const DATABASE_UNAVAILABLE: string =
   "the database is unavailable (a SELECT 1 bounded to 1 s failed or timed out): API keys " +
   "cannot be checked nor jobs stored until it answers again";
 
