@@ -10,6 +10,7 @@ import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { ImageService, runImageRequest } from "../generation/mod.ts";
+import { holdSpareDecoders } from "../image/mod.ts";
 import {
   type HttpServerHandle,
   startHealthServer,
@@ -108,6 +109,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     seed: config.generation.seed,
     output: config.output,
   });
+  // Input images decode in processes of their own; once one is decoded, two wait started
+  // (a call's image and mask), so calls do not wait for a process to start.
+  const releaseDecoders = holdSpareDecoders(2);
   const limits = {
     queueLimit: config.generation.queueLimit,
     resultTtlMs: config.jobs.resultTtlMs,
@@ -201,6 +205,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await stopped;
     }
     await jobs.dispose();
+    await releaseDecoders();
   };
 
   if (config.server.transport === "stdio") {

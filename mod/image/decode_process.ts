@@ -8,9 +8,14 @@
  * 8,000 scans ran 16 s past a 10 s timeout, and kept a core busy for the 3 s
  * watched after its Worker was terminated).
  *
- * One process per decode: starting one (Deno, sharp and libvips loaded)
- * costs about 80 ms and 65 MB, small beside a guided or inpaint
- * generation, and leaves nothing running between calls.
+ * One process per decode, so no tenant's image is decoded in a process that
+ * held another's: starting one (Deno, sharp and libvips loaded) costs about
+ * 80 ms and 65 MB on an idle 2-core x86-64 VM, and several times that on a
+ * busy one. A server keeps spare processes started ahead
+ * ({@link keepSpareDecoders}): once it has decoded an image, up to that
+ * many wait, loaded, for the next decodes, and each one taken is replaced
+ * in the background, so a call does not wait for a start; after
+ * {@link SPARE_IDLE_MS} without a decode they are stopped.
  *
  * The process is the server's own executable, run through
  * `/proc/self/exe` on Linux (one fixed path the `serve` permission set can
@@ -56,9 +61,9 @@ export class DecodeProcessFailure extends Error {
 
 /** Options of {@link decodeIsolated}. */
 export interface DecodeIsolatedOptions {
-  /** Deadline from spawn to answer, in ms; past it the process is killed. */
+  /** Deadline from the start of the decode to its answer, in ms; past it the process is killed. */
   timeoutMs: number;
-  /** Called with the decode process's id once it runs (tests). */
+  /** Called with the decode process's id when the decode starts (tests). */
   onSpawn?: (pid: number) => void;
 }
 
@@ -78,6 +83,86 @@ const STDERR_BYTES = 8192;
 
 let cached: ChildCommand | undefined;
 let warned = false;
+
+/** How long spare decode processes wait for a decode before they are stopped. */
+export const SPARE_IDLE_MS = 10 * 60_000;
+
+/**
+ * Spare processes wanted (0 = none), those waiting (started at a decode,
+ * so none before the first), and the timer that stops them when idle.
+ */
+const spares = {
+  wanted: 0,
+  waiting: [] as Deno.ChildProcess[],
+  idle: undefined as ReturnType<typeof setTimeout> | undefined,
+};
+
+function spawnChild(command: { path: string; args: string[] }): Deno.ChildProcess {
+  return new Deno.Command(command.path, {
+    args: command.args,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+    env: { ...Object.fromEntries(SECRETS.map((name) => [name, ""])), DENO_NO_UPDATE_CHECK: "1" },
+  }).spawn();
+}
+
+/** Kills `child` and releases its pipes. */
+async function stopChild(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGKILL");
+  } catch { /* already gone */ }
+  await Promise.allSettled([
+    child.status,
+    child.stdin.close(),
+    child.stdout.cancel(),
+    child.stderr.cancel(),
+  ]);
+}
+
+/** A started decode process: a spare when one waits (then a replacement starts), else a new one. */
+function takeChild(command: { path: string; args: string[] }): Deno.ChildProcess {
+  if (spares.wanted === 0) return spawnChild(command);
+  const child = spares.waiting.shift() ?? spawnChild(command);
+  while (spares.waiting.length < spares.wanted) spares.waiting.push(spawnChild(command));
+  clearTimeout(spares.idle);
+  spares.idle = setTimeout(() => void stopSpares(), SPARE_IDLE_MS);
+  Deno.unrefTimer(spares.idle);
+  return child;
+}
+
+async function stopSpares(): Promise<void> {
+  clearTimeout(spares.idle);
+  spares.idle = undefined;
+  await Promise.all(spares.waiting.splice(0).map(stopChild));
+}
+
+/** The ids of the spare decode processes waiting now (tests). */
+export function spareDecoderPids(): number[] {
+  return spares.waiting.map((child) => child.pid);
+}
+
+/** Holders of {@link holdSpareDecoders}. */
+let holders = 0;
+
+/**
+ * While held, keeps up to `count` decode processes started ahead, from the
+ * first decode on (see the module documentation). Returns the release,
+ * which stops the waiting processes once no holder is left and resolves
+ * when they are gone (call it at shutdown).
+ */
+export function holdSpareDecoders(count: number): () => Promise<void> {
+  holders++;
+  spares.wanted = Math.max(spares.wanted, count);
+  let released = false;
+  return async () => {
+    if (released) return;
+    released = true;
+    if (--holders > 0) return;
+    spares.wanted = 0;
+    await stopSpares();
+  };
+}
 
 function selfExecutable(): string {
   return Deno.build.os === "linux" ? "/proc/self/exe" : Deno.execPath();
@@ -158,13 +243,7 @@ export async function decodeIsolated(
     }
     return await decodeOrder(order, bytes);
   }
-  const child = new Deno.Command(command.path, {
-    args: command.args,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-    env: { ...Object.fromEntries(SECRETS.map((name) => [name, ""])), DENO_NO_UPDATE_CHECK: "1" },
-  }).spawn();
+  const child = takeChild(command);
   options.onSpawn?.(child.pid);
   let timedOut = false;
   const timer = setTimeout(() => {

@@ -5,7 +5,12 @@
 
 import assert from "node:assert/strict";
 import { decodeOrder } from "./decode_child.ts";
-import { decodeIsolated, DecodeProcessFailure } from "./decode_process.ts";
+import {
+  decodeIsolated,
+  DecodeProcessFailure,
+  holdSpareDecoders,
+  spareDecoderPids,
+} from "./decode_process.ts";
 import { scanFloodJpeg } from "./jpeg_fixtures.ts";
 import { sharpLib as sharp } from "./sharp.ts";
 
@@ -74,4 +79,38 @@ Deno.test("a decode process that dies without answering is an error naming how i
       error instanceof DecodeProcessFailure && error.started &&
       /^the decode process ended without an answer \(signal SIGKILL\)$/.test(error.message),
   );
+});
+
+Deno.test({
+  name: "held spare decoders start at the first decode, serve the next ones, and stop on release",
+  ignore: Deno.build.os !== "linux", // /proc shows whether the processes are gone
+  async fn() {
+    const png = new Uint8Array(
+      await sharp({ create: { width: 8, height: 8, channels: 3, background: "#808080" } })
+        .png().toBuffer(),
+    );
+    const order = { op: "gray" as const, width: 4, height: 4 };
+    const release = holdSpareDecoders(2);
+    try {
+      assert.deepEqual(spareDecoderPids(), [], "none before the first decode");
+      let first = 0;
+      await decodeIsolated(order, png, { timeoutMs: 10_000, onSpawn: (p) => first = p });
+      const waiting = spareDecoderPids();
+      assert.equal(waiting.length, 2);
+      assert.ok(!waiting.includes(first));
+      let second = 0;
+      const pixels = await decodeIsolated(order, png, {
+        timeoutMs: 10_000,
+        onSpawn: (p) => second = p,
+      });
+      assert.equal(second, waiting[0], "the next decode ran in a spare");
+      assert.ok(pixels.data.every((v) => v === 128));
+      assert.equal(spareDecoderPids().length, 2, "the spare taken was replaced");
+    } finally {
+      const left = spareDecoderPids();
+      await release();
+      assert.deepEqual(spareDecoderPids(), []);
+      for (const pid of left) assert.equal(alive(pid), false, `spare ${pid} still runs`);
+    }
+  },
 });

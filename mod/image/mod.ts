@@ -16,5 +16,6 @@ export {
 } from "./limits.ts";
 export { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
 export { DECODE_CHILD_FLAG, runDecodeChild } from "./decode_child.ts";
+export { holdSpareDecoders } from "./decode_process.ts";
 export { type ResizeKernel, resizeRgb } from "./resize.ts";
 export { encodePng, readPngText } from "./png.ts";
