@@ -1,6 +1,6 @@
 /**
- * Per-request authentication of `POST /mcp` (contract §5, issue 5 items
- * 3–5, 7): the `X-MCP-Token` shared secret, then the API key — format, row
+ * Per-request authentication of `POST /mcp` (contract §5): the
+ * `X-MCP-Token` shared secret, then the API key — format, row
  * lookup on every request ({@link KeyLookup}: single flight per prefix,
  * queued up to `dbTimeoutMs`, fail closed), the {@link VerificationCache}
  * (sliding TTL) and else scrypt through the {@link VerificationGate} (one run

@@ -1,5 +1,5 @@
 /**
- * Who may run scrypt, and when (issue 10): one tenant hammering a prefix
+ * Who may run scrypt, and when: one tenant hammering a prefix
  * with wrong secrets must not starve everyone else's verifications.
  *
  * - Per prefix, at most one scrypt is in flight; other candidates for that
