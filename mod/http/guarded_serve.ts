@@ -116,6 +116,8 @@ export async function serveGuarded(
       clearTimeout(timer);
       if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
       await front.close();
+      // Before the caller may exit: the socket's directory goes with the server.
+      await inner.remove();
     },
   };
 }

@@ -35,6 +35,31 @@ Deno.test({
   }
 });
 
+Deno.test({
+  name: "the inner socket is in a 0700 directory of its own, removed when the server has shut down",
+  ignore: Deno.build.os !== "linux", // reads /proc
+}, async () => {
+  const server = await startHttpServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    allowedOrigins: [],
+    authenticator: { authenticate: () => Promise.reject(new Error("not called")) },
+    createServer: () => {
+      throw new Error("not called");
+    },
+    authFailureResponse: () => new Response(null, { status: 401 }),
+  });
+  const sockets = ownUnixSockets(/\/sd15-mcp-http-[^/]+\/http\.sock$/);
+  assert.equal(sockets.length, 1, sockets.join(", "));
+  const dir = sockets[0].slice(0, sockets[0].lastIndexOf("/"));
+  assert.equal(Deno.statSync(dir).mode! & 0o777, 0o700);
+  const health = await fetch(`http://127.0.0.1:${server.addr.port}/healthz`);
+  assert.equal(health.status, 200);
+  await health.body?.cancel();
+  await server.shutdown(1_000);
+  assert.throws(() => Deno.statSync(dir), Deno.errors.NotFound, "the directory is left behind");
+});
+
 Deno.test("/healthz: 200 ok while the database answers, 503 with the reason while it does not", async () => {
   const ok = healthResponse(withDatabase("ok", { role: "all" }));
   assert.equal(ok.status, 200);
