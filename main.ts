@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { checkSetup, startApp, versionLine } from "./mod/app/mod.ts";
 import { type Help, printHelp, usageText } from "./mod/cli/mod.ts";
 import { ConfigError, defaultConfigPath, loadConfig } from "./mod/config/mod.ts";
+import { DECODE_CHILD_FLAG, runDecodeChild } from "./mod/image/mod.ts";
 import { log } from "./mod/log/mod.ts";
 
 const HELP: Help = {
@@ -67,6 +68,11 @@ function errorText(error: unknown): string {
 }
 
 async function main(): Promise<number> {
+  // A standalone binary decodes input images in a copy of itself (mod/image/decode_process.ts).
+  if (Deno.args.length === 1 && Deno.args[0] === DECODE_CHILD_FLAG) {
+    await runDecodeChild();
+    return 0;
+  }
   let values;
   try {
     ({ values } = parseArgs({

@@ -53,9 +53,15 @@ async function postmasterPid(dataDir: string): Promise<number> {
   return Number(text.split("\n")[0]);
 }
 
+/**
+ * The live traffic of these tests is many clients' load from one address (127.0.0.1), up to
+ * 100 requests a second while the database is down: above one client's connect rate.
+ */
+const MANY_CLIENTS = { client_connections_per_second: 1000 };
+
 /** Starts the server on the embedded default in `dataDir` (or the tiny config's own). */
 async function embeddedHarness(configText?: (text: string) => string): Promise<Harness> {
-  const temp = await writeTinyConfig();
+  const temp = await writeTinyConfig("", MANY_CLIENTS);
   if (configText) {
     await Deno.writeTextFile(temp.path, configText(await Deno.readTextFile(temp.path)));
   }
@@ -87,7 +93,7 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
 
 async function serverHarness(): Promise<Harness> {
   const tdb: TestDatabase = await openTestDatabase("key_store_faults");
-  const temp = await writeTinyConfig();
+  const temp = await writeTinyConfig("", MANY_CLIENTS);
   const config = await loadConfig({
     path: temp.path,
     overrides: { transport: "http" },
@@ -125,12 +131,21 @@ async function request(port: number, key: string): Promise<number> {
   return response.status;
 }
 
+/** `/healthz`: 200 while the database answers, 503 with the reason while it does not. */
 async function health(port: number): Promise<{ status: string; database: string }> {
   const response = await fetch(`http://127.0.0.1:${port}/healthz`, {
     signal: AbortSignal.timeout(5_000),
   });
-  assert.equal(response.status, 200);
-  return await response.json();
+  const body = await response.json();
+  if (body.database === "ok") {
+    assert.equal(response.status, 200);
+    assert.equal(body.status, "ok");
+  } else {
+    assert.equal(response.status, 503, JSON.stringify(body));
+    assert.equal(body.status, "unavailable");
+    assert.match(body.reason, /^the database is unavailable/);
+  }
+  return body;
 }
 
 /** Creates a key with the CLI; returns the key and its prefix. */

@@ -84,7 +84,7 @@ export function createInpaintImageTool(
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
       await deps.jobs.assertRoom(context);
-      const [image, mask] = await deps.images.prepareInputs(async () => {
+      const [image, mask] = await deps.images.prepareInputs(context.scope?.keyPrefix, async () => {
         const [decodedImage, decodedMask] = await Promise.all([
           decodeImageInput("input_image", args.input_image),
           decodeImageInput("mask_image", args.mask_image),

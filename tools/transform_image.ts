@@ -100,8 +100,10 @@ export function createTransformImageTool(
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
       await deps.jobs.assertRoom(context);
-      const image = await deps.images.prepareInputs(async () =>
-        toRgbImage(await decodeImageInput("input_image", args.input_image), width, height)
+      const image = await deps.images.prepareInputs(
+        context.scope?.keyPrefix,
+        async () =>
+          toRgbImage(await decodeImageInput("input_image", args.input_image), width, height),
       );
       return await deps.jobs.submit({
         tool: "transform_image",

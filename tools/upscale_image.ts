@@ -101,8 +101,10 @@ export function createUpscaleImageTool(
       await deps.jobs.assertRoom(context);
       // The asked-for size, else the one closest to the input's shape (after EXIF orientation).
       const sizes = args.size ? [UPSCALE_SIZES[args.size]] : UPSCALE_SIZE_LIST;
-      const image = await deps.images.prepareInputs(async () =>
-        toRgbImageClosest(await decodeImageInput("input_image", args.input_image), sizes)
+      const image = await deps.images.prepareInputs(
+        context.scope?.keyPrefix,
+        async () =>
+          toRgbImageClosest(await decodeImageInput("input_image", args.input_image), sizes),
       );
       const sizeId = args.size ??
         UPSCALE_SIZE_IDS.find((id) =>

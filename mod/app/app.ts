@@ -11,7 +11,13 @@ import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
 import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { checkImageRequest, ImageService, runImageRequest } from "../generation/mod.ts";
-import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
+import { holdSpareDecoders } from "../image/mod.ts";
+import {
+  type HttpServerHandle,
+  startHealthServer,
+  startHttpServer,
+  withDatabase,
+} from "../http/mod.ts";
 import {
   JobService,
   type JobStore,
@@ -110,6 +116,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     output: config.output,
     strengths: { transform: config.transform, upscale: config.upscale.strength },
   });
+  // Input images decode in processes of their own; once one is decoded, two wait started
+  // (a call's image and mask), so calls do not wait for a process to start.
+  const releaseDecoders = holdSpareDecoders(2);
   const limits = {
     queueLimit: config.generation.queueLimit,
     resultTtlMs: config.jobs.resultTtlMs,
@@ -211,6 +220,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       await stopped;
     }
     await jobs.dispose();
+    await releaseDecoders();
   };
 
   if (config.server.transport === "stdio") {
@@ -303,21 +313,32 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     failuresPerMinute: config.auth.failuresPerMinute,
     unknownPrefixCacheMs: config.auth.unknownPrefixCacheMs,
   });
+  // Where either HTTP face listens, with the connection guard's limits.
+  const listen = {
+    hostname: config.server.host,
+    port: config.server.port,
+    limits: {
+      headerTimeoutMs: config.server.headerTimeoutMs,
+      bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
+      idleTimeoutMs: config.server.idleTimeoutMs,
+      maxConnections: config.server.maxConnections,
+      maxConnectionsPerClient: config.server.maxConnectionsPerClient,
+      clientConnectionsPerSecond: config.server.clientConnectionsPerSecond,
+      maxPendingHeads: config.server.maxPendingHeads,
+    },
+    trustedProxies: config.server.trustedProxies,
+    forwardedHeader: config.server.forwardedHeader,
+  };
   let http: HttpServerHandle;
   try {
     http = role === "worker"
       ? await startHealthServer({
-        hostname: config.server.host,
-        port: config.server.port,
-        health: async () => ({
-          role,
-          ...(await jobs.health()),
-          database: await probeDatabase(db!),
-        }),
+        ...listen,
+        health: async () =>
+          withDatabase(await probeDatabase(db!), { role, ...(await jobs.health()) }),
       })
       : await startHttpServer({
-        hostname: config.server.host,
-        port: config.server.port,
+        ...listen,
         allowedOrigins: config.server.allowedOrigins,
         authenticator,
         authFailureResponse,
@@ -330,19 +351,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
             ready,
             cancelled: call.cancelled,
           }),
-        // `database` is "ok" or "unavailable"; the probe is bounded, so a database fault never stops /healthz.
-        health: async () => ({
-          ...(await jobs.health()),
-          tools: tools.length,
-          role,
-          database: await probeDatabase(db!),
-        }),
-        limits: {
-          headerTimeoutMs: config.server.headerTimeoutMs,
-          bodyMinBytesPerSecond: config.server.bodyMinBytesPerSecond,
-          idleTimeoutMs: config.server.idleTimeoutMs,
-          maxConnections: config.server.maxConnections,
-        },
+        // The probe is bounded, so a database fault never stops /healthz; it answers 503 then.
+        health: async () =>
+          withDatabase(await probeDatabase(db!), {
+            ...(await jobs.health()),
+            tools: tools.length,
+            role,
+          }),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),

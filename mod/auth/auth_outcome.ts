@@ -26,8 +26,12 @@ export type AuthOutcome = { ok: true; scope: Scope } | AuthFailure;
 
 /** Authenticates `POST /mcp` requests. */
 export interface Authenticator {
-  /** Checks one request's `X-MCP-Token` and API key. Never throws. */
-  authenticate(request: Request): Promise<AuthOutcome>;
+  /**
+   * Checks one request's `X-MCP-Token` and API key. `source` is who sent it
+   * (a client address key, see mod/http/client_address.ts); wrong secrets
+   * are budgeted per source. Never throws.
+   */
+  authenticate(request: Request, source?: string): Promise<AuthOutcome>;
   /** Waits for background `last_used_at` writes; does not close the database (the caller owns it). */
   close(): Promise<void>;
 }

@@ -1,13 +1,14 @@
 /**
- * Per-request authentication of `POST /mcp` (contract §5, issue 5 items
- * 3–5, 7): the `X-MCP-Token` shared secret, then the API key — format, row
+ * Per-request authentication of `POST /mcp` (contract §5): the
+ * `X-MCP-Token` shared secret, then the API key — format, row
  * lookup on every request ({@link KeyLookup}: single flight per prefix,
  * queued up to `dbTimeoutMs`, fail closed), the {@link VerificationCache}
  * (sliding TTL) and else scrypt through the {@link VerificationGate} (one run
- * per prefix in flight, a per-prefix failure budget, a bounded queue),
- * revocation and expiry — and a throttled background `last_used_at` write.
- * Issue 10: one tenant flooding a prefix with wrong secrets cannot starve
- * other keys' verifications or the active owner of that prefix.
+ * per prefix in flight, a failure budget per prefix and source, a bounded
+ * queue), revocation and expiry — and a throttled background `last_used_at`
+ * write. One tenant flooding a prefix with wrong secrets cannot starve other
+ * keys' verifications, nor lock out the owner of that prefix from another
+ * address, cached or not (`failure_budget.ts`).
  *
  * Messages: "invalid API key" covers unknown, deleted and wrong-secret keys
  * alike; "API key revoked" / "API key expired" are said only after the secret
@@ -47,7 +48,7 @@ export interface AuthenticatorOptions {
   maxConcurrentScrypt?: number;
   /** Prefixes that may wait for a scrypt run; beyond it 503 with `Retry-After` at once (default 32). */
   verifyQueueLimit?: number;
-  /** Wrong secrets per prefix per minute before 401 without scrypt (default 10). */
+  /** Wrong secrets per prefix per source per minute before 401 without scrypt (default 10). */
   failuresPerMinute?: number;
   /** How long an unknown prefix is answered from memory, in ms (default 2,000; 0 = never). */
   unknownPrefixCacheMs?: number;
@@ -69,6 +70,8 @@ const MISSING_KEY =
   "missing API key: send MCP-API-Key: guinness_<prefix>_<secret> or Authorization: Bearer guinness_<prefix>_<secret>";
 const UNAVAILABLE = "authentication database unavailable; try again later";
 const BUSY = "too many API key verifications in progress; retry in a second";
+const PACED =
+  "too many wrong secrets for this API key from many addresses; verifications of it are paced, retry shortly";
 
 function unauthorized(message: string, invalidToken: boolean): AuthFailure {
   return { ok: false, status: 401, message, invalidToken };
@@ -159,7 +162,7 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     return failure;
   };
 
-  const authenticate = async (request: Request): Promise<AuthOutcome> => {
+  const authenticate = async (request: Request, source: string): Promise<AuthOutcome> => {
     if (!local) {
       const token = request.headers.get("x-mcp-token");
       if (token === null || token === "") {
@@ -194,12 +197,20 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
 
     const id = VerificationCache.keyId(parsed.key);
     const known = cache.holds(id);
-    if (!known && gate.exhausted(prefix)) {
+    const budget = known ? { kind: "ok" as const } : gate.budget(prefix, source);
+    if (budget.kind === "spent") {
       // Nothing to learn from the row: unknown, wrong and throttled all answer 401, so a
-      // flood of guesses at a spent prefix costs neither a query nor scrypt.
+      // flood of guesses from a spent source costs neither a query nor scrypt.
       return refuseFlood(
         unauthorized("invalid API key", true),
-        "failure budget spent: too many wrong secrets for this prefix in the last minute",
+        "failure budget spent: too many wrong secrets for this prefix from this source in the last minute",
+        prefix,
+      );
+    }
+    if (budget.kind === "paced") {
+      return refuseFlood(
+        { ...unavailable(PACED), retryAfterSeconds: Math.ceil(budget.retryAfterMs / 1000) },
+        "prefix under attack from many sources: verification allowance used up",
         prefix,
       );
     }
@@ -233,7 +244,7 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
     if (!cache.hit(id, row)) {
       let verdict: GateResult;
       try {
-        verdict = await gate.verify(prefix, id, async () => {
+        verdict = await gate.verify(prefix, source, id, async () => {
           const matches = await verifyApiKey(parsed.key, row, scrypt);
           if (matches) cache.remember(id, row);
           return matches;
@@ -265,7 +276,18 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
         // Same answer as a wrong secret: a guesser learns nothing from hitting the budget.
         return refuseFlood(
           unauthorized("invalid API key", true),
-          "failure budget spent: too many wrong secrets for this prefix in the last minute",
+          "failure budget spent: too many wrong secrets for this prefix from this source in the last minute",
+          prefix,
+        );
+      }
+      if (verdict === "paced") {
+        const paced = gate.budget(prefix, source);
+        return refuseFlood(
+          {
+            ...unavailable(PACED),
+            retryAfterSeconds: paced.kind === "paced" ? Math.ceil(paced.retryAfterMs / 1000) : 1,
+          },
+          "prefix under attack from many sources: verification allowance used up",
           prefix,
         );
       }
@@ -287,9 +309,10 @@ export function createAuthenticator(options: AuthenticatorOptions): KeyAuthentic
   };
 
   return {
-    async authenticate(request: Request): Promise<AuthOutcome> {
+    async authenticate(request: Request, source?: string): Promise<AuthOutcome> {
       try {
-        return await authenticate(request);
+        // Requests without a source (no HTTP front: tests, tools) share one budget per prefix.
+        return await authenticate(request, source ?? "");
       } catch (error) {
         // Fail closed on anything unforeseen; the message is generic on purpose.
         const text = error instanceof Error ? error.name : typeof error;

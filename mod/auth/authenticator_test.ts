@@ -603,6 +603,47 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "wrong secrets from one source do not lock out the owner elsewhere, uncached; many sources are paced",
+        async () => {
+          const victim = await newKey();
+          // No success cache: every request of the owner runs scrypt, as after a restart.
+          const perSource = make({ failuresPerMinute: 3, cacheTtlMs: 0 });
+          const wrong = (i: number) =>
+            `guinness_${victim.prefix}_${String(i).padStart(4, "0")}${"Q".repeat(39)}`;
+          const from = (headers: Record<string, string>, source: string) =>
+            perSource.authenticate(request({ ...token, ...headers }), source);
+          for (let i = 0; i < 20; i++) await from({ "MCP-API-Key": wrong(i) }, "198.51.100.1");
+          const before = scryptRuns;
+          const spent = failure(await from({ "MCP-API-Key": wrong(50) }, "198.51.100.1"));
+          strictEqual(spent.status, 401);
+          strictEqual(scryptRuns, before, "the attacker's source is refused without scrypt");
+          for (let i = 0; i < 3; i++) {
+            ok((await from({ "MCP-API-Key": victim.key }, "203.0.113.5")).ok, `owner try ${i}`);
+          }
+          strictEqual(scryptRuns, before + 3, "the owner was verified each time, not cached");
+          // Three more attacking sources put the prefix under attack: a source that never
+          // verified it shares a paced allowance, the owner's source is not paced.
+          for (const source of ["198.51.100.2", "198.51.100.3"]) {
+            for (let i = 0; i < 3; i++) await from({ "MCP-API-Key": wrong(100 + i) }, source);
+          }
+          let paced: AuthOutcome | undefined;
+          for (let i = 0; i < 10 && (paced === undefined || paced.ok); i++) {
+            paced = await from({ "MCP-API-Key": wrong(200 + i) }, `192.0.2.${i + 1}`);
+            if (!paced.ok && paced.status === 401) paced = undefined; // a paced slot was used
+          }
+          const f = failure(paced!);
+          strictEqual(f.status, 503);
+          match(f.message, /from many addresses; verifications of it are paced/);
+          ok(((paced as { retryAfterSeconds?: number }).retryAfterSeconds ?? 0) >= 1);
+          ok(
+            (await from({ "MCP-API-Key": victim.key }, "203.0.113.5")).ok,
+            "the owner still passes",
+          );
+          await perSource.close();
+        },
+      );
+
       await t.step("a full verification queue is 503 with Retry-After: 1 at once", async () => {
         let open!: () => void;
         const gateOpen = new Promise<void>((resolve) => open = resolve);

@@ -1,15 +1,18 @@
 /**
- * Who may run scrypt, and when (issue 10): one tenant hammering a prefix
+ * Who may run scrypt, and when: one tenant hammering a prefix
  * with wrong secrets must not starve everyone else's verifications.
  *
  * - Per prefix, at most one scrypt is in flight; other candidates for that
  *   prefix wait their turn, and requests presenting the very same key share
  *   the in-flight result instead of queueing again.
- * - Per prefix, a {@link FailureBudget}: once spent, the answer is
- *   `throttled` without scrypt (checked when a request arrives and again
- *   when its turn comes).
+ * - Per prefix and source, a {@link FailureBudget}: once a source's budget
+ *   is spent, its answer is `throttled` without scrypt; while the prefix is
+ *   under attack from many sources and its allowance is used up, `paced`
+ *   (both checked when a request arrives and again when its turn comes).
  * - At most `failureLimit` distinct candidates wait per prefix: more could
- *   not all be tried before the budget stops them, so they are `crowded` at once.
+ *   not all be tried before the budget stops them, so they are `crowded` at
+ *   once; a source that verified the prefix's right secret recently still
+ *   queues (there are few such sources).
  * - Globally, `concurrency` scrypt runs at once and at most `queueLimit`
  *   prefixes waiting for a run; beyond that the answer is `busy` at once
  *   (the caller answers 503 with `Retry-After`), never a long wait. Since a
@@ -19,7 +22,7 @@
  */
 
 import { ConcurrencyLimit } from "../queue/mod.ts";
-import { FailureBudget } from "./failure_budget.ts";
+import { type BudgetVerdict, FailureBudget } from "./failure_budget.ts";
 
 /** Options for {@link VerificationGate}. */
 export interface VerificationGateOptions {
@@ -37,11 +40,13 @@ export interface VerificationGateOptions {
 
 /**
  * What became of one verification: the key matched, did not match, or was
- * not tried because the prefix spent its failure budget (`throttled`), the
+ * not tried because the source spent its failure budget for the prefix
+ * (`throttled`), the prefix is under attack and its allowance is used up
+ * (`paced`: {@link VerificationGate.budget} says until when), the
  * global verification queue is full (`busy`), or too many distinct keys for
  * this prefix are already waiting (`crowded`).
  */
-export type GateResult = "match" | "mismatch" | "throttled" | "busy" | "crowded";
+export type GateResult = "match" | "mismatch" | "throttled" | "paced" | "busy" | "crowded";
 
 /** One prefix's serial lane. */
 interface Lane {
@@ -76,9 +81,14 @@ export class VerificationGate {
     });
   }
 
-  /** True when `prefix` has spent its failure budget (no scrypt for it until failures age out). */
-  exhausted(prefix: string): boolean {
-    return this.#budget.exhausted(prefix);
+  /** Whether `source` may try a secret for `prefix` now (see {@link FailureBudget.verdict}). */
+  budget(prefix: string, source: string): BudgetVerdict {
+    return this.#budget.verdict(prefix, source);
+  }
+
+  /** Whether `source` verified the right secret of `prefix` recently. */
+  isGood(prefix: string, source: string): boolean {
+    return this.#budget.isGood(prefix, source);
   }
 
   /** scrypt runs in flight now. */
@@ -93,22 +103,33 @@ export class VerificationGate {
 
   /**
    * Verifies candidate `id` (a hash of the presented key and the stored
-   * hash) for `prefix` with `check`, which runs scrypt and resolves true on
-   * a match. Rejects only when `check` rejects.
+   * hash) for `prefix`, presented by `source`, with `check`, which runs
+   * scrypt and resolves true on a match. Rejects only when `check` rejects.
    */
-  verify(prefix: string, id: string, check: () => Promise<boolean>): Promise<GateResult> {
+  verify(
+    prefix: string,
+    source: string,
+    id: string,
+    check: () => Promise<boolean>,
+  ): Promise<GateResult> {
     let lane = this.#lanes.get(prefix);
     const shared = lane?.pending.get(id);
     if (shared) return shared;
-    if (this.#budget.exhausted(prefix)) return Promise.resolve("throttled");
+    const verdict = this.#budget.verdict(prefix, source);
+    if (verdict.kind === "spent") return Promise.resolve("throttled");
+    if (verdict.kind === "paced") return Promise.resolve("paced");
     if (this.#slots.waiting >= this.#queueLimit) return Promise.resolve("busy");
-    if (lane && lane.pending.size >= this.#failureLimit) return Promise.resolve("crowded");
+    if (
+      lane && lane.pending.size >= this.#failureLimit && !this.isGood(prefix, source)
+    ) {
+      return Promise.resolve("crowded");
+    }
     if (!lane) {
       lane = { tail: Promise.resolve(), pending: new Map() };
       this.#lanes.set(prefix, lane);
     }
     const current = lane;
-    const turn = current.tail.then(() => this.#turn(prefix, check));
+    const turn = current.tail.then(() => this.#turn(prefix, source, check));
     current.tail = turn.catch(() => {});
     current.pending.set(id, turn);
     const done = () => {
@@ -121,12 +142,19 @@ export class VerificationGate {
     return turn;
   }
 
-  async #turn(prefix: string, check: () => Promise<boolean>): Promise<GateResult> {
+  async #turn(
+    prefix: string,
+    source: string,
+    check: () => Promise<boolean>,
+  ): Promise<GateResult> {
     // Failures of the candidates ahead in this lane may have spent the budget meanwhile.
-    if (this.#budget.exhausted(prefix)) return "throttled";
     if (this.#slots.waiting >= this.#queueLimit) return "busy";
+    const verdict = this.#budget.admit(prefix, source);
+    if (verdict.kind === "spent") return "throttled";
+    if (verdict.kind === "paced") return "paced";
     const matches = await this.#slots.run(check);
-    if (!matches) this.#budget.fail(prefix);
+    if (matches) this.#budget.succeed(prefix, source);
+    else this.#budget.fail(prefix, source);
     return matches ? "match" : "mismatch";
   }
 }

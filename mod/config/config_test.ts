@@ -238,6 +238,50 @@ Deno.test("the [server] slow-client limits resolve to milliseconds and counts", 
   });
 });
 
+Deno.test("the [server] per-client limits and trusted proxies", async () => {
+  const defaults = (await loadConfig({ env: {} })).server;
+  assert.equal(defaults.maxConnectionsPerClient, 32);
+  assert.equal(defaults.clientConnectionsPerSecond, 50);
+  assert.equal(defaults.maxPendingHeads, 128);
+  assert.deepEqual(defaults.trustedProxies, [], "no proxy is trusted unless configured");
+  assert.equal(defaults.forwardedHeader, "x-forwarded-for");
+  await withConfig(
+    `[server]\nmax_connections = 64\nmax_connections_per_client = 8\n` +
+      `client_connections_per_second = 2.5\nmax_pending_heads = 16\n` +
+      `trusted_proxies = ["10.0.0.0/8", "192.0.2.7", "2001:db8::/32"]\nforwarded_header = "forwarded"\n`,
+    async (path) => {
+      const { server } = await loadConfig({ path, env: {} });
+      assert.equal(server.maxConnectionsPerClient, 8);
+      assert.equal(server.clientConnectionsPerSecond, 2.5);
+      assert.equal(server.maxPendingHeads, 16);
+      assert.deepEqual(server.trustedProxies, [
+        { address: "10.0.0.0", prefixLength: 8 },
+        { address: "192.0.2.7", prefixLength: 32 },
+        { address: "2001:db8::", prefixLength: 32 },
+      ]);
+      assert.equal(server.forwardedHeader, "forwarded");
+    },
+  );
+  await withConfig(`[server]\nmax_connections = 10\n`, async (path) => {
+    const { server } = await loadConfig({ path, env: {} });
+    assert.equal(server.maxConnectionsPerClient, 10, "a share is at most max_connections");
+    assert.equal(server.maxPendingHeads, 10);
+  });
+  const refused: Array<[string, RegExp]> = [
+    [`trusted_proxies = ["10.0.0.0/33"]`, /server\.trusted_proxies\[0\]: prefix length \/33/],
+    [
+      `trusted_proxies = ["proxy.local"]`,
+      /server\.trusted_proxies\[0\]: "proxy\.local" is not an IP/,
+    ],
+    [`forwarded_header = "x-real-ip"`, /server\.forwarded_header/],
+  ];
+  for (const [text, message] of refused) {
+    await withConfig(`[server]\n${text}\n`, async (path) => {
+      assert.match(await configError(loadConfig({ path, env: {} })), message, text);
+    });
+  }
+});
+
 Deno.test("max_wait_seconds 0 means until done; [jobs] defaults and units", async () => {
   const defaults = await loadConfig({ env: {} });
   assert.equal(defaults.generation.maxWaitMs, 50_000);

@@ -7,6 +7,7 @@
  */
 
 import { dirname, isAbsolute, join, resolve } from "node:path";
+import { type AddressRange, parseAddressRange } from "../http/client_address.ts";
 import type { SizeId } from "../pipeline/types.ts";
 import type { SchedulerName } from "../schedulers/mod.ts";
 import type { RawConfig } from "./schema.ts";
@@ -43,6 +44,16 @@ export interface ResolvedConfig {
     bodyMinBytesPerSecond: number;
     idleTimeoutMs: number;
     maxConnections: number;
+    /** Most open connections of one client (IPv4 address, IPv6 /64, or proxy-named client). */
+    maxConnectionsPerClient: number;
+    /** New connections one client may open per second (bursts of twice that). */
+    clientConnectionsPerSecond: number;
+    /** Most connections waiting for their request head; one more closes the oldest. */
+    maxPendingHeads: number;
+    /** `trusted_proxies`: peers whose `forwardedHeader` names the client (empty: none). */
+    trustedProxies: AddressRange[];
+    /** The header trusted proxies name the client in. */
+    forwardedHeader: "x-forwarded-for" | "forwarded";
     /** Most requests of one API key in flight at once. */
     maxRequestsPerKey: number;
     /**
@@ -230,6 +241,17 @@ export function resolveConfig(
     }
   }
 
+  const trustedProxies = raw.server.trusted_proxies.map((entry, i) => {
+    try {
+      return parseAddressRange(entry);
+    } catch (error) {
+      throw new ConfigError(
+        `${where}: server.trusted_proxies[${i}]: ${(error as Error).message} ` +
+          `(write an address such as "10.0.0.7" or a range such as "10.0.0.0/8")`,
+      );
+    }
+  });
+
   let backend: ResolvedConfig["backend"];
   const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
   if (backendUrl) {
@@ -274,6 +296,15 @@ export function resolveConfig(
       bodyMinBytesPerSecond: raw.server.body_min_bytes_per_second,
       idleTimeoutMs: raw.server.idle_timeout_seconds * 1000,
       maxConnections: raw.server.max_connections,
+      // Shares of max_connections: a smaller max_connections lowers them with it.
+      maxConnectionsPerClient: Math.min(
+        raw.server.max_connections_per_client,
+        raw.server.max_connections,
+      ),
+      clientConnectionsPerSecond: raw.server.client_connections_per_second,
+      maxPendingHeads: Math.min(raw.server.max_pending_heads, raw.server.max_connections),
+      trustedProxies,
+      forwardedHeader: raw.server.forwarded_header,
       maxRequestsPerKey: raw.server.max_requests_per_key,
       role: raw.server.role,
     },

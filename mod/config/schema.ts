@@ -35,6 +35,11 @@ const server = z.strictObject({
   body_min_bytes_per_second: z.int().min(0).max(1_000_000_000).default(32_768),
   idle_timeout_seconds: z.number().min(0.1).max(3600).default(60),
   max_connections: z.int().min(1).max(1_000_000).default(512),
+  max_connections_per_client: z.int().min(1).max(1_000_000).default(32),
+  client_connections_per_second: z.number().min(0.1).max(1_000_000).default(50),
+  max_pending_heads: z.int().min(1).max(1_000_000).default(128),
+  trusted_proxies: z.array(z.string().min(1)).default([]),
+  forwarded_header: z.enum(["x-forwarded-for", "forwarded"]).default("x-forwarded-for"),
   max_requests_per_key: z.int().min(1).max(100_000).default(32),
   role: z.enum(["all", "front", "worker"]).default("all"),
 });

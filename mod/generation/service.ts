@@ -7,7 +7,7 @@
  * @module
  */
 
-import { encodePng } from "../image/mod.ts";
+import { encodePng, MAX_CONCURRENT_DECODES, MAX_CONCURRENT_DECODES_PER_KEY } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
 import { type ImageContent, ToolError } from "../mcp/tool.ts";
@@ -20,7 +20,7 @@ import type {
   SizeId,
 } from "../pipeline/types.ts";
 import { sizeOf } from "../pipeline/types.ts";
-import { ConcurrencyLimit } from "../queue/mod.ts";
+import { SharedLimit } from "../queue/mod.ts";
 import { randomSeedU32 } from "../random/mod.ts";
 import { type ChangeLevel, joinPrompts } from "./inputs.ts";
 
@@ -104,7 +104,7 @@ export interface ImageRunOptions {
 export class ImageService {
   #o: ImageServiceOptions;
   #now: () => Date;
-  #decodes = new ConcurrencyLimit(2);
+  #decodes = new SharedLimit(MAX_CONCURRENT_DECODES, MAX_CONCURRENT_DECODES_PER_KEY);
 
   /** Creates the service. */
   constructor(options: ImageServiceOptions) {
@@ -113,13 +113,15 @@ export class ImageService {
   }
 
   /**
-   * Runs input preparation (decoding and resizing user images) at most two
-   * at a time, since each decode may hold a 40-megapixel image in memory.
-   * Callers check the queue has room first, so a full queue refuses before
-   * any decoding.
+   * Runs input preparation (decoding and resizing user images) at most
+   * {@link MAX_CONCURRENT_DECODES} at a time, since each decode may hold a
+   * 40-megapixel image in memory, and at most
+   * {@link MAX_CONCURRENT_DECODES_PER_KEY} of them for API key `keyPrefix`
+   * (undefined over stdio: one local client, no share). Callers check the
+   * queue has room first, so a full queue refuses before any decoding.
    */
-  prepareInputs<T>(prepare: () => Promise<T>): Promise<T> {
-    return this.#decodes.run(prepare);
+  prepareInputs<T>(keyPrefix: string | undefined, prepare: () => Promise<T>): Promise<T> {
+    return this.#decodes.run(keyPrefix ?? null, prepare);
   }
 
   /** The size to use for a request's `size` (null = configured default). */

@@ -1,17 +1,23 @@
 /**
- * A TCP front for the HTTP server that bounds what a slow or idle client
- * can hold: `Deno.serve` has no header, body or idle deadline and no
+ * A TCP front for the HTTP server that bounds what a slow, idle or greedy
+ * client can hold: `Deno.serve` has no header, body or idle deadline and no
  * connection cap (400 connections dribbling headers stayed open for good),
  * so the public port is a `Deno.listen` socket here, and each accepted
- * connection is relayed to the real `Deno.serve` listening on loopback
- * (127.0.0.1, a free port) only once its request head is complete.
+ * connection is relayed to the real `Deno.serve` only once its request
+ * head is complete. That server listens on a Unix socket in a private
+ * directory (`server.ts`), so no local process can reach it past these
+ * limits.
  *
  * Per connection:
- * - **one request**: the front appends `connection: close` to the request
- *   head, so `Deno.serve` closes the connection after its response. Every
- *   request's head is then the first bytes of a connection, the only place
- *   the front has to find it (no HTTP parsing past the head). The cost is a
- *   TCP handshake per request.
+ * - **one request**: the front replaces the request's `connection` header
+ *   with `connection: close`, so `Deno.serve` closes the connection after
+ *   its response. Every request's head is then the first bytes of a
+ *   connection, the only place the front has to find it (no HTTP parsing
+ *   past the head). The cost is a TCP handshake per request.
+ * - **client address**: the head reaches the server with
+ *   {@link CLIENT_ADDRESS_HEADER} set to the client's address (any such
+ *   header the client sent is removed): the TCP peer, or the address a
+ *   trusted proxy names (`client_address.ts`).
  * - **header deadline**: the head must be complete within `headerTimeoutMs`
  *   of the connection opening, and at most {@link MAX_HEAD_BYTES}; else 408
  *   or 431, and the connection closes. Until then no inner connection exists.
@@ -22,17 +28,39 @@
  *   `content-length` bytes arrived or the response starts.
  * - **idle**: a response write that the client does not take for
  *   `idleTimeoutMs` (it stopped reading) closes the connection.
+ *
+ * Across connections:
  * - **connection cap**: past `maxConnections` open connections, a new one
  *   is answered 503 with `retry-after` and closed at once.
+ * - **per-client share**: one client (an IPv4 address or IPv6 /64) may hold
+ *   at most `maxConnectionsPerClient` of them and open at most
+ *   `clientConnectionsPerSecond` a second (bursts of twice that); beyond,
+ *   429 with `retry-after` and the connection closes (`peer_limits.ts`).
+ *   A connection from a trusted proxy is counted for the client it names,
+ *   once its head names it.
+ * - **heads**: at most `maxPendingHeads` connections may be waiting for
+ *   their request head; one more closes the oldest of them (503), so that
+ *   connections which send nothing, from however many addresses, cannot
+ *   keep a new client out: its head arrives long before it is the oldest.
+ *
+ * Refusals are logged once, then at most every 10 s per reason with how
+ * many were left out, so that a flood does not flood the log.
  *
  * HTTP/2 with prior knowledge (h2c) is not relayed: request lines must be
- * HTTP/1.0 or 1.1. The inner server sees 127.0.0.1 as the peer; nothing in
- * this server uses the peer address (clients are identified by API key).
+ * HTTP/1.0 or 1.1, and headers may not be folded (obs-fold).
  *
  * @module
  */
 
 import { log } from "../log/mod.ts";
+import {
+  type AddressRange,
+  AddressSet,
+  clientAddress,
+  clientKey,
+  type ForwardedHeader,
+} from "./client_address.ts";
+import { PeerLimits } from "./peer_limits.ts";
 
 /** The limits of the module documentation (config `[server]`). */
 export interface ConnectionLimits {
@@ -44,7 +72,19 @@ export interface ConnectionLimits {
   idleTimeoutMs: number;
   /** Most open connections; one more gets 503. */
   maxConnections: number;
+  /** Most open connections of one client; one more gets 429. */
+  maxConnectionsPerClient: number;
+  /** New connections one client may open per second (bursts of twice that); more get 429. */
+  clientConnectionsPerSecond: number;
+  /** Most connections waiting for their request head; one more closes the oldest. */
+  maxPendingHeads: number;
 }
+
+/**
+ * The request header the guard tells the server the client's address in.
+ * It replaces any the client sent, so the server can trust it.
+ */
+export const CLIENT_ADDRESS_HEADER = "x-sd15-client-address";
 
 /** Largest request head accepted (request line and headers). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -55,8 +95,12 @@ export interface ConnectionGuardOptions extends ConnectionLimits {
   hostname: string;
   /** Public port. */
   port: number;
-  /** Where `Deno.serve` listens (loopback). */
-  target: { hostname: string; port: number };
+  /** Where `Deno.serve` listens: a Unix socket, or loopback TCP where there are none. */
+  target: Deno.UnixConnectOptions | (Deno.ConnectOptions & { transport?: "tcp" });
+  /** Proxies whose client address header is believed (none: the TCP peer is the client). */
+  trustedProxies?: readonly AddressRange[];
+  /** The header trusted proxies name the client in (default `x-forwarded-for`). */
+  forwardedHeader?: ForwardedHeader;
 }
 
 type Phase = "head" | "body" | "response";
@@ -64,6 +108,12 @@ type Phase = "head" | "body" | "response";
 interface Connection {
   client: Deno.Conn;
   inner?: Deno.Conn;
+  /** The TCP peer's address. */
+  peer: string;
+  /** Whether the peer is a trusted proxy (the client is named in the head). */
+  proxied: boolean;
+  /** The client key counted in the per-client limits, once counted. */
+  key: string | null;
   phase: Phase;
   openedAt: number;
   /** Milliseconds spent waiting for client bytes during the body phase. */
@@ -81,6 +131,26 @@ const LF = 0x0a;
 const CR = 0x0d;
 const encoder = new TextEncoder();
 const latin1 = new TextDecoder("latin1");
+
+/**
+ * Bytes as a string of one code point per byte (ISO 8859-1). Not
+ * `TextDecoder("latin1")`, which is windows-1252 (WHATWG Encoding) and maps
+ * 0x80–0x9F elsewhere, so its text would not turn back into the same bytes.
+ */
+function byteText(bytes: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 8192) {
+    out += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  }
+  return out;
+}
+
+/** `text` of {@link byteText} back to its bytes. */
+function latin1Bytes(text: string): Uint8Array {
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
+  return out;
+}
 
 /** A complete raw HTTP/1.1 error response with a JSON-RPC error body. */
 function rawResponse(status: number, reason: string, message: string, extra = ""): Uint8Array {
@@ -114,6 +184,44 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   while (written < bytes.length) written += await conn.write(bytes.subarray(written));
 }
 
+/** Logs a refusal once, then at most every 10 s per reason with how many were left out. */
+class RefusalLog {
+  readonly #last = new Map<string, { at: number; suppressed: number }>();
+
+  note(reason: string, fields: Record<string, unknown>): void {
+    const now = Date.now();
+    const seen = this.#last.get(reason);
+    if (seen && now - seen.at < 10_000) {
+      seen.suppressed++;
+      return;
+    }
+    this.#last.set(reason, { at: now, suppressed: 0 });
+    log("warn", "http", `connection refused: ${reason}`, {
+      ...fields,
+      ...(seen ? { alsoRefusedSincePreviousLine: seen.suppressed } : {}),
+    });
+  }
+}
+
+/** The header lines of a head (after the request line), or null when one is folded. */
+function headerLines(lines: string[]): Array<[string, string]> | null {
+  const out: Array<[string, string]> = [];
+  for (const line of lines) {
+    if (line === "") continue;
+    if (line[0] === " " || line[0] === "\t") return null; // obs-fold (RFC 9112 §5.2)
+    const colon = line.indexOf(":");
+    if (colon <= 0) {
+      out.push([line.toLowerCase(), ""]);
+      continue;
+    }
+    out.push([line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()]);
+  }
+  return out;
+}
+
+/** Headers the guard removes from a request head before adding its own. */
+const REPLACED_HEADERS = new Set(["connection", "keep-alive", CLIENT_ADDRESS_HEADER]);
+
 /** See the module documentation. */
 export class ConnectionGuard {
   /** The public address (port resolved when 0 was asked). */
@@ -121,6 +229,12 @@ export class ConnectionGuard {
   readonly #listener: Deno.Listener;
   readonly #options: ConnectionGuardOptions;
   readonly #open = new Set<Connection>();
+  /** Connections still waiting for their head, oldest first. */
+  readonly #heads = new Set<Connection>();
+  readonly #peers: PeerLimits;
+  readonly #trusted: AddressSet;
+  readonly #forwardedHeader: ForwardedHeader;
+  readonly #refusals = new RefusalLog();
   readonly #relays = new Set<Promise<void>>();
   readonly #sweeper: ReturnType<typeof setInterval>;
   #accepting = true;
@@ -130,6 +244,13 @@ export class ConnectionGuard {
     this.#listener = listener;
     this.#options = options;
     this.addr = listener.addr as Deno.NetAddr;
+    this.#peers = new PeerLimits({
+      maxOpen: options.maxConnectionsPerClient,
+      ratePerSecond: options.clientConnectionsPerSecond,
+      burst: Math.max(1, 2 * options.clientConnectionsPerSecond),
+    });
+    this.#trusted = new AddressSet(options.trustedProxies ?? []);
+    this.#forwardedHeader = options.forwardedHeader ?? "x-forwarded-for";
     const tick = Math.max(
       50,
       Math.min(1000, options.headerTimeoutMs / 4, options.idleTimeoutMs / 4),
@@ -147,6 +268,16 @@ export class ConnectionGuard {
   /** Open client connections. */
   get connections(): number {
     return this.#open.size;
+  }
+
+  /** Open connections still waiting for their request head. */
+  get pendingHeads(): number {
+    return this.#heads.size;
+  }
+
+  /** Open connections counted for the client with address `address`. */
+  connectionsOf(address: string): number {
+    return this.#peers.open(clientKey(address));
   }
 
   /**
@@ -179,6 +310,41 @@ export class ConnectionGuard {
     for (const c of this.#open) this.#close(c);
   }
 
+  /** Writes `response` to a connection never admitted, then closes it. */
+  #turnAway(client: Deno.Conn, response: Uint8Array): void {
+    writeAll(client, response).catch(() => {}).finally(() => {
+      try {
+        client.close();
+      } catch { /* gone */ }
+    });
+  }
+
+  /**
+   * Counts a connection of client `address` in the per-client limits; on
+   * refusal returns the 429 answer to send.
+   */
+  #admitClient(address: string): Uint8Array | null {
+    const key = clientKey(address);
+    const refusal = this.#peers.admit(key);
+    if (refusal === null) return null;
+    const o = this.#options;
+    const [reason, limit, message] = refusal === "rate"
+      ? [
+        "a client connects too fast",
+        { perSecond: o.clientConnectionsPerSecond },
+        `this client opens connections faster than ${o.clientConnectionsPerSecond} a second ` +
+        `(server.client_connections_per_second); retry shortly`,
+      ]
+      : [
+        "a client has too many open connections",
+        { max: o.maxConnectionsPerClient },
+        `this client has ${this.#peers.open(key)} open connections, the most allowed ` +
+        `(server.max_connections_per_client); retry when one has finished`,
+      ];
+    this.#refusals.note(reason, { client: key, ...limit });
+    return rawResponse(429, "Too Many Requests", message, "retry-after: 1\r\n");
+  }
+
   async #accept(): Promise<void> {
     for (;;) {
       let client: Deno.Conn;
@@ -187,26 +353,55 @@ export class ConnectionGuard {
       } catch {
         return; // listener closed
       }
-      if (this.#open.size >= this.#options.maxConnections) {
-        log("warn", "http", "connection refused: too many open connections", {
+      const o = this.#options;
+      if (this.#open.size >= o.maxConnections) {
+        this.#refusals.note("too many open connections", {
           open: this.#open.size,
-          max: this.#options.maxConnections,
+          max: o.maxConnections,
         });
-        const refusal = rawResponse(
-          503,
-          "Service Unavailable",
-          `the server has ${this.#open.size} open connections (server.max_connections); retry shortly`,
-          "retry-after: 1\r\n",
+        this.#turnAway(
+          client,
+          rawResponse(
+            503,
+            "Service Unavailable",
+            `the server has ${this.#open.size} open connections (server.max_connections); retry shortly`,
+            "retry-after: 1\r\n",
+          ),
         );
-        writeAll(client, refusal).catch(() => {}).finally(() => {
-          try {
-            client.close();
-          } catch { /* gone */ }
-        });
         continue;
+      }
+      const peer = (client.remoteAddr as Deno.NetAddr).hostname;
+      const proxied = !this.#trusted.empty && this.#trusted.has(peer);
+      // A proxy's connections are counted for the client its head names, once it is read.
+      if (!proxied) {
+        const refusal = this.#admitClient(peer);
+        if (refusal) {
+          this.#turnAway(client, refusal);
+          continue;
+        }
+      }
+      if (this.#heads.size >= o.maxPendingHeads) {
+        const oldest = this.#heads.values().next().value!;
+        this.#refusals.note("too many connections without a request head; closed the oldest", {
+          max: o.maxPendingHeads,
+        });
+        this.#refuse(
+          oldest,
+          rawResponse(
+            503,
+            "Service Unavailable",
+            `${o.maxPendingHeads} connections were waiting for their request head ` +
+              `(server.max_pending_heads); this one, the oldest, was closed; retry shortly`,
+            "retry-after: 1\r\n",
+          ),
+          null,
+        );
       }
       const c: Connection = {
         client,
+        peer,
+        proxied,
+        key: proxied ? null : clientKey(peer),
         phase: "head",
         openedAt: Date.now(),
         clientWaitMs: 0,
@@ -217,6 +412,7 @@ export class ConnectionGuard {
         closed: false,
       };
       this.#open.add(c);
+      this.#heads.add(c);
       const relay: Promise<void> = this.#relay(c).catch(() => {}).finally(() => {
         this.#close(c);
         this.#relays.delete(relay);
@@ -225,24 +421,30 @@ export class ConnectionGuard {
     }
   }
 
-  /** Answers `response` (when nothing was sent yet) and closes. */
-  #refuse(c: Connection, response: Uint8Array, why: string): void {
-    log("warn", "http", `connection closed: ${why}`);
+  /** Forgets `c` in every count (once). */
+  #forget(c: Connection): void {
+    this.#open.delete(c);
+    this.#heads.delete(c);
+    if (c.key !== null) {
+      this.#peers.release(c.key);
+      c.key = null;
+    }
+  }
+
+  /** Answers `response` (when nothing was sent yet) and closes; `why` is logged unless null. */
+  #refuse(c: Connection, response: Uint8Array, why: string | null): void {
+    if (why !== null) log("warn", "http", `connection closed: ${why}`);
     const client = c.client;
     c.closed = true; // stop the pumps from writing
-    this.#open.delete(c);
+    this.#forget(c);
     try {
       c.inner?.close();
     } catch { /* gone */ }
-    writeAll(client, response).catch(() => {}).finally(() => {
-      try {
-        client.close();
-      } catch { /* gone */ }
-    });
+    this.#turnAway(client, response);
   }
 
   #close(c: Connection): void {
-    this.#open.delete(c);
+    this.#forget(c);
     if (c.closed) return;
     c.closed = true;
     for (const conn of [c.client, c.inner]) {
@@ -255,6 +457,7 @@ export class ConnectionGuard {
   #sweep(): void {
     const now = Date.now();
     const o = this.#options;
+    this.#peers.prune();
     for (const c of this.#open) {
       if (c.phase === "head" && now - c.openedAt > o.headerTimeoutMs) {
         this.#refuse(
@@ -264,8 +467,9 @@ export class ConnectionGuard {
             "Request Timeout",
             `the request head did not arrive within ${o.headerTimeoutMs} ms (server.header_timeout_seconds)`,
           ),
-          "request head too slow",
+          null,
         );
+        this.#refusals.note("request head too slow", { headerTimeoutMs: o.headerTimeoutMs });
       } else if (c.phase === "body") {
         const waited = c.clientWaitMs + (c.waitingSince === null ? 0 : now - c.waitingSince);
         const owed = ((waited - o.headerTimeoutMs) * o.bodyMinBytesPerSecond) / 1000;
@@ -322,28 +526,53 @@ export class ConnectionGuard {
       this.#refuseHeadTooLarge(c);
       return;
     }
-    const text = latin1.decode(head.subarray(0, found.blank));
+    this.#heads.delete(c);
+    const text = byteText(head.subarray(0, found.blank));
     const lines = text.split("\n").map((l) => l.replace(/\r$/, ""));
-    if (!/^[A-Za-z]+ \S+ HTTP\/1\.[01]$/.test(lines[0])) {
+    const headers = headerLines(lines.slice(1));
+    if (!/^[A-Za-z]+ \S+ HTTP\/1\.[01]$/.test(lines[0]) || headers === null) {
       this.#refuse(
         c,
-        rawResponse(400, "Bad Request", "the request line is not HTTP/1.0 or HTTP/1.1"),
-        "not an HTTP/1.x request",
+        rawResponse(
+          400,
+          "Bad Request",
+          headers === null
+            ? "the request head has a folded header line (obs-fold)"
+            : "the request line is not HTTP/1.0 or HTTP/1.1",
+        ),
+        headers === null ? "folded header line" : "not an HTTP/1.x request",
       );
       return;
     }
+    const address = c.proxied
+      ? clientAddress(c.peer, headers, this.#trusted, this.#forwardedHeader)
+      : c.peer;
+    if (c.proxied) {
+      const refusal = this.#admitClient(address);
+      if (refusal) {
+        this.#refuse(c, refusal, null);
+        return;
+      }
+      c.key = clientKey(address);
+    }
     let expected = 0;
-    for (const line of lines.slice(1)) {
-      const colon = line.indexOf(":");
-      if (colon <= 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
+    for (const [name, value] of headers) {
       if (name === "content-length" && /^\d+$/.test(value)) expected = Number(value);
       if (name === "transfer-encoding" && /chunked/i.test(value)) expected = Infinity;
     }
-    // Relay: the head with `connection: close`, then whatever body came with it.
+    // The head as the server gets it: the client's lines but the replaced ones, then ours.
+    const kept = lines.slice(1).filter((line) => {
+      const colon = line.indexOf(":");
+      return line !== "" &&
+        !(colon > 0 && REPLACED_HEADERS.has(line.slice(0, colon).trim().toLowerCase()));
+    });
+    const rewritten = latin1Bytes(
+      [lines[0], ...kept, "connection: close", `${CLIENT_ADDRESS_HEADER}: ${address}`, "", ""]
+        .join("\r\n"),
+    );
+    // Relay: the rewritten head, then whatever body came with it.
     try {
-      c.inner = await Deno.connect(this.#options.target);
+      c.inner = await Deno.connect(this.#options.target as Deno.ConnectOptions);
     } catch (error) {
       this.#refuse(
         c,
@@ -362,11 +591,8 @@ export class ConnectionGuard {
     c.phase = c.bodyReceived >= expected ? "response" : "body";
     const down = this.#pumpDown(c);
     const up = (async () => {
-      await writeAll(
-        c.inner!,
-        concat(head.subarray(0, found.blank), encoder.encode("connection: close\r\n")),
-      );
-      await writeAll(c.inner!, head.subarray(found.blank));
+      await writeAll(c.inner!, rewritten);
+      if (rest.length > 0) await writeAll(c.inner!, rest);
       for (;;) {
         c.waitingSince = c.phase === "body" ? Date.now() : null;
         const n = await c.client.read(buffer);

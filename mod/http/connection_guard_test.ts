@@ -4,12 +4,28 @@
  */
 
 import assert from "node:assert/strict";
-import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
+import type net from "node:net";
+import {
+  openFrom,
+  parseResponse,
+  readToEnd,
+  requestFrom,
+} from "../../tests/helpers/from_address.ts";
+import type { AddressRange } from "./client_address.ts";
+import {
+  CLIENT_ADDRESS_HEADER,
+  ConnectionGuard,
+  type ConnectionLimits,
+} from "./connection_guard.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-function setup(limits: Partial<ConnectionLimits>, handler?: Deno.ServeHandler) {
+function setup(
+  limits: Partial<ConnectionLimits>,
+  handler?: Deno.ServeHandler,
+  proxies: { trustedProxies?: AddressRange[]; forwardedHeader?: "forwarded" } = {},
+) {
   const inner = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     handler ?? (async (request) => {
@@ -23,7 +39,11 @@ function setup(limits: Partial<ConnectionLimits>, handler?: Deno.ServeHandler) {
     bodyMinBytesPerSecond: 1,
     idleTimeoutMs: 10_000,
     maxConnections: 100,
+    maxConnectionsPerClient: 100,
+    clientConnectionsPerSecond: 1000,
+    maxPendingHeads: 100,
     ...limits,
+    ...proxies,
     hostname: "127.0.0.1",
     port: 0,
     target: { hostname: target.hostname, port: target.port },
@@ -60,6 +80,13 @@ Deno.test("a request passes through the guard, one per connection", async () => 
     assert.equal(response.status, 200);
     assert.equal(await response.text(), "got 5 bytes");
     assert.equal(response.headers.get("connection"), "close");
+    // The client's own connection header does not reach the server beside the guard's.
+    const seen = await fetch(`http://127.0.0.1:${s.port}/x`, {
+      method: "POST",
+      body: "hello",
+      headers: { connection: "keep-alive" },
+    });
+    assert.equal(await seen.text(), "got 5 bytes");
     // Raw, with the body in a later write and LF-only line ends.
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
     await conn.write(enc.encode("POST /y HTTP/1.1\nhost: a\ncontent-length: 3\n\n"));
@@ -187,4 +214,182 @@ Deno.test("closing the guard mid-response still delivers the whole response", as
   await s.close();
   const text = await reading;
   assert.equal(text.split("\n").filter((l) => l.startsWith("event")).length, 10);
+});
+
+/** The server's view of a request: the client address header and any connection header. */
+const echo: Deno.ServeHandler = (request) =>
+  Response.json({
+    address: request.headers.get(CLIENT_ADDRESS_HEADER),
+    connection: request.headers.get("connection"),
+  });
+
+/** Opens `count` connections from `from` that send nothing; rejects nothing (refused ones end). */
+async function idle(from: string, port: number, count: number): Promise<net.Socket[]> {
+  const out: net.Socket[] = [];
+  for (let i = 0; i < count; i++) out.push(await openFrom(from, port));
+  return out;
+}
+
+Deno.test("the server is told the TCP peer's address; a client's own copy of the header is dropped", async () => {
+  const s = setup({}, echo);
+  try {
+    const r = await requestFrom("127.0.0.7", s.port, {
+      method: "GET",
+      path: "/",
+      headers: {
+        [CLIENT_ADDRESS_HEADER]: "6.6.6.6",
+        "X-SD15-Client-Address": "7.7.7.7",
+        "x-forwarded-for": "8.8.8.8",
+        connection: "keep-alive, x-foo",
+      },
+    });
+    assert.equal(r.status, 200);
+    assert.deepEqual(JSON.parse(r.body), { address: "127.0.0.7", connection: "close" });
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("one address holds at most max_connections_per_client; another address still gets in", async () => {
+  const s = setup({ maxConnectionsPerClient: 5 }, echo);
+  const held = await idle("127.0.0.2", s.port, 5);
+  try {
+    await until(() => s.guard.connectionsOf("127.0.0.2") === 5);
+    const refused = await requestFrom("127.0.0.2", s.port, { method: "GET", path: "/" });
+    assert.equal(refused.status, 429);
+    assert.ok(refused.headers.some(([k, v]) => k === "retry-after" && v === "1"));
+    assert.match(refused.body, /has 5 open connections.*server\.max_connections_per_client/);
+    const other = await requestFrom("127.0.0.3", s.port, { method: "GET", path: "/" });
+    assert.equal(other.status, 200);
+    assert.equal(JSON.parse(other.body).address, "127.0.0.3");
+  } finally {
+    for (const socket of held) socket.destroy();
+    await s.close();
+  }
+});
+
+Deno.test("an address that connects faster than client_connections_per_second is refused past its burst", async () => {
+  const s = setup({ clientConnectionsPerSecond: 5 }, echo);
+  try {
+    // The bucket holds twice the rate; the 11th connect within a moment is refused.
+    const statuses: number[] = [];
+    for (let i = 0; i < 14; i++) {
+      statuses.push((await requestFrom("127.0.0.4", s.port, { method: "GET", path: "/" })).status);
+    }
+    assert.deepEqual(statuses.slice(0, 10), Array(10).fill(200));
+    assert.ok(statuses.slice(10).includes(429), statuses.join(","));
+    const r = await requestFrom("127.0.0.4", s.port, { method: "GET", path: "/" });
+    if (r.status === 429) assert.match(r.body, /server\.client_connections_per_second/);
+    assert.equal(
+      (await requestFrom("127.0.0.5", s.port, { method: "GET", path: "/" })).status,
+      200,
+      "another address is not slowed",
+    );
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("past max_pending_heads a new connection closes the oldest one still without a head", async () => {
+  const s = setup({ maxPendingHeads: 4 }, echo);
+  const held: net.Socket[] = [];
+  try {
+    for (let i = 0; i < 4; i++) held.push(...await idle(`127.0.1.${i + 1}`, s.port, 1));
+    await until(() => s.guard.pendingHeads === 4);
+    const oldest = readToEnd(held[0]);
+    const r = await requestFrom("127.0.2.1", s.port, { method: "GET", path: "/" });
+    assert.equal(r.status, 200, "the new client is served");
+    const evicted = parseResponse(await oldest);
+    assert.equal(evicted.status, 503);
+    assert.match(evicted.body, /server\.max_pending_heads/);
+    assert.equal(s.guard.pendingHeads, 3);
+  } finally {
+    for (const socket of held) socket.destroy();
+    await s.close();
+  }
+});
+
+Deno.test("behind a trusted proxy the client is the first untrusted address from the right of X-Forwarded-For", async () => {
+  const trustedProxies = [{ address: "127.0.0.1", prefixLength: 32 }, {
+    address: "10.0.0.0",
+    prefixLength: 8,
+  }];
+  const s = setup({ maxConnectionsPerClient: 2 }, async (request) => {
+    await new Promise((r) => setTimeout(r, request.headers.get("x-slow") ? 500 : 0));
+    return echo(request, undefined as unknown as Deno.ServeHandlerInfo);
+  }, { trustedProxies });
+  try {
+    const via = (xff: string, headers: Record<string, string> = {}) =>
+      requestFrom("127.0.0.1", s.port, {
+        method: "GET",
+        path: "/",
+        headers: { "x-forwarded-for": xff, ...headers },
+      });
+    const cases: Array<[string, string]> = [
+      ["203.0.113.9", "203.0.113.9"],
+      ["6.6.6.6, 203.0.113.9, 10.1.2.3", "203.0.113.9"], // the forged 6.6.6.6 is left of it
+      ["[2001:db8::1]:443", "2001:db8::1"],
+      ["unknown, 10.0.0.5", "10.0.0.5"], // not an address: the walk stops at the last trusted
+      ["", "127.0.0.1"], // no usable entry: the proxy itself
+    ];
+    for (const [xff, client] of cases) {
+      const r = await via(xff);
+      assert.equal(r.status, 200, xff);
+      assert.equal(JSON.parse(r.body).address, client, xff);
+    }
+    // The named client's share counts, not the proxy's: two slow requests of 198.51.100.1 are
+    // its whole share; a third is refused while 198.51.100.2 passes.
+    const slow = [via("198.51.100.1", { "x-slow": "1" }), via("198.51.100.1", { "x-slow": "1" })];
+    await until(() => s.guard.connectionsOf("198.51.100.1") === 2);
+    assert.equal((await via("198.51.100.1")).status, 429);
+    assert.equal((await via("198.51.100.2")).status, 200);
+    for (const r of await Promise.all(slow)) assert.equal(r.status, 200);
+    // A peer that is not a trusted proxy cannot name a client.
+    const direct = await requestFrom("127.0.0.9", s.port, {
+      method: "GET",
+      path: "/",
+      headers: { "x-forwarded-for": "203.0.113.9" },
+    });
+    assert.equal(JSON.parse(direct.body).address, "127.0.0.9");
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("Forwarded (RFC 7239) names the client when configured", async () => {
+  const s = setup({}, echo, {
+    trustedProxies: [{ address: "127.0.0.1", prefixLength: 32 }],
+    forwardedHeader: "forwarded",
+  });
+  try {
+    const r = await requestFrom("127.0.0.1", s.port, {
+      method: "GET",
+      path: "/",
+      headers: {
+        forwarded: 'for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8:cafe::17]:4711"',
+        "x-forwarded-for": "6.6.6.6",
+      },
+    });
+    assert.equal(JSON.parse(r.body).address, "2001:db8:cafe::17");
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("a folded header line is refused", async () => {
+  const s = setup({}, echo);
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
+    await conn.write(
+      enc.encode(
+        `GET / HTTP/1.1\r\nhost: a\r\nx-a: b\r\n ${CLIENT_ADDRESS_HEADER}: 1.2.3.4\r\n\r\n`,
+      ),
+    );
+    const text = await readAll(conn);
+    conn.close();
+    assert.match(text, /^HTTP\/1\.1 400 Bad Request/);
+    assert.match(text, /folded/);
+  } finally {
+    await s.close();
+  }
 });

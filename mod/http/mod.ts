@@ -4,8 +4,23 @@
  * @module
  */
 
-export { DEFAULT_CONNECTION_LIMITS, startHttpServer } from "./server.ts";
-export { ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export { startHttpServer } from "./server.ts";
+export {
+  DEFAULT_CONNECTION_LIMITS,
+  type GuardedServeOptions,
+  type GuardedServer,
+  serveGuarded,
+} from "./guarded_serve.ts";
+export { CLIENT_ADDRESS_HEADER, ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export {
+  type AddressRange,
+  AddressSet,
+  clientAddress,
+  clientKey,
+  type ForwardedHeader,
+  parseAddressRange,
+} from "./client_address.ts";
+export { DATABASE_UNAVAILABLE, type HealthFields, healthResponse, withDatabase } from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
 export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
 export {

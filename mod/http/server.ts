@@ -4,14 +4,20 @@
  * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
  * cap sized for two maximal images, authentication before any MCP work, a
  * cap on requests in flight per API key, and a graceful shutdown. The public
- * port belongs to a {@link ConnectionGuard} (header, body-rate and idle
- * deadlines, a connection cap), which relays to `Deno.serve` on loopback.
+ * port belongs to a connection guard (header, body-rate and idle deadlines,
+ * connection caps per process and per client, a connect rate per client),
+ * which relays to `Deno.serve` on a private Unix socket (`guarded_serve.ts`).
+ *
+ * `/healthz` answers 200 when the server can serve and 503 while it cannot
+ * (its database is unavailable), with the reason in the body.
  *
  * @module
  */
 
 import { log } from "../log/mod.ts";
-import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
+import { clientKey } from "./client_address.ts";
+import { CLIENT_ADDRESS_HEADER } from "./connection_guard.ts";
+import { type GuardedServeOptions, serveGuarded } from "./guarded_serve.ts";
 import {
   clientIdOf,
   type InFlightEntry,
@@ -26,13 +32,14 @@ import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
+import { type HealthFields, healthResponse } from "./health.ts";
 
-/** Options of {@link startHttpServer}. */
-export interface HttpServerOptions {
-  /** Interface to listen on, e.g. `127.0.0.1` (config `[server] host`). */
-  hostname: string;
-  /** 0 picks a free port. */
-  port: number;
+/**
+ * Options of {@link startHttpServer}: where it listens and the guard's
+ * limits ({@link GuardedServeOptions}: `[server] host`, `port`, …), then
+ * what it serves.
+ */
+export interface HttpServerOptions extends GuardedServeOptions {
   /** Browser origins allowed to call `/mcp`; requests without `Origin` pass. */
   allowedOrigins: readonly string[];
   /** Authenticates every `/mcp` request. */
@@ -47,27 +54,17 @@ export interface HttpServerOptions {
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz` (a promise must settle quickly: bound its own waits). */
-  health?: () => Record<string, unknown> | Promise<Record<string, unknown>>;
+  health?: () => HealthFields | Promise<HealthFields>;
   /** Largest accepted body (default {@link MAX_REQUEST_BYTES}). */
   maxBodyBytes?: number;
-  /** Slow-client limits of the public port (defaults: {@link DEFAULT_CONNECTION_LIMITS}). */
-  limits?: Partial<ConnectionLimits>;
   /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
   maxRequestsPerKey?: number;
   /**
    * A `notifications/cancelled` for a request not in flight here: the
-   * request may be open at another replica (issue 11), which is told.
+   * request may be open at another replica, which is told.
    */
   onCancelElsewhere?: (owner: string, requestId: string | number) => void;
 }
-
-/** The defaults of config `[server]` for the slow-client limits. */
-export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
-  headerTimeoutMs: 10_000,
-  bodyMinBytesPerSecond: 32_768,
-  idleTimeoutMs: 60_000,
-  maxConnections: 512,
-};
 
 /** A running HTTP server. */
 export interface HttpServerHandle {
@@ -146,7 +143,10 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         `request body of ${declared} bytes exceeds ${maxBody} bytes`,
       );
     }
-    const auth = await options.authenticator.authenticate(request);
+    // The guard sets this header on every request and drops any a client sent.
+    const address = request.headers.get(CLIENT_ADDRESS_HEADER);
+    const source = address === null ? undefined : clientKey(address);
+    const auth = await options.authenticator.authenticate(request, source);
     if (!auth.ok) return options.authFailureResponse(auth);
     // One key may not hold every connection and queue slot: its requests in
     // flight (a streaming tool call counts until its response ends) are capped.
@@ -247,13 +247,16 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
-    if (message.method === "initialize" && response.ok) {
-      // Issue the client its id; clients send it back on every later request.
-      const headers = new Headers(response.headers);
-      headers.set(SESSION_HEADER, newClientId());
-      return new Response(response.body, { status: response.status, headers });
-    }
-    return response;
+    // The SDK sets `connection: keep-alive` on its event streams; connection
+    // management is the server's (every connection carries one request), so
+    // it is dropped instead of sent beside the server's `connection: close`.
+    const initialize = message.method === "initialize" && response.ok;
+    if (!initialize && !response.headers.has("connection")) return response;
+    const headers = new Headers(response.headers);
+    headers.delete("connection");
+    // Issue the client its id; clients send it back on every later request.
+    if (initialize) headers.set(SESSION_HEADER, newClientId());
+    return new Response(response.body, { status: response.status, headers });
   }
 
   async function handler(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
@@ -262,7 +265,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       if (request.method !== "GET" && request.method !== "HEAD") {
         return new Response(null, { status: 405, headers: { allow: "GET, HEAD" } });
       }
-      return Response.json({ status: "ok", ...(await options.health?.()) });
+      return healthResponse((await options.health?.()) ?? {});
     }
     if (url.pathname !== "/mcp") {
       return new Response("not found\n", { status: 404 });
@@ -283,52 +286,19 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
   }
 
-  return new Promise((resolve, reject) => {
-    let guard: ConnectionGuard | undefined;
-    try {
-      // Loopback only: the guard relays to it, nothing else should reach it.
-      const server = Deno.serve({
-        hostname: "127.0.0.1",
-        port: 0,
-        onListen: () => {},
-        onError: (error) => {
-          log("error", "http", "unhandled error", { error: String(error) });
-          return new Response("internal server error\n", { status: 500 });
-        },
-      }, handler);
-      const inner = server.addr as Deno.NetAddr;
-      guard = ConnectionGuard.start({
-        ...DEFAULT_CONNECTION_LIMITS,
-        ...options.limits,
-        hostname: options.hostname,
-        port: options.port,
-        target: { hostname: inner.hostname, port: inner.port },
-      });
-      const addr = guard.addr;
-      const front = guard;
-      cors = new CorsPolicy(options.allowedOrigins, addr.port);
-      log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
-      resolve({
-        addr,
-        finished: server.finished,
-        cancelRequest(owner, requestId) {
-          const done = inFlight.cancel(owner, requestId);
-          if (done) log("info", "http", "request cancelled at another replica", { requestId });
-          return done;
-        },
-        async shutdown(graceMs: number) {
-          await front.stopAccepting();
-          let timer: ReturnType<typeof setTimeout> | undefined;
-          const expired = new Promise<boolean>((r) => timer = setTimeout(() => r(true), graceMs));
-          const timedOut = await Promise.race([server.shutdown().then(() => false), expired]);
-          clearTimeout(timer);
-          if (timedOut) log("warn", "http", `shutdown grace of ${graceMs} ms ran out`);
-          await front.close();
-        },
-      });
-    } catch (error) {
-      guard?.close().catch(() => {});
-      reject(error);
-    }
+  return serveGuarded(options, handler).then((served) => {
+    const addr = served.addr;
+    cors = new CorsPolicy(options.allowedOrigins, addr.port);
+    log("info", "http", `listening on http://${addr.hostname}:${addr.port}/mcp`);
+    return {
+      addr,
+      finished: served.finished,
+      shutdown: (graceMs: number) => served.shutdown(graceMs),
+      cancelRequest(owner, requestId) {
+        const done = inFlight.cancel(owner, requestId);
+        if (done) log("info", "http", "request cancelled at another replica", { requestId });
+        return done;
+      },
+    } satisfies HttpServerHandle;
   });
 }

@@ -2,19 +2,20 @@
  * The input-image path of the image tools: string → validated bytes
  * ({@link decodeImageInput}) → pixels at the generation size
  * ({@link toRgbImage} for `input_image`, {@link toMask} for `mask_image`).
- * Contract §2 / source/mcp-tools.ja.md §2.3.
+ * Contract §2 / source/mcp-tools.ja.md §2.3. Decoding and resizing run in a
+ * process of their own, stopped at {@link DECODE_TIMEOUT_SECONDS}
+ * (`decode_process.ts`).
  *
  * @module
  */
 
 import { ToolError } from "../mcp/tool.ts";
 import type { Mask, RgbImage } from "../pipeline/types.ts";
+import type { Size } from "./aspect.ts";
 import { decodeBase64 } from "./base64.ts";
 import { splitImageString } from "./data_uri.ts";
-import { resizeLanczos } from "./lanczos.ts";
-import { resizeNearest } from "./nearest.ts";
+import { decodeIsolated, DecodeProcessFailure } from "./decode_process.ts";
 import { DECODE_TIMEOUT_SECONDS } from "./limits.ts";
-import { decodeGray, decodeRgb } from "./sharp.ts";
 import { FORMAT_NAMES, inspectImage } from "./sniff.ts";
 import { checkImageStructure } from "./structure.ts";
 import type { DecodedImage, ImageField } from "./types.ts";
@@ -43,6 +44,9 @@ export function decodeImageInput(field: ImageField, value: string): Promise<Deco
   }
 }
 
+/** Every decode (with its resize) runs in its own process, killed at the deadline. */
+const DECODE_OPTIONS = { timeoutMs: DECODE_TIMEOUT_SECONDS * 1000 };
+
 function checkSize(width: number, height: number): void {
   if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) {
     throw new RangeError(`target size must be positive integers, got ${width}×${height}`);
@@ -56,6 +60,12 @@ function decodeFailure(decoded: DecodedImage, error: unknown): ToolError {
   const what = `${decoded.field}: the ${
     FORMAT_NAMES[decoded.format]
   } image (${decoded.width}×${decoded.height})`;
+  if (error instanceof DecodeProcessFailure && !error.started) {
+    return new ToolError(
+      "configuration",
+      `${decoded.field}: input images cannot be decoded on this server: ${detail}`,
+    );
+  }
   if (/^timeout/.test(detail)) {
     return new ToolError(
       "image",
@@ -89,47 +99,21 @@ export async function toRgbImage(
 
 /**
  * {@link toRgbImage} at the one of `sizes` whose aspect ratio is closest to
- * the decoded image's after EXIF orientation ({@link closestAspect}), e.g.
+ * the decoded image's after EXIF orientation (`closestAspect`, in the decode process), e.g.
  * the output size that keeps an input's shape.
  */
 export async function toRgbImageClosest(
   decoded: DecodedImage,
-  sizes: ReadonlyArray<{ width: number; height: number }>,
+  sizes: ReadonlyArray<Size>,
 ): Promise<RgbImage> {
   for (const s of sizes) checkSize(s.width, s.height);
-  let full;
+  let raw;
   try {
-    full = await decodeRgb(decoded.bytes);
+    raw = await decodeIsolated({ op: "rgb", sizes: [...sizes] }, decoded.bytes, DECODE_OPTIONS);
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
-  const { width, height } = sizes[closestAspect(full.width, full.height, sizes)];
-  const raw = resizeLanczos(full, width, height);
   return { width: raw.width, height: raw.height, data: raw.data };
-}
-
-/**
- * The index of the size in `sizes` whose aspect ratio is closest to
- * `width`×`height`, compared as log ratios (so 4:3 and 3:4 are equally far
- * from square); the first of equally close ones.
- */
-export function closestAspect(
-  width: number,
-  height: number,
-  sizes: ReadonlyArray<{ width: number; height: number }>,
-): number {
-  if (sizes.length === 0) throw new RangeError("closestAspect: no sizes to choose from");
-  const ratio = Math.log(width / height);
-  let best = 0;
-  let distance = Infinity;
-  sizes.forEach((s, i) => {
-    const d = Math.abs(ratio - Math.log(s.width / s.height));
-    if (d < distance - 1e-12) {
-      best = i;
-      distance = d;
-    }
-  });
-  return best;
 }
 
 /**
@@ -149,11 +133,14 @@ export async function toMask(
   checkSize(width, height);
   let raw;
   try {
-    raw = await decodeGray(decoded.bytes);
+    raw = await decodeIsolated(
+      { op: "gray", sizes: [{ width, height }] },
+      decoded.bytes,
+      DECODE_OPTIONS,
+    );
   } catch (error) {
     throw decodeFailure(decoded, error);
   }
-  raw = resizeNearest(raw, width, height);
   const data = raw.data;
   for (let i = 0; i < data.length; i++) data[i] = data[i] > 127 ? 1 : 0;
   return { width: raw.width, height: raw.height, data };

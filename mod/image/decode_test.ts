@@ -1,13 +1,8 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { ToolError } from "../mcp/tool.ts";
 import { SIZES } from "../pipeline/types.ts";
-import {
-  closestAspect,
-  decodeImageInput,
-  toMask,
-  toRgbImage,
-  toRgbImageClosest,
-} from "./decode.ts";
+import { closestAspect } from "./aspect.ts";
+import { decodeImageInput, toMask, toRgbImage, toRgbImageClosest } from "./decode.ts";
 import { readJpegHeader } from "./jpeg_header.ts";
 import { readPngHeader } from "./png_header.ts";
 import { resizeRgb } from "./resize.ts";

@@ -8,13 +8,15 @@
  */
 
 export type { DecodedImage, ImageField, ImageFormat } from "./types.ts";
-export { MAX_BASE64_LENGTH, MAX_PIXELS } from "./limits.ts";
 export {
-  closestAspect,
-  decodeImageInput,
-  toMask,
-  toRgbImage,
-  toRgbImageClosest,
-} from "./decode.ts";
+  MAX_BASE64_LENGTH,
+  MAX_CONCURRENT_DECODES,
+  MAX_CONCURRENT_DECODES_PER_KEY,
+  MAX_PIXELS,
+} from "./limits.ts";
+export { closestAspect, type Size } from "./aspect.ts";
+export { decodeImageInput, toMask, toRgbImage, toRgbImageClosest } from "./decode.ts";
+export { DECODE_CHILD_FLAG, runDecodeChild } from "./decode_child.ts";
+export { holdSpareDecoders } from "./decode_process.ts";
 export { type ResizeKernel, resizeRgb } from "./resize.ts";
 export { encodePng, readPngText } from "./png.ts";

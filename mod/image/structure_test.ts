@@ -4,7 +4,8 @@ import { ToolError } from "../mcp/tool.ts";
 import { decodeImageInput, toRgbImage } from "./decode.ts";
 import { pngChunk as chunk } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
-import { countJpegScans, MAX_JPEG_SCANS, prunePngChunks } from "./structure.ts";
+import { paddedScanFlood, scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { CorruptJpeg, countJpegScans, MAX_JPEG_SCANS, prunePngChunks } from "./structure.ts";
 
 const pixels = new Uint8Array(64 * 64 * 3).map((_, i) => (i * 37) % 251);
 const raw = { raw: { width: 64, height: 64, channels: 3 as const } };
@@ -57,6 +58,115 @@ Deno.test("a JPEG with more than 100 scans is refused before decoding", async ()
     decodeImageInput("input_image", many.toBase64()),
     /^input_image: the JPEG has more than 100 scans/,
   );
+});
+
+Deno.test("one 0x00 before the first SOS of a progressive JPEG with 8,000 scans (19.8 MB): refused as corrupt before decoding", async () => {
+  // libjpeg skips the byte with a warning and decodes every scan, while a walk that stopped at
+  // it counted 0 scans.
+  const { padded, unpadded, padAt } = await paddedScanFlood();
+  assert.ok(padded.length > 19_000_000, `${padded.length} bytes`);
+  assert.throws(
+    () => countJpegScans(padded),
+    (error: unknown) =>
+      error instanceof CorruptJpeg &&
+      error.message === `byte 0x00 at offset ${padAt} where a marker must start`,
+  );
+  await rejectsImage(
+    decodeImageInput("input_image", padded.toBase64()),
+    new RegExp(
+      `^input_image: the JPEG is corrupt: byte 0x00 at offset ${padAt} where a marker must ` +
+        `start; re-saving it`,
+    ),
+  );
+  // Without the padding byte the same file is counted, and refused for its scans.
+  assert.equal(countJpegScans(unpadded), MAX_JPEG_SCANS + 1);
+  await rejectsImage(
+    decodeImageInput("input_image", unpadded.toBase64()),
+    /^input_image: the JPEG has more than 100 scans/,
+  );
+});
+
+Deno.test("fill bytes before markers and in scan data hide no scan; stray RST markers are followed", async () => {
+  const filled = scanFloodJpeg({ size: 64, acScans: 150, fillBeforeEachScan: 3 });
+  assert.equal(countJpegScans(filled), MAX_JPEG_SCANS + 1);
+  const few = scanFloodJpeg({ size: 64, acScans: 4, fillBeforeEachScan: 2 });
+  assert.equal(countJpegScans(few), 5);
+  // The fixture is a JPEG libjpeg decodes: all-zero coefficients are mid-grey.
+  const decoded = await decodeImageInput("input_image", few.toBase64());
+  const rgb = await toRgbImage(decoded, 8, 8);
+  assert.ok(rgb.data.every((v) => v === 128), `pixels ${rgb.data.slice(0, 6)}`);
+  // Scan data holding stuffed FF 00, FF FF fill runs and RST markers, then a stray RST
+  // and a TEM between segments: one scan, then the SOS behind them is still found.
+  const soi = [0xff, 0xd8];
+  const sos = [0xff, 0xda, 0x00, 0x08, 0x01, 0x01, 0x00, 0x01, 0x3f, 0x00];
+  const data = [0x12, 0xff, 0x00, 0x34, 0xff, 0xff, 0xff, 0x00, 0xff, 0xd3, 0x56];
+  const bytes = new Uint8Array([
+    ...soi,
+    ...sos,
+    ...data,
+    0xff,
+    0xd0,
+    0xff,
+    0x01,
+    ...sos,
+    ...data,
+    0xff,
+    0xff,
+    0xd9,
+  ]);
+  assert.equal(countJpegScans(bytes), 2);
+});
+
+Deno.test("a marker walk that cannot be followed is a corrupt JPEG", () => {
+  const soi = [0xff, 0xd8];
+  const com = [0xff, 0xfe, 0x00, 0x04, 0x41, 0x42];
+  const cases: Array<[string, number[], RegExp]> = [
+    ["garbage between segments", [...soi, ...com, 0x07, ...com], /^byte 0x07 at offset 8 where/],
+    [
+      "FF 00 where a marker must be",
+      [...soi, ...com, 0xff, 0x00, ...com],
+      /^marker FF 00 at offset 8/,
+    ],
+    [
+      "a reserved marker",
+      [...soi, 0xff, 0x05, 0x00, 0x40, ...com],
+      /^marker FF 05 at offset 2 is not/,
+    ],
+    ["a reserved marker in scan data", [
+      ...soi,
+      0xff,
+      0xda,
+      0x00,
+      0x08,
+      0x01,
+      0x01,
+      0x00,
+      0x01,
+      0x3f,
+      0x00,
+      0x11,
+      0xff,
+      0x05,
+      0x00,
+      0x40,
+    ], /^marker FF 05 at offset 13 is not/],
+    ["a second SOI", [...soi, ...com, ...soi], /^marker FF D8 at offset 8 is not/],
+    [
+      "a segment length below 2",
+      [...soi, 0xff, 0xfe, 0x00, 0x01],
+      /^the segment at offset 2 has length 1$/,
+    ],
+  ];
+  for (const [what, bytes, message] of cases) {
+    assert.throws(
+      () => countJpegScans(new Uint8Array(bytes)),
+      (error: unknown) => error instanceof CorruptJpeg && message.test(error.message),
+      what,
+    );
+  }
+  // A file that ends early is counted up to its end; the decoder reports the truncation.
+  const truncated = scanFloodJpeg({ size: 64, acScans: 3 });
+  assert.equal(countJpegScans(truncated.subarray(0, truncated.length - 20)), 3);
 });
 
 Deno.test("a JPEG whose frame header disagrees with its scan data is refused, not greyed", async () => {

@@ -6,3 +6,4 @@
  */
 
 export { ConcurrencyLimit } from "./concurrency_limit.ts";
+export { SharedLimit } from "./shared_limit.ts";

@@ -1,0 +1,24 @@
+import assert from "node:assert/strict";
+import { PeerLimits } from "./peer_limits.ts";
+
+Deno.test("per-client limits: a share of open connections and a token-bucket connect rate", () => {
+  let now = 0;
+  const limits = new PeerLimits({ maxOpen: 2, ratePerSecond: 2, burst: 3, now: () => now });
+  assert.equal(limits.admit("a"), null);
+  assert.equal(limits.admit("a"), null);
+  assert.equal(limits.admit("a"), "share");
+  assert.equal(limits.admit("a"), "rate", "the refused connect still spent a token");
+  assert.equal(limits.admit("b"), null, "another client has its own share and bucket");
+  limits.release("a");
+  now += 500; // one token back
+  assert.equal(limits.admit("a"), null);
+  assert.equal(limits.open("a"), 2);
+  limits.release("a");
+  limits.release("a");
+  limits.release("b");
+  limits.prune();
+  assert.equal(limits.size, 1, "a refilling bucket is kept (a), a full one dropped (b)");
+  now += 10_000;
+  limits.prune();
+  assert.equal(limits.size, 0);
+});

@@ -1,0 +1,116 @@
+/**
+ * Decodes in their own process: the same pixels as in the server's
+ * process, and a decode past its deadline is killed, not left running.
+ */
+
+import assert from "node:assert/strict";
+import { decodeOrder } from "./decode_child.ts";
+import {
+  decodeIsolated,
+  DecodeProcessFailure,
+  holdSpareDecoders,
+  spareDecoderPids,
+} from "./decode_process.ts";
+import { scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { sharpLib as sharp } from "./sharp.ts";
+
+function alive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("a decode in its own process gives the pixels of an in-process decode", async () => {
+  const pixels = new Uint8Array(40 * 30 * 4).map((_, i) => (i * 53) % 256);
+  const png = new Uint8Array(
+    await sharp(pixels, { raw: { width: 40, height: 30, channels: 4 } }).png().toBuffer(),
+  );
+  let pid = 0;
+  for (const op of ["rgb", "gray"] as const) {
+    const order = { op, sizes: [{ width: 24, height: 16 }] };
+    const isolated = await decodeIsolated(order, png, {
+      timeoutMs: 10_000,
+      onSpawn: (p) => pid = p,
+    });
+    assert.ok(pid > 0 && pid !== Deno.pid, "it ran in another process");
+    const local = await decodeOrder(order, png);
+    assert.deepEqual(
+      { ...isolated, data: [...isolated.data] },
+      { ...local, data: [...local.data] },
+    );
+  }
+});
+
+Deno.test({
+  name:
+    "a decode past its deadline is killed: the call fails at the deadline and no process is left",
+  ignore: Deno.build.os !== "linux", // /proc shows whether the process is gone
+  async fn() {
+    // Thousands of scans over a 16-megapixel frame: libjpeg runs for seconds inside its input
+    // pass, where libvips' own timeout is never checked (about 5 s on a 2-core x86-64 VM).
+    const jpeg = scanFloodJpeg({ size: 4096, acScans: 3000 });
+    let pid = 0;
+    const started = performance.now();
+    await assert.rejects(
+      decodeIsolated({ op: "rgb", sizes: [{ width: 64, height: 64 }] }, jpeg, {
+        timeoutMs: 700,
+        onSpawn: (p) => pid = p,
+      }),
+      /^Error: timeout: still decoding after 700 ms; its process was stopped$/,
+    );
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed < 3_000, `rejected after ${elapsed.toFixed(0)} ms`);
+    assert.ok(pid > 0);
+    assert.equal(alive(pid), false, `decode process ${pid} is still there`);
+  },
+});
+
+Deno.test("a decode process that dies without answering is an error naming how it ended", async () => {
+  const jpeg = scanFloodJpeg({ size: 2048, acScans: 2000 });
+  await assert.rejects(
+    decodeIsolated({ op: "gray", sizes: [{ width: 8, height: 8 }] }, jpeg, {
+      timeoutMs: 10_000,
+      onSpawn: (pid) => Deno.kill(pid, "SIGKILL"),
+    }),
+    (error: unknown) =>
+      error instanceof DecodeProcessFailure && error.started &&
+      /^the decode process ended without an answer \(signal SIGKILL\)$/.test(error.message),
+  );
+});
+
+Deno.test({
+  name: "held spare decoders start at the first decode, serve the next ones, and stop on release",
+  ignore: Deno.build.os !== "linux", // /proc shows whether the processes are gone
+  async fn() {
+    const png = new Uint8Array(
+      await sharp({ create: { width: 8, height: 8, channels: 3, background: "#808080" } })
+        .png().toBuffer(),
+    );
+    const order = { op: "gray" as const, sizes: [{ width: 4, height: 4 }] };
+    const release = holdSpareDecoders(2);
+    try {
+      assert.deepEqual(spareDecoderPids(), [], "none before the first decode");
+      let first = 0;
+      await decodeIsolated(order, png, { timeoutMs: 10_000, onSpawn: (p) => first = p });
+      const waiting = spareDecoderPids();
+      assert.equal(waiting.length, 2);
+      assert.ok(!waiting.includes(first));
+      let second = 0;
+      const pixels = await decodeIsolated(order, png, {
+        timeoutMs: 10_000,
+        onSpawn: (p) => second = p,
+      });
+      assert.equal(second, waiting[0], "the next decode ran in a spare");
+      assert.ok(pixels.data.every((v) => v === 128));
+      assert.equal(spareDecoderPids().length, 2, "the spare taken was replaced");
+    } finally {
+      const left = spareDecoderPids();
+      await release();
+      assert.deepEqual(spareDecoderPids(), []);
+      for (const pid of left) assert.equal(alive(pid), false, `spare ${pid} still runs`);
+    }
+  },
+});
