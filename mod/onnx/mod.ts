@@ -1,12 +1,23 @@
 /**
  * ONNX Runtime access for the whole program: sessions (the only
- * `onnxruntime-node` import is in `runtime.ts`), the tensor class, fp16 bit
- * conversion, feeds in the declared dtype, and the per-component I/O contract.
+ * `onnxruntime-node` import is in `runtime.ts`), the tensor class and device
+ * tensors, the execution providers' start-up check and their errors, fp16
+ * bit conversion, feeds in the declared dtype, and the per-component I/O
+ * contract.
  *
  * @module
  */
 
-export { createSession, createSessionFromBytes, listBackends, Session, Tensor } from "./runtime.ts";
+export {
+  createSession,
+  createSessionFromBytes,
+  isDeviceTensor,
+  listBackends,
+  nativeLibraryDir,
+  releaseDeviceTensor,
+  Session,
+  Tensor,
+} from "./runtime.ts";
 export type {
   BackendInfo,
   ExecutionMode,
@@ -15,10 +26,21 @@ export type {
   Feeds,
   GraphOptimization,
   IoMeta,
+  OutputLocation,
   SessionIo,
   SessionOptions,
   TensorConstructor,
 } from "./runtime.ts";
+export { checkExecutionProvider, type ProviderCheck } from "./provider_check.ts";
+export {
+  CUDA_INSTALL_COMMAND,
+  ExecutionProviderError,
+  explainProviderFailure,
+  explainRunFailure,
+  noAdapterText,
+  noFloat16Text,
+  ONNXRUNTIME_NODE_VERSION,
+} from "./providers.ts";
 export {
   float16BitsToFloat32,
   float32ToFloat16Bits,

@@ -10,7 +10,15 @@
  * @module
  */
 
-import { type Feeds, floatTensor, type Tensor, timestepTensor, toFloat32 } from "../onnx/mod.ts";
+import {
+  castFloatTensor,
+  type Feeds,
+  floatTensor,
+  releaseDeviceTensor,
+  type Tensor,
+  timestepTensor,
+  toFloat32,
+} from "../onnx/mod.ts";
 import { ToolError } from "../mcp/tool.ts";
 import { TorchGenerator } from "../random/mod.ts";
 import { createScheduler, type Scheduler } from "../schedulers/mod.ts";
@@ -110,6 +118,8 @@ export class Engine {
   readonly #config: EngineConfig;
   #models: ModelSet | null;
   #busy = false;
+  /** GPU tensors the running generation holds (the text hidden states), freed when it ends. */
+  readonly #deviceTensors: Tensor[] = [];
 
   /** Use {@link createEngine}. */
   constructor(config: EngineConfig, models: ModelSet) {
@@ -163,6 +173,7 @@ export class Engine {
     try {
       return await this.#generate(request, options);
     } finally {
+      for (const t of this.#deviceTensors.splice(0)) releaseDeviceTensor(t);
       this.#busy = false;
     }
   }
@@ -230,6 +241,7 @@ export class Engine {
       request.negative,
       cfg,
     );
+    this.#deviceTensors.push(text.hidden);
     const notes = [...text.notes];
     if (!cfg && request.negative.trim() !== "") {
       notes.push(
@@ -257,8 +269,7 @@ export class Engine {
       controlRun = new ControlNetRun(
         control.model,
         unet.io,
-        text.data,
-        text.dims,
+        text.hidden,
         repeatBatch(cond, batch),
         [batch, 3, height, width],
       );
@@ -281,10 +292,10 @@ export class Engine {
     // Feeds that do not change between steps.
     const unetIo = unet.io;
     const fixed: Feeds = {
-      [unetIo.inputs.encoder_hidden_states.name]: floatTensor(
+      // On the GPU it already has the UNet's dtype (device_outputs.ts): no copy, no upload.
+      [unetIo.inputs.encoder_hidden_states.name]: castFloatTensor(
+        text.hidden,
         unetIo.inputs.encoder_hidden_states.dtype,
-        text.data,
-        text.dims,
       ),
     };
     if (lcm) {
@@ -313,8 +324,15 @@ export class Engine {
         [unetIo.inputs.sample.name]: floatTensor(unetIo.inputs.sample.dtype, sample, sampleDims),
         [unetIo.timestep!.name]: timestepTensor(unetIo.timestep!, t, batch),
       };
-      if (controlRun) Object.assign(feeds, await controlRun.residuals(sample, sampleDims, t));
-      const out = await unet.session.run(feeds, [outName]);
+      const residuals = controlRun ? await controlRun.residuals(sample, sampleDims, t) : {};
+      Object.assign(feeds, residuals);
+      let out: Record<string, Tensor>;
+      try {
+        out = await unet.session.run(feeds, [outName]);
+      } finally {
+        // Residuals left on the GPU by the ControlNet are read by this step only.
+        for (const r of Object.values(residuals)) releaseDeviceTensor(r);
+      }
       const predicted = checkedOutput(out[outName], sampleDims, outName);
       const noisePred = cfg ? applyGuidance(predicted, settings.guidanceScale) : predicted;
       const result = scheduler.step(noisePred, t, latents, generator);
