@@ -40,6 +40,7 @@ export {
   noAdapterText,
   noFloat16Text,
   ONNXRUNTIME_NODE_VERSION,
+  type ProviderFacts,
 } from "./providers.ts";
 export {
   float16BitsToFloat32,
