@@ -69,6 +69,8 @@ export interface EngineInfo {
   controlnets: ControlNetKind[];
   /** Whether the plain UNet is LCM-distilled (takes `timestep_cond`). */
   lcmUnet: boolean;
+  /** The execution provider, and whether it computes in float16 (its start-up check). */
+  provider: { name: string; float16: boolean };
 }
 
 /**
@@ -149,6 +151,7 @@ export class Engine {
       models,
       controlnets: Object.keys(m.controlnets) as ControlNetKind[],
       lcmUnet: m.unet.io.hasTimestepCond === true,
+      provider: { name: m.provider.provider, float16: m.provider.float16 },
     };
   }
 

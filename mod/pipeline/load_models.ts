@@ -21,6 +21,7 @@ import {
   createSession,
   ExecutionProviderError,
   noFloat16Text,
+  type ProviderCheck,
 } from "../onnx/mod.ts";
 import type { SessionOptions } from "../onnx/mod.ts";
 import { log } from "../log/mod.ts";
@@ -48,6 +49,8 @@ export type ControlNetKind = "depth" | "openpose" | "inpaint";
 
 /** Everything the engine runs, loaded once. */
 export interface ModelSet {
+  /** The execution provider's start-up check (`mod/onnx` `checkExecutionProvider`). */
+  provider: ProviderCheck;
   /** CLIP tokenizer from `<base>/tokenizer`. */
   tokenizer: ClipTokenizer;
   /** `<base>/scheduler/scheduler_config.json`, parsed. */
@@ -197,6 +200,7 @@ export async function loadModels(
       tiny ? config.models.tinyVaeDecoder! : paths.vaeDecoder,
     );
     const set: ModelSet = {
+      provider: device,
       tokenizer,
       schedulerConfig,
       textEncoder,
