@@ -17,12 +17,16 @@
  * - agreement with the CPU provider on the same model files and inputs: the
  *   UNet's noise prediction for one input (max absolute error, max error
  *   relative to the largest value, mean absolute error) and the final image
- *   of a short run (PSNR and largest grey-level difference).
+ *   of a short run (PSNR and largest grey-level difference);
+ * - with `--torch PYTHON`: the same UNet file, weights and inputs in PyTorch
+ *   (`torch_onnx.py` runs the ONNX graph node by node; on CUDA when torch has
+ *   it, else `--torch-device`): its step time, peak memory and agreement with
+ *   both ONNX Runtime runs.
  *
  * ```sh
  * deno task bench:gpu [--provider webgpu|cuda|cpu] [--full | --root DIR] [--set sd15]
  *   [--size 512] [--steps 25] [--runs 5] [--agreement-steps 4] [--reference cpu|none]
- *   [--out FILE]
+ *   [--torch PYTHON [--torch-device cuda|cpu]] [--out FILE]
  * ```
  *
  * Without `--full` or `--root` it runs on the test-sized set
@@ -62,6 +66,7 @@ import { createEngine, type EngineConfig, type GenerationSettings } from "../pip
 import { TorchGenerator } from "../random/mod.ts";
 import { ClipTokenizer } from "../tokenizer/mod.ts";
 import { buildFullSet } from "./full_models.ts";
+import { exportForTorch } from "./torch_export.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -129,6 +134,21 @@ export interface GpuReport {
   };
   /** Peak GPU memory above the baseline, MiB (NVIDIA only; null elsewhere, with why). */
   gpuMemory: { baselineMiB: number; peakMiB: number } | { unavailable: string };
+  /** The same UNet step in PyTorch (with `--torch`). */
+  torch?: {
+    /** torch's device ("cuda", "cpu") and version, and the output's dtype. */
+    device: string;
+    version: string;
+    dtype: string;
+    /** One UNet step at batch 2 (after a warm-up), ms. */
+    unetStepBatch2: Stats;
+    /** `torch.cuda.max_memory_allocated`, MiB (null on the CPU). */
+    peakMiB: number | null;
+    /** Its noise prediction against the CPU provider's (absent with `--reference none`)… */
+    vsCpu?: Agreement;
+    /** …and against the measured provider's. */
+    vsProvider: Agreement;
+  };
   /** Agreement with the CPU provider (absent with `--reference none`). */
   agreement?: {
     noisePrediction: Agreement;
@@ -383,6 +403,8 @@ export async function runGpuBench(args: string[]): Promise<GpuReport> {
       runs: { type: "string", default: "5" },
       "agreement-steps": { type: "string", default: "4" },
       reference: { type: "string", default: "cpu" },
+      torch: { type: "string" },
+      "torch-device": { type: "string" },
       out: { type: "string", default: join(REPO, ".cache/bench/gpu.json") },
     },
   });
@@ -459,6 +481,22 @@ export async function runGpuBench(args: string[]): Promise<GpuReport> {
   };
   await trip.release();
 
+  let torchReport: GpuReport["torch"];
+  if (v.torch) {
+    say(`the same UNet step in PyTorch (${v.torch})`);
+    torchReport = await torchUnet(
+      v.torch,
+      v["torch-device"],
+      join(root, folder, "unet/model.onnx"),
+      {
+        feeds: feedsCpu.unet,
+        runs,
+        reference,
+        predicted,
+      },
+    );
+  }
+
   say("whole images through the engine");
   const l0 = performance.now();
   const engine = await createEngine(engineConfig(root, folder, provider, DEFAULT_PRESET));
@@ -502,6 +540,7 @@ export async function runGpuBench(args: string[]): Promise<GpuReport> {
     },
     gpuMemory,
   };
+  if (torchReport) report.torch = torchReport;
 
   if (reference) {
     say(`the CPU provider's image (${agreementSteps} steps) for the agreement`);
@@ -520,6 +559,46 @@ export async function runGpuBench(args: string[]): Promise<GpuReport> {
   await Deno.writeTextFile(report.options.out as string, JSON.stringify(report, null, 2));
   say(summary(report));
   return report;
+}
+
+/**
+ * Runs `torch_onnx.py` with `python` on the exported UNet and its feeds; the
+ * export lives in a temporary folder, removed afterwards.
+ */
+async function torchUnet(
+  python: string,
+  device: string | undefined,
+  unetPath: string,
+  run: { feeds: Feeds; runs: number; reference?: Float32Array; predicted: Float32Array },
+): Promise<NonNullable<GpuReport["torch"]>> {
+  const dir = await Deno.makeTempDir({ prefix: "sd15-torch-" });
+  try {
+    const graph = await exportForTorch(unetPath, run.feeds, dir);
+    const result = join(dir, "result.json");
+    const script = fileURLToPath(new URL("./torch_onnx.py", import.meta.url));
+    const args = [script, graph, "--runs", String(run.runs), "--out", result];
+    if (device) args.push("--device", device);
+    const out = await new Deno.Command(python, { args, stdout: "inherit", stderr: "piped" })
+      .output();
+    if (!out.success) {
+      throw new Error(`${python} torch_onnx.py failed: ${new TextDecoder().decode(out.stderr)}`);
+    }
+    const r = JSON.parse(await Deno.readTextFile(result));
+    const file = r.outputs[Object.keys(r.outputs)[0]].file as string;
+    const bytes = await Deno.readFile(file);
+    const values = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+    return {
+      device: r.device,
+      version: r.torch,
+      dtype: r.dtype,
+      unetStepBatch2: stats(r.ms),
+      peakMiB: r.peak_mib,
+      ...(run.reference ? { vsCpu: agreement(run.reference, values) } : {}),
+      vsProvider: agreement(run.predicted, values),
+    };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 /** The report as a few readable lines. */
@@ -541,6 +620,15 @@ export function summary(r: GpuReport): string {
       ? `GPU memory: ${r.gpuMemory.peakMiB} MiB above ${r.gpuMemory.baselineMiB} MiB`
       : `GPU memory: ${r.gpuMemory.unavailable}`,
   ];
+  if (r.torch) {
+    const t = r.torch;
+    lines.push(
+      `torch ${t.version} on ${t.device} (${t.dtype}): UNet step (batch 2) ` +
+        `${ms(t.unetStepBatch2)}; vs ${r.provider.provider} max rel ` +
+        `${t.vsProvider.maxRel.toExponential(2)}` +
+        (t.peakMiB === null ? "" : `; peak ${t.peakMiB.toFixed(0)} MiB`),
+    );
+  }
   if (r.agreement) {
     const a = r.agreement;
     lines.push(

@@ -71,3 +71,37 @@ Deno.test("the GPU measurement script on the tiny set with the CPU provider stan
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** Debian's Python with python3-torch, when it is installed. */
+const PYTHON = Deno.env.get("SD15_TEST_PYTHON") ?? "/usr/bin/python3";
+const torchThere = await new Deno.Command(PYTHON, { args: ["-c", "import torch, numpy"] })
+  .output().then((o) => o.success, () => false);
+
+Deno.test({
+  name: `--torch: the same UNet file and inputs in PyTorch agree with ONNX Runtime${
+    torchThere ? "" : ` [ignored: no torch for ${PYTHON} (Debian: python3-torch)]`
+  }`,
+  ignore: !torchThere,
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "sd15-gpu-bench-" });
+    try {
+      // fp32: torch 1.13 has no float16 convolution on the CPU.
+      const r = await runGpuBench([
+        ...["--provider", "cpu", "--set", "sd15", "--runs", "2", "--steps", "2"],
+        ...["--agreement-steps", "2", "--torch", PYTHON, "--torch-device", "cpu"],
+        ...["--out", join(dir, "gpu.json")],
+      ]);
+      const t = r.torch!;
+      strictEqual(t.device, "cpu");
+      strictEqual(t.dtype, "float32");
+      strictEqual(t.unetStepBatch2.samples.length, 2);
+      strictEqual(t.peakMiB, null);
+      ok(t.vsCpu!.refMaxAbs > 0.1);
+      ok(t.vsCpu!.maxRel < 1e-5, JSON.stringify(t.vsCpu));
+      deepStrictEqual(t.vsProvider, t.vsCpu, "the provider is the CPU here");
+      ok(summary(r).includes("torch "), summary(r));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

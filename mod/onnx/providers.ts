@@ -96,8 +96,8 @@ export function noAdapterText(): string {
   return "execution provider `webgpu` found no GPU: ONNX Runtime's WebGPU provider reaches the " +
     "GPU through Vulkan on Linux, and no Vulkan driver answered. It needs the Vulkan loader " +
     "(Debian/Ubuntu package libvulkan1) and the GPU vendor's Vulkan driver: NVIDIA's " +
-    "proprietary driver for NVIDIA (nouveau has no usable Vulkan), Mesa's for AMD (radv) and " +
-    "Intel (anv), both in the package mesa-vulkan-drivers. Check with `vulkaninfo --summary` " +
+    "proprietary driver for NVIDIA, Mesa's for AMD (radv) and Intel (anv), both in the package " +
+    "mesa-vulkan-drivers. Check with `vulkaninfo --summary` " +
     "(package vulkan-tools): the GPU must be listed as a device (a llvmpipe entry is a CPU " +
     "renderer). In a container, pass the GPU device and the driver's ICD file in. Or " +
     `${FALLBACK} (${DOC})`;
