@@ -312,7 +312,8 @@ function providerFacts(): { cudaLibrariesPresent: boolean | null; libraryDir: st
 
 /** Whether `tensor` lives on the device (an output left there by `outputLocations`). */
 export function isDeviceTensor(tensor: Tensor): boolean {
-  return tensor.location !== "cpu";
+  // "cpu-pinned" (CUDA's page-locked host memory) is CPU memory JavaScript can read.
+  return tensor.location !== "cpu" && tensor.location !== "cpu-pinned";
 }
 
 /**
