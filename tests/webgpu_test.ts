@@ -9,12 +9,14 @@
  * - where a software Vulkan driver is installed (Chromium's SwiftShader, see
  *   `helpers/vulkan.ts`; ignored elsewhere, the reason in the test name): the
  *   engine on webgpu with the hidden states and ControlNet residuals left on
- *   the GPU and freed, against the CPU provider; the real server serving
- *   generate_image on webgpu; an fp16 set on a device without shader-f16
- *   refused at start-up; `--check` naming the provider; the GPU measurement
- *   script (`mod/bench/gpu.ts`) on the tiny set; and the ONNX Runtime
- *   Conv + Tanh fusion bug docs/gpu.md describes. SwiftShader renders on the
- *   CPU: these prove the path, not its speed.
+ *   the GPU and freed, and image-to-image with the VAE encoder (opened from
+ *   its rewritten bytes) returning its latent parameters to the CPU, against
+ *   the CPU provider; the real server serving generate_image and
+ *   transform_image on webgpu; an fp16 set, or only an fp16 VAE encoder, on
+ *   a device without shader-f16 refused at start-up; `--check` naming the
+ *   provider; the GPU measurement script (`mod/bench/gpu.ts`) on the tiny
+ *   set; and the ONNX Runtime Conv + Tanh fusion bug docs/gpu.md describes.
+ *   SwiftShader renders on the CPU: these prove the path, not its speed.
  */
 
 import assert from "node:assert/strict";
@@ -169,7 +171,7 @@ const env = "env" in software ? software.env : {};
 
 Deno.test({
   name:
-    `webgpu engine on a software Vulkan device: hidden states and residuals stay on the GPU, are freed, and match the CPU${why}`,
+    `webgpu engine on a software Vulkan device: hidden states and residuals stay on the GPU, are freed, and match the CPU (text, guided, image-to-image)${why}`,
   ignore,
   async fn() {
     const r = await childJson("webgpu_engine_child.ts", env);
@@ -185,23 +187,39 @@ Deno.test({
     assert.equal((r.device.depth.count - 1) % 13, 0);
     assert.ok(r.device.depth.count > 13);
     assert.equal(r.device.depth.freed, r.device.depth.count);
+    // Image-to-image: the hidden states as for text-to-image; the VAE encoder, opened from its
+    // rewritten bytes on webgpu, ran once and returned its latent parameters to the CPU (the
+    // sampling from them is JavaScript); the other modes never ran it.
+    assert.equal(r.vaeEncoder, "rewritten");
+    assert.equal(r.providers.vae_encoder, "webgpu");
+    for (const [label, provider] of Object.entries(r.providers)) {
+      assert.equal(provider, "webgpu", label);
+    }
+    assert.deepEqual(r.device.image, {
+      outputs: ["text_encoder.last_hidden_state"],
+      count: 1,
+      freed: 1,
+    });
+    assert.deepEqual(r.encoder, { text: [], depth: [], image: ["cpu"] });
     // Forced back to the CPU: nothing on the GPU, and the same bytes.
-    assert.deepEqual(r.forcedDevice.text.outputs, []);
-    assert.deepEqual(r.forcedDevice.depth.outputs, []);
-    assert.equal(r.plannedVsForced.text.maxDiff, 0);
-    assert.equal(r.plannedVsForced.depth.maxDiff, 0);
-    // Against the CPU provider: within one grey level, and the control image mattered.
-    for (const k of ["text", "depth"]) {
+    for (const k of ["text", "depth", "image"]) {
+      assert.deepEqual(r.forcedDevice[k].outputs, [], k);
+      assert.equal(r.plannedVsForced[k].maxDiff, 0, k);
+    }
+    // Against the CPU provider: within one grey level, and the control image and the input
+    // image mattered.
+    for (const k of ["text", "depth", "image"]) {
       assert.ok(r.plannedVsCpu[k].maxDiff <= 1, JSON.stringify(r.plannedVsCpu));
       assert.ok(r.plannedVsCpu[k].psnrDb > 60, JSON.stringify(r.plannedVsCpu));
     }
     assert.ok(r.textVsDepth.maxDiff > 10);
+    assert.ok(r.textVsImage.maxDiff > 10, JSON.stringify(r.textVsImage));
   },
 });
 
 Deno.test({
   name:
-    `stdio on a software Vulkan device: the real server starts on webgpu and serves generate_image${why}`,
+    `stdio on a software Vulkan device: the real server starts on webgpu and serves generate_image and transform_image${why}`,
   ignore,
   async fn() {
     // The fp32-I/O set (a software device may lack shader-f16); wait for the image however long
@@ -226,6 +244,28 @@ Deno.test({
         const rgb = await toRgbImage(decoded, 512, 512);
         assert.ok(new Set(rgb.data).size > 16, "an image, not a flat fill");
         assert.match(server.stderr(), /execution provider ready.*"provider":"webgpu"/);
+        // Image-to-image from that image: the VAE encoder, rewritten in memory, on webgpu too.
+        const transformed = await server.client.callTool(
+          {
+            name: "transform_image",
+            arguments: {
+              positive_prompt: "a small boat at dusk",
+              input_image: png.toBase64(),
+              size: "square_512",
+            },
+          },
+          undefined,
+          { timeout: 600_000 },
+        );
+        assert.equal(transformed.isError, undefined, texts(transformed));
+        const [out] = pngs(transformed);
+        const back = await toRgbImage(
+          await decodeImageInput("input_image", out.toBase64()),
+          512,
+          512,
+        );
+        assert.ok(new Set(back.data).size > 16, "an image, not a flat fill");
+        assert.ok(back.data.some((v, i) => v !== rgb.data[i]), "the image was transformed");
       } finally {
         await server.close();
       }
@@ -246,6 +286,25 @@ Deno.test({
       /sd15-fp16\/text_encoder\/model\.onnx \(text_encoder, fp16\): the WebGPU adapter has no 16-bit float shaders/,
     );
     assert.ok(stderr.includes('[models] base = "sd15-fp32"'), stderr);
+  },
+});
+
+Deno.test({
+  name:
+    `an fp16 VAE encoder (opened from its rewritten bytes) on a device without shader-f16 is refused at start-up like every other model${why}`,
+  ignore: ignore || ("float16" in software && software.float16),
+  async fn() {
+    const r = await childJson("fp16_encoder_child.ts", env);
+    assert.equal(r.started, false, JSON.stringify(r));
+    assert.equal(r.name, "ExecutionProviderError");
+    assert.ok(
+      r.message.startsWith(
+        `${r.base}/vae_encoder/model.onnx (vae_encoder, fp16): the WebGPU adapter has no ` +
+          "16-bit float shaders",
+      ),
+      r.message,
+    );
+    assert.ok(r.message.includes('[models] base = "sd15-fp32"'), r.message);
   },
 });
 
