@@ -62,7 +62,7 @@ Deno.test("--check verifies config, model files, engine and codec, then exits", 
   assert.match(lines[1], /^model files ok: .*models\.lock/);
   assert.match(
     lines[2],
-    /^engine ok: \d+ ONNX models loaded \(ControlNets: depth, openpose, inpaint\)/,
+    /^engine ok: \d+ ONNX models loaded \(ControlNets: depth, openpose, inpaint\); execution provider cpu$/,
   );
   assert.match(lines[3], /^image codec ok: sharp encoded a \d+-byte PNG/);
   assert.doesNotMatch(out.stderr, /serving/, "no transport was started");

@@ -8,7 +8,16 @@ import assert from "node:assert/strict";
 import manifest from "../deno.json" with { type: "json" };
 import { ROOT } from "./helpers/paths.ts";
 
-const TASKS = ["serve", "models", "keys", "migrate", "compile", "bench", "fixtures"] as const;
+const TASKS = [
+  "serve",
+  "models",
+  "keys",
+  "migrate",
+  "compile",
+  "bench",
+  "bench:gpu",
+  "fixtures",
+] as const;
 
 async function task(name: string, flag: string) {
   const out = await new Deno.Command(Deno.execPath(), {

@@ -31,7 +31,13 @@ export async function checkSetup(config: ResolvedConfig): Promise<string[]> {
     const info = generator.info;
     const files = Object.keys(info.models).length;
     const controlnets = info.controlnets.length ? info.controlnets.join(", ") : "none";
-    lines.push(`engine ok: ${files} ONNX models loaded (ControlNets: ${controlnets})`);
+    const provider = info.provider.name === "cpu"
+      ? "cpu"
+      : `${info.provider.name} (float16: ${info.provider.float16 ? "yes" : "no"})`;
+    lines.push(
+      `engine ok: ${files} ONNX models loaded (ControlNets: ${controlnets}); execution provider ` +
+        provider,
+    );
   } finally {
     await generator.close();
   }

@@ -2,7 +2,9 @@
  * The full-size benchmark (`deno task bench --full`): full-size SD 1.5 sets
  * built from a seed outside the repository, one process per scenario,
  * per-stage timings, sampled peak RSS, start-up of the real server.
- * docs/performance.md holds the method and the results.
+ * docs/performance.md holds the method and the results. `deno task bench:gpu`
+ * (`gpu.ts`) measures a GPU provider against the CPU one and PyTorch
+ * (docs/gpu.md).
  *
  * @module
  */
@@ -16,4 +18,11 @@ export {
 } from "./full_models.ts";
 export { type RunReport } from "./full_run.ts";
 export { runFullBench } from "./full.ts";
+export {
+  type Agreement,
+  type GpuReport,
+  type ImageAgreement,
+  runGpuBench,
+  type Stats,
+} from "./gpu.ts";
 export { type ProcMemory, procMemory } from "./proc_memory.ts";

@@ -1,13 +1,23 @@
 /**
  * ONNX Runtime access for the whole program: sessions (the only
- * `onnxruntime-node` import is in `runtime.ts`), the tensor class, fp16 bit
- * conversion, feeds in the declared dtype, the per-component I/O contract, and
- * the load-time rewrite that makes a VAE encoder deterministic.
+ * `onnxruntime-node` import is in `runtime.ts`), the tensor class and device
+ * tensors, the execution providers' start-up check and their errors, fp16
+ * bit conversion, feeds in the declared dtype, the per-component I/O
+ * contract, and the load-time rewrite that makes a VAE encoder deterministic.
  *
  * @module
  */
 
-export { createSession, createSessionFromBytes, listBackends, Session, Tensor } from "./runtime.ts";
+export {
+  createSession,
+  createSessionFromBytes,
+  isDeviceTensor,
+  listBackends,
+  nativeLibraryDir,
+  releaseDeviceTensor,
+  Session,
+  Tensor,
+} from "./runtime.ts";
 export type {
   BackendInfo,
   ExecutionMode,
@@ -16,10 +26,22 @@ export type {
   Feeds,
   GraphOptimization,
   IoMeta,
+  OutputLocation,
   SessionIo,
   SessionOptions,
   TensorConstructor,
 } from "./runtime.ts";
+export { checkExecutionProvider, type ProviderCheck } from "./provider_check.ts";
+export {
+  CUDA_INSTALL_COMMAND,
+  ExecutionProviderError,
+  explainProviderFailure,
+  explainRunFailure,
+  noAdapterText,
+  noFloat16Text,
+  ONNXRUNTIME_NODE_VERSION,
+  type ProviderFacts,
+} from "./providers.ts";
 export {
   float16BitsToFloat32,
   float32ToFloat16Bits,

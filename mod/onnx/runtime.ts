@@ -13,6 +13,12 @@
 // First: it switches ONNX Runtime's telemetry off before the library loads.
 import "./telemetry.ts";
 import * as ort from "onnxruntime-node";
+import {
+  CUDA_PROVIDER_LIBRARIES,
+  ExecutionProviderError,
+  explainProviderFailure,
+  explainRunFailure,
+} from "./providers.ts";
 
 /**
  * Keeps float16 tensor data as `Uint16Array` bit patterns. onnxruntime-common
@@ -46,6 +52,16 @@ export type Tensor = ort.Tensor;
 /** Execution providers this project can ask for. */
 export type ExecutionProvider = "cpu" | "cuda" | "webgpu";
 
+/**
+ * Where ONNX Runtime leaves an output: CPU memory (readable from
+ * JavaScript), or a buffer on the WebGPU device (ORT's "gpu-buffer"
+ * location) that only another session of the same process can read, as a
+ * feed. onnxruntime-node 1.30 cannot download a device tensor: its
+ * `download` is "not implemented" and calling `getData()` aborts the process
+ * (onnxruntime `js/node/src/tensor_helper.cc`), so this door never does.
+ */
+export type OutputLocation = "cpu" | "gpu-buffer";
+
 /** ONNX Runtime graph optimization levels (the names ORT itself uses). */
 export type GraphOptimization = "disabled" | "basic" | "extended" | "all";
 
@@ -77,6 +93,14 @@ export interface SessionOptions {
   memoryPattern?: boolean;
   /** Node scheduling (`executionMode`); default ORT's ("sequential"). */
   executionMode?: ExecutionMode;
+  /**
+   * Outputs to leave on the device, by output name (ORT's
+   * `preferredOutputLocation`); unnamed outputs come back to the CPU.
+   * "gpu-buffer" needs the webgpu provider. Such outputs are tensors only
+   * another session can read ({@link isDeviceTensor}); free them with
+   * {@link releaseDeviceTensor} once the last run that reads them is done.
+   */
+  outputLocations?: Readonly<Record<string, OutputLocation>>;
 }
 
 /** One external-data file handed over in memory (for byte loads). */
@@ -137,12 +161,15 @@ export class Session implements SessionIo {
   readonly inputs: readonly IoMeta[];
   /** The model's outputs, in graph order. */
   readonly outputs: readonly IoMeta[];
+  /** The execution provider the session runs on. */
+  readonly provider: ExecutionProvider;
   #session: ort.InferenceSession | null;
 
   /** Wraps an ORT session; use {@link createSession} instead. */
-  constructor(session: ort.InferenceSession, label: string) {
+  constructor(session: ort.InferenceSession, label: string, provider: ExecutionProvider = "cpu") {
     this.#session = session;
     this.label = label;
+    this.provider = provider;
     this.inputs = session.inputMetadata.map(toIoMeta);
     this.outputs = session.outputMetadata.map(toIoMeta);
   }
@@ -161,7 +188,12 @@ export class Session implements SessionIo {
         : await session.run(feeds);
       return result as Record<string, Tensor>;
     } catch (e) {
-      throw new Error(`${this.label}: run failed: ${errorText(e)}`, { cause: e });
+      throw new Error(
+        `${this.label}: run failed: ${explainRunFailure(this.provider, errorText(e))}`,
+        {
+          cause: e,
+        },
+      );
     }
   }
 
@@ -221,11 +253,12 @@ async function open(
       ? await ort.InferenceSession.create(source, ortOptions)
       : await ort.InferenceSession.create(source, ortOptions);
   } catch (e) {
-    throw new Error(`${label}: cannot create session: ${providerHint(provider, errorText(e))}`, {
-      cause: e,
-    });
+    const context = `${label}: cannot create session`;
+    if (provider === "cpu") throw new Error(`${context}: ${errorText(e)}`, { cause: e });
+    const why = explainProviderFailure(provider, errorText(e), providerFacts());
+    throw new ExecutionProviderError(provider, why, context, { cause: e });
   }
-  return new Session(session, label);
+  return new Session(session, label, provider);
 }
 
 function assertProviderKnown(provider: ExecutionProvider): void {
@@ -235,29 +268,63 @@ function assertProviderKnown(provider: ExecutionProvider): void {
   if (provider === "cpu") return;
   const names = listBackends().map((b) => b.name);
   if (!names.includes(provider)) {
-    throw new Error(
+    throw new ExecutionProviderError(
+      provider,
       `execution provider \`${provider}\` is not available in this onnxruntime-node build ` +
-        `(available: ${names.join(", ")})`,
+        `(available: ${names.join(", ")}); set [runtime] execution_provider = "cpu" to run on ` +
+        "the CPU",
     );
   }
 }
 
 /**
- * Explains a session failure with a non-CPU provider: providers the package
- * lists but does not bundle (CUDA, TensorRT) need libraries that its install
- * script downloads; bundled ones (WebGPU) can still fail for want of a device.
+ * The folder of the native library (`bin/napi-v6/<platform>/<arch>` of the
+ * package), where the install script puts the CUDA provider libraries; null
+ * where it cannot be found on disk (a compiled binary).
  */
-function providerHint(provider: ExecutionProvider, message: string): string {
-  if (provider === "cpu") return message;
-  const backends = listBackends();
-  const entry = backends.find((b) => b.name === provider);
-  const bundled = backends.filter((b) => b.bundled).map((b) => b.name).join(", ");
-  if (entry && !entry.bundled) {
-    return `execution provider \`${provider}\` is not available in this onnxruntime-node build ` +
-      `(its libraries are not bundled and come from the package install script; bundled: ${bundled}): ` +
-      message;
+export function nativeLibraryDir(): string | null {
+  try {
+    const index = new URL(import.meta.resolve("onnxruntime-node"));
+    if (index.protocol !== "file:") return null;
+    const root = new URL("../", index); // dist/index.js → the package folder
+    const arch = Deno.build.arch === "x86_64" ? "x64" : "arm64";
+    return decodeURIComponent(new URL(`bin/napi-v6/${Deno.build.os}/${arch}`, root).pathname);
+  } catch {
+    return null;
   }
-  return `execution provider \`${provider}\` could not start (no usable device or driver?): ${message}`;
+}
+
+function providerFacts(): { cudaLibrariesPresent: boolean | null; libraryDir: string | null } {
+  const dir = nativeLibraryDir();
+  if (!dir) return { cudaLibrariesPresent: null, libraryDir: null };
+  try {
+    const present = CUDA_PROVIDER_LIBRARIES.every((f) => {
+      try {
+        return Deno.statSync(`${dir}/${f}`).isFile;
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) return false;
+        throw e;
+      }
+    });
+    return { cudaLibrariesPresent: present, libraryDir: dir };
+  } catch {
+    return { cudaLibrariesPresent: null, libraryDir: dir };
+  }
+}
+
+/** Whether `tensor` lives on the device (an output left there by `outputLocations`). */
+export function isDeviceTensor(tensor: Tensor): boolean {
+  // "cpu-pinned" (CUDA's page-locked host memory) is CPU memory JavaScript can read.
+  return tensor.location !== "cpu" && tensor.location !== "cpu-pinned";
+}
+
+/**
+ * Frees a device tensor's buffer now instead of at garbage collection; CPU
+ * tensors are left alone (their memory is JavaScript's). After this the
+ * tensor can no longer be fed.
+ */
+export function releaseDeviceTensor(tensor: Tensor | undefined): void {
+  if (tensor && isDeviceTensor(tensor)) tensor.dispose();
 }
 
 function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOptions {
@@ -286,6 +353,20 @@ function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOpti
       );
     }
     out.executionMode = options.executionMode;
+  }
+  const locations = options.outputLocations;
+  if (locations && Object.keys(locations).length > 0) {
+    for (const [name, where] of Object.entries(locations)) {
+      if (where !== "cpu" && where !== "gpu-buffer") {
+        throw new Error(`outputLocations.${name} must be "cpu" or "gpu-buffer", got ${where}`);
+      }
+      if (where === "gpu-buffer" && provider !== "webgpu") {
+        throw new Error(
+          `outputLocations.${name} = "gpu-buffer" needs the webgpu execution provider, not ${provider}`,
+        );
+      }
+    }
+    out.preferredOutputLocation = { ...locations };
   }
   return out;
 }

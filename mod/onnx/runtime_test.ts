@@ -1,10 +1,12 @@
-import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
+import { deepStrictEqual, ok, rejects, strictEqual, throws } from "node:assert";
 import { buildUnet, buildVaeDecoder, TINY_DIMS } from "../model_builder/mod.ts";
 import {
   createSession,
   createSessionFromBytes,
   type ExecutionProvider,
+  isDeviceTensor,
   listBackends,
+  releaseDeviceTensor,
   Tensor,
 } from "./runtime.ts";
 import { floatTensor, toFloat32 } from "./tensors.ts";
@@ -99,20 +101,22 @@ Deno.test("options: thread counts validated, unknown and unavailable providers n
       message:
         /^execution provider `cuda` is not available in this onnxruntime-node build \(available: /,
     });
-  } else if (!cuda.bundled) {
-    // Listed but its libraries were never downloaded (install script not run).
-    await rejects(createSessionFromBytes(vae, [], { executionProvider: "cuda", label: "vae" }), {
-      message:
-        /^vae: cannot create session: execution provider `cuda` is not available in this onnxruntime-node build \(its libraries are not bundled/,
-    });
   } else {
-    // A build with CUDA bundled: either it starts, or the failure says why.
+    // Listed, not bundled: either someone installed its libraries and it starts, or the
+    // failure says what to install (or, when installed, what is missing at run time).
     try {
-      const s = await createSessionFromBytes(vae, [], { executionProvider: "cuda" });
+      const s = await createSessionFromBytes(vae, [], { executionProvider: "cuda", label: "vae" });
       strictEqual(s.inputs[0].name, "latent_sample");
       await s.release();
     } catch (e) {
-      ok(/execution provider `cuda` could not start/.test((e as Error).message), String(e));
+      const message = (e as Error).message;
+      strictEqual((e as Error).name, "ExecutionProviderError");
+      ok(
+        /^vae: cannot create session: execution provider `cuda` (needs ONNX Runtime's CUDA provider libraries|could not start although)/
+          .test(message),
+        message,
+      );
+      ok(message.includes("ONNX Runtime said: "), message);
     }
   }
 });
@@ -140,4 +144,49 @@ Deno.test("options: memory arena, memory pattern and execution mode reach ORT an
     createSessionFromBytes(unet.model, ext, { executionMode: "eager" as "parallel" }),
     { message: 'executionMode must be "sequential" or "parallel", got eager' },
   );
+});
+
+Deno.test("outputLocations: gpu-buffer is for the webgpu provider; cpu tensors are never device tensors", async () => {
+  const vae = buildVaeDecoder(1, TINY_DIMS, { flavour: "diffusers", io: "float32" }).model;
+  await rejects(
+    createSessionFromBytes(vae, [], { outputLocations: { sample: "gpu-buffer" } }),
+    {
+      message: 'outputLocations.sample = "gpu-buffer" needs the webgpu execution provider, not cpu',
+    },
+  );
+  await rejects(
+    createSessionFromBytes(vae, [], { outputLocations: { sample: "texture" as "cpu" } }),
+    { message: 'outputLocations.sample must be "cpu" or "gpu-buffer", got texture' },
+  );
+  // "cpu" is what ORT does anyway: accepted on every provider, and the output is readable.
+  const s = await createSessionFromBytes(vae, [], { outputLocations: { sample: "cpu" } });
+  try {
+    const out = await s.run({
+      latent_sample: floatTensor("float32", new Float32Array(4 * 4), [1, 4, 2, 2]),
+    });
+    strictEqual(isDeviceTensor(out.sample), false);
+    releaseDeviceTensor(out.sample); // leaves a CPU tensor alone
+    strictEqual(toFloat32(out.sample).length, 3 * 16 * 16);
+  } finally {
+    await s.release();
+  }
+});
+
+Deno.test("a device tensor is never read back: toFloat32 says why instead of aborting the process", () => {
+  // What ORT returns for an output left on the GPU (onnxruntime-common's gpu-buffer tensor);
+  // reading it back (getData) would abort the process in onnxruntime-node 1.30.
+  let disposed = 0;
+  const onDevice = Tensor.fromGpuBuffer({} as never, {
+    dataType: "float16",
+    dims: [2, 77, 32],
+    dispose: () => disposed++,
+  });
+  strictEqual(isDeviceTensor(onDevice), true);
+  throws(() => toFloat32(onDevice), {
+    message:
+      "toFloat32: the float16 [2,77,32] tensor is on the device (gpu-buffer); only another session can read it, as a feed",
+  });
+  releaseDeviceTensor(onDevice);
+  strictEqual(disposed, 1);
+  strictEqual(onDevice.location, "none");
 });

@@ -93,6 +93,13 @@ export function scalarTensor(
 
 /** Reads a float16/float32/float64 tensor back as float32 values (a copy for non-float32). */
 export function toFloat32(tensor: Tensor): Float32Array {
+  if (tensor.location !== "cpu" && tensor.location !== "cpu-pinned") {
+    // onnxruntime-node 1.30 cannot download a device tensor (its getData() aborts the process).
+    throw new Error(
+      `toFloat32: the ${tensor.type} [${tensor.dims}] tensor is on the device ` +
+        `(${tensor.location}); only another session can read it, as a feed`,
+    );
+  }
   const data = tensor.data as unknown;
   switch (tensor.type) {
     case "float32":

@@ -44,16 +44,15 @@ export class ControlNetRun {
   /**
    * @param model the ControlNet
    * @param unetIo the residual UNet's resolved I/O (`checkSession("controlnet_unet", …)`)
-   * @param hidden text embeddings `[B, 77, hidden]` (B = the UNet batch)
-   * @param hiddenDims their shape
+   * @param hidden text embeddings `[B, 77, hidden]` (B = the UNet batch), on the CPU or the
+   *   GPU (then already in the ControlNet's dtype)
    * @param cond control image `[B, 3, H, W]`, already repeated for the CFG batch
    * @param condDims its shape
    */
   constructor(
     model: ControlNetModel,
     unetIo: ResolvedIo,
-    hidden: Float32Array,
-    hiddenDims: readonly number[],
+    hidden: Tensor,
     cond: Float32Array,
     condDims: readonly number[],
   ) {
@@ -61,10 +60,9 @@ export class ControlNetRun {
     this.#unetIo = unetIo;
     const inputs = model.io.inputs;
     const fixed: Feeds = {
-      [inputs.encoder_hidden_states.name]: floatTensor(
-        inputs.encoder_hidden_states.dtype,
+      [inputs.encoder_hidden_states.name]: castFloatTensor(
         hidden,
-        hiddenDims,
+        inputs.encoder_hidden_states.dtype,
       ),
       [inputs.controlnet_cond.name]: floatTensor(inputs.controlnet_cond.dtype, cond, condDims),
     };
@@ -80,7 +78,10 @@ export class ControlNetRun {
 
   /**
    * Runs the ControlNet for one step and returns the residual feeds of the
-   * residual UNet, by its input names and in its dtypes. Without a
+   * residual UNet, by its input names and in its dtypes. When the
+   * ControlNet was opened to leave its residuals on the GPU they are passed
+   * on as they are (same dtype, scaled by the model): the caller frees them
+   * after the UNet step (`releaseDeviceTensor`). Without a
    * `conditioning_scale` input every residual is multiplied by the scale here:
    * diffusers' `ControlNetModel.forward` does exactly that multiplication
    * (`controlnets/controlnet.py`, "down_block_res_samples = [sample *

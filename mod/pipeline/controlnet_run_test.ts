@@ -62,8 +62,7 @@ Deno.test("ControlNetRun: scales residuals itself without a conditioning_scale i
   const run = new ControlNetRun(
     { session, io: cnIo, conditioningScale: 0.5 },
     unetIo,
-    new Float32Array(77 * 8),
-    [1, 77, 8],
+    new Tensor("float32", new Float32Array(77 * 8), [1, 77, 8]),
     new Float32Array(3 * 8 * 8).fill(0.25),
     [1, 3, 8, 8],
   );

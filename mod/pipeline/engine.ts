@@ -12,7 +12,15 @@
  * @module
  */
 
-import { type Feeds, floatTensor, type Tensor, timestepTensor, toFloat32 } from "../onnx/mod.ts";
+import {
+  castFloatTensor,
+  type Feeds,
+  floatTensor,
+  releaseDeviceTensor,
+  type Tensor,
+  timestepTensor,
+  toFloat32,
+} from "../onnx/mod.ts";
 import { ToolError } from "../mcp/tool.ts";
 import { TorchGenerator } from "../random/mod.ts";
 import { createScheduler, type Scheduler } from "../schedulers/mod.ts";
@@ -85,6 +93,8 @@ export interface EngineInfo {
    * `exposeLatentParameters`), or null when it is not loaded.
    */
   vaeEncoder: "parameters" | "deterministic" | "rewritten" | null;
+  /** The execution provider, and whether it computes in float16 (its start-up check). */
+  provider: { name: string; float16: boolean };
 }
 
 /**
@@ -164,6 +174,11 @@ export class Engine {
   readonly #config: EngineConfig;
   #models: ModelSet | null;
   #busy = false;
+  /**
+   * GPU tensors the running generation holds (the text hidden states, shared
+   * by every step and, for an upscale, every tile), freed when it ends.
+   */
+  readonly #deviceTensors: Tensor[] = [];
 
   /** Use {@link createEngine}. */
   constructor(config: EngineConfig, models: ModelSet) {
@@ -194,6 +209,7 @@ export class Engine {
       controlnets: Object.keys(m.controlnets) as ControlNetKind[],
       lcmUnet: m.unet.io.hasTimestepCond === true,
       vaeEncoder: m.vaeEncoder?.graph ?? null,
+      provider: { name: m.provider.provider, float16: m.provider.float16 },
     };
   }
 
@@ -218,6 +234,7 @@ export class Engine {
     try {
       return await this.#generate(request, options);
     } finally {
+      for (const t of this.#deviceTensors.splice(0)) releaseDeviceTensor(t);
       this.#busy = false;
     }
   }
@@ -325,8 +342,7 @@ export class Engine {
       controlRun = new ControlNetRun(
         control.model,
         unet.io,
-        prompts.text.data,
-        prompts.text.dims,
+        prompts.text.hidden,
         repeatBatch(cond, prompts.batch),
         [prompts.batch, 3, height, width],
       );
@@ -472,6 +488,7 @@ export class Engine {
       negative,
       cfg,
     );
+    this.#deviceTensors.push(text.hidden);
     const notes = [...text.notes];
     if (!cfg && negative.trim() !== "") {
       notes.push(
@@ -499,10 +516,10 @@ export class Engine {
     const [, channels, lh, lw] = dims;
     const unetIo = unet.io;
     const fixed: Feeds = {
-      [unetIo.inputs.encoder_hidden_states.name]: floatTensor(
+      // On the GPU it already has the UNet's dtype (device_outputs.ts): no copy, no upload.
+      [unetIo.inputs.encoder_hidden_states.name]: castFloatTensor(
+        prompts.text.hidden,
         unetIo.inputs.encoder_hidden_states.dtype,
-        prompts.text.data,
-        prompts.text.dims,
       ),
     };
     if (prompts.lcm) {
@@ -531,8 +548,15 @@ export class Engine {
         [unetIo.inputs.sample.name]: floatTensor(unetIo.inputs.sample.dtype, sample, sampleDims),
         [unetIo.timestep!.name]: timestepTensor(unetIo.timestep!, t, batch),
       };
-      if (controlRun) Object.assign(feeds, await controlRun.residuals(sample, sampleDims, t));
-      const out = await unet.session.run(feeds, [outName]);
+      const residuals = controlRun ? await controlRun.residuals(sample, sampleDims, t) : {};
+      Object.assign(feeds, residuals);
+      let out: Record<string, Tensor>;
+      try {
+        out = await unet.session.run(feeds, [outName]);
+      } finally {
+        // Residuals left on the GPU by the ControlNet are read by this step only.
+        for (const r of Object.values(residuals)) releaseDeviceTensor(r);
+      }
       const predicted = checkedOutput(out[outName], sampleDims, outName);
       const noisePred = prompts.cfg
         ? applyGuidance(predicted, run.settings.guidanceScale)

@@ -1,8 +1,11 @@
 /**
- * Start-up: opens every model the configuration needs, once, and checks each
- * against the I/O contract (`mod/onnx` `checkSession`). Any problem is an
- * error that names the file and what is wrong; sessions opened before the
- * failure are released.
+ * Start-up: checks the execution provider (a GPU provider must start and, for
+ * fp16 models, compute in float16), opens every model the configuration
+ * needs, once, and checks each against the I/O contract (`mod/onnx`
+ * `checkSession`). Outputs that only feed another session stay on the GPU
+ * (`device_outputs.ts`). Any problem is an error that names the file (or the
+ * provider) and what is wrong; sessions opened before the failure are
+ * released.
  *
  * @module
  */
@@ -10,13 +13,17 @@
 import { dirname, join } from "node:path";
 import {
   assertResidualsMatch,
+  checkExecutionProvider,
   checkSession,
   type Component,
   createSession,
   createSessionFromBytes,
+  ExecutionProviderError,
   exposeLatentParameters,
   type ExternalDataFile,
   LATENT_PARAMETERS,
+  noFloat16Text,
+  type ProviderCheck,
   readModelInfo,
   type ResolvedIo,
   type SessionOptions,
@@ -28,6 +35,7 @@ import { ClipTokenizer } from "../tokenizer/mod.ts";
 import type { ControlNetModel } from "./controlnet.ts";
 import { basePaths, type EngineConfig } from "./engine_config.ts";
 import { errorMessage } from "./errors.ts";
+import { type HiddenStatesConsumer, hiddenStatesPlan, residualsPlan } from "./device_outputs.ts";
 import type { BytesOpener, ModelSession, SessionOpener } from "./model_session.ts";
 import { VAE_SCALING_FACTOR } from "./vae.ts";
 
@@ -46,6 +54,8 @@ export type ControlNetKind = "depth" | "openpose" | "inpaint";
 
 /** Everything the engine runs, loaded once. */
 export interface ModelSet {
+  /** The execution provider's start-up check (`mod/onnx` `checkExecutionProvider`). */
+  provider: ProviderCheck;
   /** CLIP tokenizer from `<base>/tokenizer`. */
   tokenizer: ClipTokenizer;
   /** `<base>/scheduler/scheduler_config.json`, parsed. */
@@ -120,6 +130,14 @@ export async function loadModels(
   openBytes: BytesOpener = defaultBytesOpener,
 ): Promise<ModelSet> {
   const paths = basePaths(config.models.base);
+  const provider = config.runtime.executionProvider;
+  // Before any model: a provider that cannot start fails here with its cause and fix.
+  const device = await checkExecutionProvider(provider, {
+    intraOpThreads: config.runtime.intraOpThreads,
+  });
+  if (provider !== "cpu") {
+    log("info", "pipeline", "execution provider ready", { provider, float16: device.float16 });
+  }
   const options: SessionOptions = {
     executionProvider: config.runtime.executionProvider,
     intraOpThreads: config.runtime.intraOpThreads,
@@ -138,6 +156,7 @@ export async function loadModels(
     component: Component,
     path: string,
     opener: SessionOpener = open,
+    extra: Pick<SessionOptions, "outputLocations"> = {},
   ): Promise<LoadedModel> => {
     try {
       const stat = await Deno.stat(path);
@@ -150,7 +169,7 @@ export async function loadModels(
     }
     let session: ModelSession;
     try {
-      session = await opener(path, { ...options, label: component });
+      session = await opener(path, { ...options, ...extra, label: component });
     } catch (e) {
       throw new Error(`${path}: cannot load ${component}: ${errorMessage(e)}`, { cause: e });
     }
@@ -161,6 +180,10 @@ export async function loadModels(
     } catch (e) {
       throw new Error(`${path}: ${errorMessage(e)}`, { cause: e });
     }
+    if (!device.float16 && [...session.inputs, ...session.outputs].some(isFloat16)) {
+      // It would open, then fail its first run: say so now, once.
+      throw new ExecutionProviderError(provider, noFloat16Text(), `${path} (${component}, fp16)`);
+    }
     return model;
   };
 
@@ -169,7 +192,18 @@ export async function loadModels(
       throw new Error(`${paths.tokenizer}: ${errorMessage(e)}`, { cause: e });
     });
     const schedulerConfig = await readJsonObject(paths.schedulerConfig);
-    const textEncoder = await load("text_encoder", paths.textEncoder, openFor("text_encoder"));
+    const cn = config.controlnet;
+    const guided = cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled;
+    const consumers: HiddenStatesConsumer[] = [{ component: "unet", path: paths.unet }];
+    if (guided) {
+      consumers.push({ component: "controlnet_unet", path: config.models.controlnetUnet });
+      for (const kind of ["depth", "openpose", "inpaint"] as const) {
+        if (cn[kind].enabled) consumers.push({ component: "controlnet", path: cn[kind].model });
+      }
+    }
+    const textEncoder = await load("text_encoder", paths.textEncoder, openFor("text_encoder"), {
+      outputLocations: await hiddenStatesPlan(provider, paths.textEncoder, consumers),
+    });
     const unet = await load("unet", paths.unet, openFor("unet"));
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
@@ -181,8 +215,8 @@ export async function loadModels(
       "vae_decoder",
       tiny ? config.models.tinyVaeDecoder! : paths.vaeDecoder,
     );
-    const cn = config.controlnet;
     const set: ModelSet = {
+      provider: device,
       tokenizer,
       schedulerConfig,
       textEncoder,
@@ -201,7 +235,7 @@ export async function loadModels(
       const encoder = await load("vae_encoder", paths.vaeEncoder, opener);
       set.vaeEncoder = { ...encoder, graph };
     }
-    if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
+    if (guided) {
       set.controlnetUnet = await load(
         "controlnet_unet",
         config.models.controlnetUnet,
@@ -210,7 +244,9 @@ export async function loadModels(
       checkUnet(set.controlnetUnet, textEncoder);
       for (const kind of ["depth", "openpose", "inpaint"] as const) {
         if (!cn[kind].enabled) continue;
-        const model = await load("controlnet", cn[kind].model);
+        const model = await load("controlnet", cn[kind].model, open, {
+          outputLocations: await residualsPlan(provider, cn[kind].model, set.controlnetUnet.io),
+        });
         checkControlNet(model, set.controlnetUnet, textEncoder);
         set.controlnets[kind] = {
           path: model.path,
@@ -275,6 +311,10 @@ export async function openVaeEncoder(
     removedNodes: found.removedNodes,
   });
   return { session, graph: "rewritten" };
+}
+
+function isFloat16(port: { dtype: string }): boolean {
+  return port.dtype === "float16";
 }
 
 /** Releases every session of a model set. */

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { intTensor, type ResolvedIo, toFloat32 } from "../onnx/mod.ts";
+import { intTensor, type ResolvedIo, type Tensor } from "../onnx/mod.ts";
 import type { ClipEncoding } from "../tokenizer/mod.ts";
 import type { ModelSession } from "./model_session.ts";
 
@@ -17,10 +17,15 @@ export interface PromptTokenizer {
   encode(text: string): ClipEncoding;
 }
 
-/** Text embeddings `[batch, sequence, hidden]`, float32. */
+/** Text embeddings `[batch, sequence, hidden]`. */
 export interface PromptEmbeddings {
-  /** Values, batch-major; batch 0 is the negative prompt when `batch` is 2. */
-  data: Float32Array;
+  /**
+   * The text encoder's output as it returned it, in its dtype, batch-major
+   * (batch 0 is the negative prompt when the batch is 2): in CPU memory, or
+   * on the GPU when the encoder was opened to leave it there
+   * (`device_outputs.ts`; `releaseDeviceTensor` frees it).
+   */
+  hidden: Tensor;
   /** Shape `[batch, sequence, hidden]`. */
   dims: [number, number, number];
   /** Remarks for the result text (truncated prompts). */
@@ -84,5 +89,5 @@ export async function encodePrompts(
         `got [${dims.join(",")}]`,
     );
   }
-  return { data: toFloat32(hidden), dims: [dims[0], dims[1], dims[2]], notes };
+  return { hidden, dims: [dims[0], dims[1], dims[2]], notes };
 }
