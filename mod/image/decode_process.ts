@@ -22,7 +22,7 @@
  * allow; `Deno.execPath()` elsewhere): `deno run` of `decode_child.ts`
  * with read, sys, env and FFI (for sharp) permissions only, or, in a
  * standalone binary, the binary itself with {@link DECODE_CHILD_FLAG}.
- * The server's secrets are blanked in its environment. Where the server
+ * Its environment holds only {@link CHILD_ENV}, so no secret of the server's reaches it. Where the server
  * may not start it, decodes run in the server's process (with libvips'
  * timeout only) and a warning says so once.
  *
@@ -70,13 +70,27 @@ export interface DecodeIsolatedOptions {
 /** How to start a decode process, or why it cannot be started. */
 type ChildCommand = { path: string; args: string[] } | { unavailable: string };
 
-/** Environment variables of the server that the decode process must not see. */
-const SECRETS = [
-  "DATABASE_URL",
-  "CLOUDFRONT_SECRET_HEADER",
-  "BACKEND_INTERNAL_API_KEY",
-  "PGPASSWORD",
-];
+/**
+ * The only environment variables a decode process gets: where Deno's module
+ * cache is (the child is `deno run --cached-only`) and the temp folder. An
+ * allowlist, not a list of secrets to blank: nothing of the server's
+ * environment reaches it unless named here, and Deno refuses to start a
+ * process whose environment holds `LD_*` variables unless every program may
+ * be run, which the `serve` permission set does not allow.
+ */
+export const CHILD_ENV = ["HOME", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"] as const;
+
+/** {@link CHILD_ENV}'s variables that `get` finds (a variable it may not read is left out). */
+export function childEnv(get: (name: string) => string | undefined): Record<string, string> {
+  const env: Record<string, string> = { DENO_NO_UPDATE_CHECK: "1" };
+  for (const name of CHILD_ENV) {
+    try {
+      const value = get(name);
+      if (value !== undefined) env[name] = value;
+    } catch { /* not readable under this permission set: the child does without */ }
+  }
+  return env;
+}
 
 /** Most bytes of the decode process's stderr kept for a failure message. */
 const STDERR_BYTES = 8192;
@@ -103,7 +117,8 @@ function spawnChild(command: { path: string; args: string[] }): Deno.ChildProces
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
-    env: { ...Object.fromEntries(SECRETS.map((name) => [name, ""])), DENO_NO_UPDATE_CHECK: "1" },
+    clearEnv: true,
+    env: childEnv((name) => Deno.env.get(name)),
   }).spawn();
 }
 

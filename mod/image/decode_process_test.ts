@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { decodeOrder } from "./decode_child.ts";
 import {
+  childEnv,
   decodeIsolated,
   DecodeProcessFailure,
   holdSpareDecoders,
@@ -13,6 +14,7 @@ import {
 } from "./decode_process.ts";
 import { scanFloodJpeg } from "./jpeg_fixtures.ts";
 import { sharpLib as sharp } from "./sharp.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 function alive(pid: number): boolean {
   try {
@@ -45,9 +47,10 @@ Deno.test("a decode in its own process gives the pixels of an in-process decode"
 });
 
 Deno.test({
-  name:
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "not Linux (/proc shows whether the process is gone)",
     "a decode past its deadline is killed: the call fails at the deadline and no process is left",
-  ignore: Deno.build.os !== "linux", // /proc shows whether the process is gone
+  ),
   async fn() {
     // Thousands of scans over a 16-megapixel frame: libjpeg runs for seconds inside its input
     // pass, where libvips' own timeout is never checked (about 5 s on a 2-core x86-64 VM).
@@ -82,8 +85,12 @@ Deno.test("a decode process that dies without answering is an error naming how i
 });
 
 Deno.test({
-  name: "held spare decoders start at the first decode, serve the next ones, and stop on release",
-  ignore: Deno.build.os !== "linux", // /proc shows whether the processes are gone
+  ...ignoredFor(
+    Deno.build.os === "linux"
+      ? undefined
+      : "not Linux (/proc shows whether the processes are gone)",
+    "held spare decoders start at the first decode, serve the next ones, and stop on release",
+  ),
   async fn() {
     const png = new Uint8Array(
       await sharp({ create: { width: 8, height: 8, channels: 3, background: "#808080" } })
@@ -113,4 +120,29 @@ Deno.test({
       for (const pid of left) assert.equal(alive(pid), false, `spare ${pid} still runs`);
     }
   },
+});
+
+Deno.test("a decode process gets only the cache and temp variables, never a secret or LD_*", () => {
+  const server: Record<string, string> = {
+    HOME: "/home/sd",
+    DENO_DIR: "/cache/deno",
+    TMPDIR: "/tmp/x",
+    DATABASE_URL: "postgres://u:secret@db/x",
+    CLOUDFRONT_SECRET_HEADER: "s",
+    BACKEND_INTERNAL_API_KEY: "k",
+    PGPASSWORD: "p",
+    LD_LIBRARY_PATH: "/usr/lib/chromium",
+    LD_PRELOAD: "/x.so",
+  };
+  assert.deepEqual(childEnv((name) => server[name]), {
+    DENO_NO_UPDATE_CHECK: "1",
+    HOME: "/home/sd",
+    DENO_DIR: "/cache/deno",
+    TMPDIR: "/tmp/x",
+  });
+  const refused = childEnv((name) => {
+    if (name === "HOME") throw new Deno.errors.NotCapable("no env access to HOME");
+    return server[name];
+  });
+  assert.equal(refused.HOME, undefined, "an unreadable variable is left out, not an error");
 });
