@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import onnx from "onnx-proto";
-import { Layers, Rng } from "../model_builder/mod.ts";
 import {
   createSession,
   float16BitsToFloat32,
@@ -10,22 +9,9 @@ import {
   toFloat16Bits,
 } from "../onnx/mod.ts";
 import { widenToFp32 } from "./fp32.ts";
+import { smallGraph } from "./testing.ts";
 
 const P = onnx.onnx;
-
-/** A small graph with what an fp16 export holds: convs, a MatMul, constants, a Cast, a Resize. */
-function smallGraph() {
-  const L = new Layers("fp32_test", new Rng(7, "fp32_test"));
-  const x = L.floatIn("sample", ["batch", 4, "h", "w"]);
-  let h = L.silu(L.conv(x, 4, 8, 3, { hint: "conv_in" }));
-  h = L.upscale(h, 2, "nearest");
-  h = L.scale(L.conv(h, 8, 8, 3, { hint: "conv_mid" }), 0.5);
-  const pooled = L.reduce("ReduceMean", h, [2, 3], false);
-  const t = L.toFloat(L.input("step", "int64", ["batch"]));
-  const lin = L.linear(L.add(pooled, L.unsqueeze(t, [1])), 8, 8, 1, "linear");
-  L.floatOut(L.add(h, L.unsqueeze(lin, [2, 3])), "out", ["batch", 8, "h2", "w2"]);
-  return L.g;
-}
 
 /** Every initializer of a written model with its values read as float32 (external data resolved). */
 async function initializers(

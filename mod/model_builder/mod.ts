@@ -63,6 +63,7 @@ export {
 } from "./lora.ts";
 export { buildVaeDecoder, buildVaeEncoder, LOGVAR_BIAS } from "./vae.ts";
 export { buildTaesdDecoder, TAESD_CHANNELS } from "./taesd.ts";
+export { buildTaesdSafetensors } from "./taesd_safetensors.ts";
 export {
   buildFullControlNet,
   buildFullTextEncoder,

@@ -35,9 +35,10 @@ import {
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles, HostUnreachableError } from "./download.ts";
-import { LockError, type ModelComponent, parseComponentList, readModelsLock } from "./lock.ts";
+import { LockError, type ModelComponent, parseComponentList, readLock } from "./lock.ts";
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
+import { buildDerivedFiles } from "./startup.ts";
 
 const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
   "[--only COMPONENT,...] [--all]\n" +
@@ -180,14 +181,14 @@ async function download(
   const only: ModelComponent[] = v.only !== undefined ? parseComponentList(v.only) : [];
   const { config } = await setup(v);
   const { root, lock } = config.models;
-  const all = await readModelsLock(lock);
+  const { files: all, derived } = await readLock(lock);
   let entries;
   let localFailures: string[] = [];
   if (v.all) {
     entries = all;
   } else {
-    const needed = neededFiles(config, all);
-    const unlocked = needed.files.filter((f) => !f.entry);
+    const needed = neededFiles(config, all, derived);
+    const unlocked = needed.files.filter((f) => !f.entry && !f.derived);
     if (unlocked.length > 0 || needed.outside.length > 0) {
       throw new LockError(
         [
@@ -202,8 +203,9 @@ async function download(
     }
     // Files already right need no network; local entries (no url) are never downloaded.
     const state = await checkConfiguredFiles(config);
+    // Derived files are built after the downloads, not downloaded.
     const wanted = state.files.filter((f) =>
-      only.length === 0 || only.includes(f.entry!.component)
+      f.entry !== undefined && (only.length === 0 || only.includes(f.entry.component))
     );
     localFailures = wanted.filter((f) => f.state !== "ok" && f.entry!.url === undefined)
       .map((f) => `${f.path} (${f.key}): ${f.detail}`);
@@ -216,6 +218,7 @@ async function download(
   for (const line of localFailures) log("error", "models", line);
   if (entries.length === 0) {
     if (localFailures.length > 0) return 1;
+    await buildDerived(config);
     log("info", "models", "all model files the configuration needs are present and verified", {
       lock,
     });
@@ -235,8 +238,16 @@ async function download(
     log("error", "models", `${failed} of ${entries.length + localFailures.length} files failed`);
     return 1;
   }
+  await buildDerived(config);
   log("info", "models", "all model files present and verified", { files: entries.length });
   return 0;
+}
+
+/** Builds the derived files the configuration needs whose inputs are now in place. */
+async function buildDerived(config: CheckedConfig): Promise<void> {
+  const check = await checkConfiguredFiles(config);
+  const built = await buildDerivedFiles(config, check);
+  if (built > 0) log("info", "models", "derived model files built", { folders: built });
 }
 
 async function check(v: { config?: string; lock?: string; root?: string }): Promise<number> {
@@ -245,7 +256,10 @@ async function check(v: { config?: string; lock?: string; root?: string }): Prom
   const width = Math.max(...result.files.map((f) => f.state.length), 2);
   for (const line of result.outside) out(`${"outside".padEnd(width)}  ${line}`);
   for (const f of result.files) {
-    out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : ""}`);
+    const made = f.derived && !f.detail
+      ? `  (made here by ${f.derived.converter} from ${f.derived.from.join(", ")})`
+      : "";
+    out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : made}`);
   }
   const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length;
   out(

@@ -18,10 +18,25 @@
  * `url` is optional: an entry without one is a local file (an own export
  * added with `deno task models add`); it is verified, never downloaded.
  *
+ * A `[[derived]]` table pins a folder of files that are not downloaded but
+ * made on this machine from pinned files by a deterministic converter
+ * (`mod/convert`): `from` names its inputs (paths of `[[file]]` entries),
+ * `converter` how they become the folder's files. What the converter wrote is
+ * recorded beside it and verified like a pinned file (`derived.ts`).
+ *
+ * ```toml
+ * [[derived]]
+ * component = "unet"
+ * path = "sd15-fp32-derived/unet"
+ * converter = "fp32"
+ * from = ["sd15/unet/model.onnx", "sd15/unet/weights.pb"]
+ * ```
+ *
  * @module
  */
 
 import { parse as parseToml } from "smol-toml";
+import { CONVERTER_NAMES, CONVERTERS } from "../convert/mod.ts";
 
 /**
  * The components outside a base set (ControlNets, preprocessors, LoRA): the
@@ -69,6 +84,28 @@ export interface LockEntry {
   size: number;
   /** sha256 of the content, 64 lowercase hex digits. */
   sha256: string;
+}
+
+/** A folder made locally from pinned files (`[[derived]]`). */
+export interface DerivedEntry {
+  /** The model part its files belong to. */
+  component: ModelComponent;
+  /** The folder it writes, relative to the models root. */
+  path: string;
+  /** A converter name of `mod/convert` (`CONVERTERS`). */
+  converter: string;
+  /** Its inputs: paths of `[[file]]` entries of the same lock. */
+  from: string[];
+  /** The paths of the files it writes (`path` + the converter's output names). */
+  outputs: string[];
+}
+
+/** A whole models.lock: pinned files and derived folders. */
+export interface ModelsLock {
+  /** `[[file]]` entries. */
+  files: LockEntry[];
+  /** `[[derived]]` entries. */
+  derived: DerivedEntry[];
 }
 
 /** A models.lock problem; the message names file, entry, field and value. */
@@ -139,6 +176,16 @@ export function urlProblem(url: string): string | undefined {
  * @throws LockError naming the file, entry number (1-based), field and value
  */
 export function parseModelsLock(text: string, source = "models.lock"): LockEntry[] {
+  return parseLock(text, source).files;
+}
+
+/**
+ * Parses and validates a whole models.lock: `[[file]]` and `[[derived]]`
+ * tables.
+ *
+ * @throws LockError naming the file, entry number (1-based), field and value
+ */
+export function parseLock(text: string, source = "models.lock"): ModelsLock {
   let doc: Record<string, unknown>;
   try {
     doc = parseToml(text, { integersAsBigInt: "asNeeded" }) as Record<string, unknown>;
@@ -146,9 +193,9 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
     throw new LockError(`${source}: invalid TOML: ${(e as Error).message}`);
   }
   for (const key of Object.keys(doc)) {
-    if (key !== "file") {
+    if (key !== "file" && key !== "derived") {
       throw new LockError(
-        `${source}: unknown top-level key "${key}" (only [[file]] tables are allowed)`,
+        `${source}: unknown top-level key "${key}" (only [[file]] and [[derived]] tables are allowed)`,
       );
     }
   }
@@ -214,7 +261,85 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
       sha256: t.sha256 as string,
     });
   });
-  return entries;
+  return { files: entries, derived: parseDerived(doc.derived, entries, source) };
+}
+
+const DERIVED_FIELDS = ["component", "path", "converter", "from"] as const;
+
+/** Validates the `[[derived]]` tables against the `[[file]]` entries. */
+function parseDerived(raw: unknown, files: readonly LockEntry[], source: string): DerivedEntry[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) {
+    throw new LockError(`${source}: "derived" must be an array of tables written as [[derived]]`);
+  }
+  const filePaths = new Set(files.map((f) => f.path));
+  const out: DerivedEntry[] = [];
+  raw.forEach((item: unknown, i: number) => {
+    const where = `${source}: [[derived]] entry ${i + 1}`;
+    if (item === null || typeof item !== "object" || Array.isArray(item)) {
+      throw new LockError(`${where} must be a table`);
+    }
+    const t = item as Record<string, unknown>;
+    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
+    const bad = (field: string, problem: string): never => {
+      throw new LockError(`${label}: field "${field}" ${problem}, got ${JSON.stringify(t[field])}`);
+    };
+    for (const key of Object.keys(t)) {
+      if (!(DERIVED_FIELDS as readonly string[]).includes(key)) {
+        throw new LockError(
+          `${label}: unknown field "${key}" (allowed: ${DERIVED_FIELDS.join(", ")})`,
+        );
+      }
+    }
+    for (const field of DERIVED_FIELDS) {
+      if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
+    }
+    if (
+      typeof t.component !== "string" ||
+      !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
+    ) {
+      bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
+    }
+    if (typeof t.path !== "string") bad("path", "must be a string");
+    const path = t.path as string;
+    const pathProblem = relativePathProblem(path);
+    if (pathProblem) bad("path", pathProblem);
+    if (typeof t.converter !== "string" || !CONVERTER_NAMES.includes(t.converter)) {
+      bad("converter", `must be one of ${CONVERTER_NAMES.join("|")}`);
+    }
+    if (
+      !Array.isArray(t.from) || t.from.length === 0 || t.from.some((p) => typeof p !== "string")
+    ) {
+      bad("from", "must be a non-empty array of [[file]] paths");
+    }
+    const from = t.from as string[];
+    for (const p of from) {
+      if (!filePaths.has(p)) {
+        bad("from", `must name [[file]] paths of this lock ("${p}" is not one)`);
+      }
+    }
+    const converter = CONVERTERS[t.converter as string];
+    const inputProblem = converter.inputProblem(from);
+    if (inputProblem) bad("from", `does not fit converter "${t.converter}": ${inputProblem}`);
+    for (const f of filePaths) {
+      if (f.startsWith(`${path}/`)) {
+        throw new LockError(`${label}: the [[file]] "${f}" lies inside this derived folder`);
+      }
+    }
+    for (const d of out) {
+      if (d.path === path || d.path.startsWith(`${path}/`) || path.startsWith(`${d.path}/`)) {
+        throw new LockError(`${label}: overlaps the derived folder "${d.path}"`);
+      }
+    }
+    out.push({
+      component: t.component as ModelComponent,
+      path,
+      converter: t.converter as string,
+      from,
+      outputs: converter.outputs(from).map((name) => `${path}/${name}`),
+    });
+  });
+  return out;
 }
 
 /**
@@ -223,13 +348,22 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
  * @throws LockError when the file is missing, unreadable or invalid
  */
 export async function readModelsLock(path: string): Promise<LockEntry[]> {
+  return (await readLock(path)).files;
+}
+
+/**
+ * Reads and validates a whole models.lock (`[[file]]` and `[[derived]]`).
+ *
+ * @throws LockError when the file is missing, unreadable or invalid
+ */
+export async function readLock(path: string): Promise<ModelsLock> {
   let text: string;
   try {
     text = await Deno.readTextFile(path);
   } catch (e) {
     throw new LockError(`cannot read ${path}: ${(e as Error).message}`);
   }
-  return parseModelsLock(text, path);
+  return parseLock(text, path);
 }
 
 /** Keeps the entries of the given components (all entries when `only` is empty). */
