@@ -7,7 +7,7 @@
  */
 
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
-import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
+import { type ResolvedConfig, samplingSummary, samplingText } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { ImageService, runImageRequest } from "../generation/mod.ts";
 import { type HttpServerHandle, startHealthServer, startHttpServer } from "../http/mod.ts";
@@ -85,18 +85,21 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const generator = deferredGenerator(Promise.resolve(engine));
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
-  if (
-    role !== "front" && config.models.autoBase === "fp16" &&
-    config.runtime.executionProvider === "cpu"
-  ) {
-    // base = "auto" fell back to the fp16 set on the CPU provider: say what the fp32 one buys.
-    log("info", "app", "running the fp16 SD 1.5 set on the CPU provider", {
-      hint: `put the pinned fp32 set in <models root>/${AUTO_BASE.fp32}/ and [models] base = ` +
-        `"auto" uses it: about 1.5x faster per step and 2.5x less peak memory on CPU ` +
-        "(docs/models.md)",
-    });
-  }
+  const sampling = samplingSummary(config);
+  log("info", "app", `generation: ${samplingText(sampling)}`, {
+    preset: sampling.preset,
+    chosen_by: sampling.chosenBy === "auto"
+      ? `preset = "auto" on the ${config.runtime.executionProvider} provider`
+      : "the config",
+    base: config.models.base,
+    hint: sampling.preset === "fast"
+      ? 'preset = "quality" for full detail (PNDM, 25 steps, CFG, full VAE; minutes per image on a CPU)'
+      : sampling.preset === "quality" && config.runtime.executionProvider === "cpu"
+      ? 'preset = "fast" for about 30 s per image on 2 cores (LCM, 4 steps, tiny VAE)'
+      : undefined,
+  });
   const images = new ImageService({
+    sampling,
     generator,
     prompt: config.prompt,
     defaultSize: config.generation.defaultSize,
@@ -270,6 +273,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         health: async () => ({
           role,
           ...(await jobs.health()),
+          generation: sampling,
           database: await probeDatabase(db!),
         }),
       })
@@ -286,6 +290,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           ...(await jobs.health()),
           tools: tools.length,
           role,
+          generation: sampling,
           database: await probeDatabase(db!),
         }),
         limits: {
