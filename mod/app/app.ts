@@ -19,7 +19,7 @@ import {
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
-import { verifyConfiguredModels } from "../models/mod.ts";
+import { prepareMergedModels, verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
@@ -54,10 +54,14 @@ const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_imag
 /** How long a stdio server whose client is gone waits for cancelled work to stop. */
 const CLIENT_GONE_GRACE_MS = 5000;
 
-/** Checks the model files against models.lock, then starts the engine. */
+/**
+ * Checks the model files against models.lock (building derived ones that are
+ * missing or stale), takes the LoRA-merged models from their cache (merging
+ * once when it has none), then starts the engine.
+ */
 async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   await verifyConfiguredModels(config);
-  return await createGenerator(config);
+  return await createGenerator(config, await prepareMergedModels(config));
 }
 
 /** The engine of a `front` replica: it loads no models and never runs a job. */

@@ -39,6 +39,7 @@ import { LockError, type ModelComponent, parseComponentList, readLock } from "./
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
 import { buildDerivedFiles } from "./startup.ts";
+import { prepareMergedModels } from "./merged.ts";
 
 const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
   "[--only COMPONENT,...] [--all]\n" +
@@ -243,11 +244,17 @@ async function download(
   return 0;
 }
 
-/** Builds the derived files the configuration needs whose inputs are now in place. */
-async function buildDerived(config: CheckedConfig): Promise<void> {
+/**
+ * Builds the derived files the configuration needs whose inputs are now in
+ * place, and the LoRA-merged models (so the first start merges nothing).
+ */
+async function buildDerived(config: Setup["config"]): Promise<void> {
   const check = await checkConfiguredFiles(config);
   const built = await buildDerivedFiles(config, check);
   if (built > 0) log("info", "models", "derived model files built", { folders: built });
+  if (check.files.some((f) => f.state !== "ok" && !f.derived)) return;
+  const merged = await prepareMergedModels(config);
+  if (merged) log("info", "models", "LoRA-merged models in place", { models: Object.keys(merged) });
 }
 
 async function check(v: { config?: string; lock?: string; root?: string }): Promise<number> {
