@@ -75,7 +75,10 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
   try {
     await copyTree(TINY_SET, join(dir, "models/own"));
     await Deno.copyFile(join(REPO, "models.lock"), join(dir, "models.lock"));
-    await Deno.writeTextFile(join(dir, "config.toml"), `[models]\nroot = "models"\n`);
+    await Deno.writeTextFile(
+      join(dir, "config.toml"),
+      `[models]\nroot = "models"\n[generation]\npreset = "quality"\n`,
+    );
     const added = await models(dir, "add", "models/own", "--write-config");
     strictEqual(added.code, 0, added.stderr);
     match(added.stderr, /hashing own\/unet\/model\.onnx_data/, "a progress line per hashed file");
