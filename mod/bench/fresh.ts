@@ -34,7 +34,7 @@ const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const GB = 1e9;
 
 /** The stand-ins for the downloads: lock path → where the built file is (or its bytes). */
-async function standIns(fp16: FullSet, seed: number): Promise<Map<string, string | Uint8Array>> {
+function standIns(fp16: FullSet, seed: number): Map<string, string | Uint8Array> {
   const files = new Map<string, string | Uint8Array>();
   for (const f of fp16.files) {
     if (f.path.startsWith("sd15/")) files.set(f.path, join(fp16.root, f.path));
@@ -60,7 +60,7 @@ async function layout(fp16: FullSet, dir: string, seed: number): Promise<string>
   await Deno.mkdir(root, { recursive: true });
   const byPath = new Map(fp16.files.map((f) => [f.path, f]));
   const entries = [];
-  for (const [path, source] of await standIns(fp16, seed)) {
+  for (const [path, source] of standIns(fp16, seed)) {
     const to = join(root, path);
     await Deno.mkdir(join(to, ".."), { recursive: true });
     if (typeof source === "string") {
