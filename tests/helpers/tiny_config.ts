@@ -70,7 +70,9 @@ ${withQualityPreset(sections)}
 
 /**
  * Points `temp`'s `[models] root` at `<temp.dir>/empty`, a folder that does
- * not exist, so the model check fails for the first file it looks at.
+ * not exist, so the model check fails for the first file it looks at, with
+ * `base = "sd15"` named (there `"auto"` would pick the derived fp32 set,
+ * which the tiny lock does not declare).
  *
  * @returns The new models root.
  */
@@ -78,7 +80,10 @@ export async function emptyModelsRoot(temp: TempConfig): Promise<string> {
   const root = join(temp.dir, "empty");
   await Deno.writeTextFile(
     temp.path,
-    (await Deno.readTextFile(temp.path)).replace(/root = .*/, `root = ${JSON.stringify(root)}`),
+    (await Deno.readTextFile(temp.path)).replace(
+      /root = .*/,
+      `root = ${JSON.stringify(root)}\nbase = "sd15"`,
+    ),
   );
   return root;
 }
