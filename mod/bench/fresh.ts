@@ -34,13 +34,13 @@ const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const GB = 1e9;
 
 /** The stand-ins for the downloads: lock path → where the built file is (or its bytes). */
-function standIns(fp16: FullSet, seed: number): Map<string, string | Uint8Array> {
+function standIns(fp16: FullSet, seed: number, lpb: number): Map<string, string | Uint8Array> {
   const files = new Map<string, string | Uint8Array>();
   for (const f of fp16.files) {
     if (f.path.startsWith("sd15/")) files.set(f.path, join(fp16.root, f.path));
   }
   files.set("taesd/taesd_decoder.safetensors", buildTaesdSafetensors(seed));
-  const modules = lcmLoraModules(buildFullUnet(seed));
+  const modules = lcmLoraModules(buildFullUnet(seed, { layersPerBlock: lpb }));
   files.set(
     "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
     buildTinyLora(seed, { modules, rank: 64, alpha: 64, scale: 0.001, targets: "unet" }),
@@ -54,13 +54,13 @@ function standIns(fp16: FullSet, seed: number): Map<string, string | Uint8Array>
  * sizes and hashes plus the repository's `[[derived]]` tables (each `from`
  * extended by the external data files the built models have beside them).
  */
-async function layout(fp16: FullSet, dir: string, seed: number): Promise<string> {
+async function layout(fp16: FullSet, dir: string, seed: number, lpb: number): Promise<string> {
   const root = join(dir, "models");
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   await Deno.mkdir(root, { recursive: true });
   const byPath = new Map(fp16.files.map((f) => [f.path, f]));
   const entries = [];
-  for (const [path, source] of standIns(fp16, seed)) {
+  for (const [path, source] of standIns(fp16, seed, lpb)) {
     const to = join(root, path);
     await Deno.mkdir(join(to, ".."), { recursive: true });
     if (typeof source === "string") {
@@ -211,10 +211,10 @@ async function openedBytes(root: string): Promise<number> {
 /** Runs the scenario on the built fp16 set; returns its report and table rows. */
 export async function runFreshDefaults(
   fp16: FullSet,
-  options: { seed?: number; images?: number } = {},
+  options: { seed?: number; images?: number; layersPerBlock?: number } = {},
 ): Promise<{ report: Record<string, unknown>; rows: string[][] }> {
   const dir = join(benchCacheDir(), "fresh-defaults");
-  const lock = await layout(fp16, dir, options.seed ?? 1234);
+  const lock = await layout(fp16, dir, options.seed ?? 1234, options.layersPerBlock ?? 2);
   const config = await freshConfig(dir, lock, "config.toml");
   const models = await runModels(config);
   if (models.code !== 0) {

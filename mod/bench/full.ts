@@ -317,7 +317,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
   if (fresh) {
     // What a fresh clone gets: derives the fp32 set the "derived" scenario runs on.
     const t0 = performance.now();
-    const result = await runFreshDefaults(sets.fp16!);
+    const result = await runFreshDefaults(sets.fp16!, { layersPerBlock: lpb });
     report.freshDefaults = { ...result.report, ms: Math.round(performance.now() - t0) };
     rows.push(...result.rows);
     console.error(result.rows.map((r) => r.join(" | ")).join("\n"));
