@@ -160,9 +160,13 @@ export type PresetName = "fast" | "quality" | "custom";
 
 /** What a preset sets; the keys written in the config win over it. */
 export interface PresetValues {
+  /** Denoising steps. */
   steps: number;
+  /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
   guidanceScale: number;
+  /** Scheduler name. */
   scheduler: SchedulerName;
+  /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
   vaeDecoder: "full" | "tiny";
   /** Blend in the LCM LoRA (`[models] lcm_lora`). */
   lcmLora: boolean;

@@ -89,10 +89,15 @@ export {
   checkDerived,
   DERIVED_RECORD,
   type DerivedCheck,
+  type DerivedOptions,
+  type DerivedProblem,
   type DerivedRecipe,
   type DerivedRecord,
   ensureDerived,
+  type EnsureResult,
   readDerivedRecord,
   recipeKey,
+  type RecordedFile,
 } from "./derived.ts";
+export type { WrittenFile } from "../convert/mod.ts";
 export { type MergeConfig, MERGED_DIR, type MergedPaths, prepareMergedModels } from "./merged.ts";
