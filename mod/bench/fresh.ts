@@ -137,9 +137,8 @@ async function runModels(config: string) {
   };
 }
 
-/** One real server run: initialize, tools/list, `images` images; times from spawn, peak RSS. */
-async function serve(config: string, images: number) {
-  const t0 = performance.now();
+/** The real server (`main.ts`, stdio) on `config`, an SDK client for it and its stderr so far. */
+export function spawnServer(config: string, name = "bench") {
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
     args: ["run", "-P=serve", "--quiet", "main.ts", "--config", config],
@@ -149,7 +148,13 @@ async function serve(config: string, images: number) {
   });
   let stderr = "";
   transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
-  const client = new Client({ name: "bench-fresh", version: "1" });
+  return { transport, client: new Client({ name, version: "1" }), stderr: () => stderr };
+}
+
+/** One real server run: initialize, tools/list, `images` images; times from spawn, peak RSS. */
+async function serve(config: string, images: number) {
+  const t0 = performance.now();
+  const { transport, client, stderr } = spawnServer(config, "bench-fresh");
   await client.connect(transport);
   const rss = sampleRss(transport.pid!);
   const initializeMs = performance.now() - t0;
@@ -185,7 +190,7 @@ async function serve(config: string, images: number) {
     firstImageMs: Math.round(firstImageMs),
     imageMs: imageMs.map(Math.round),
     peakRss: await rss.stop(),
-    ...(error ? { error, stderr: stderr.slice(-800) } : {}),
+    ...(error ? { error, stderr: stderr().slice(-800) } : {}),
   };
 }
 

@@ -32,7 +32,7 @@ import {
 import { readDerivedRecord } from "../models/mod.ts";
 import type { RunReport } from "./full_run.ts";
 import { sampleRss } from "./proc_memory.ts";
-import { runFreshDefaults } from "./fresh.ts";
+import { runFreshDefaults, spawnServer } from "./fresh.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -105,23 +105,16 @@ async function startup(set: FullSet): Promise<Record<string, number | string>> {
           JSON.stringify(join(set.root, "models.lock"))
         }\n` +
         // The bench sets keep their graphs in sd15/ whatever their precision.
-        `base = "sd15"\nvae_decoder = "tiny"\n[generation]\nsteps = 4\nscheduler = "lcm"\nguidance_scale = 1\n`,
+        // Fast sampling without the LCM LoRA: this measures the plain set's start.
+        `base = "sd15"\nvae_decoder = "tiny"\n[generation]\npreset = "custom"\nsteps = 4\n` +
+        `scheduler = "lcm"\nguidance_scale = 1\n`,
     );
     const t0 = performance.now();
-    const transport = new StdioClientTransport({
-      command: Deno.execPath(),
-      args: ["run", "-P=serve", "--quiet", "main.ts", "--config", config],
-      cwd: REPO,
-      env: { ...Deno.env.toObject(), NO_COLOR: "1" },
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
-    const client = new Client({ name: "bench", version: "1" });
+    const { transport, client, stderr } = spawnServer(config);
     try {
-      return await measure(client, transport, t0, () => stderr);
+      return await measure(client, transport, t0, stderr);
     } catch (e) {
-      return { error: (e as Error).message, stderr: stderr.slice(-600) };
+      return { error: (e as Error).message, stderr: stderr().slice(-600) };
     }
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});

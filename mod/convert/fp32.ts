@@ -24,6 +24,7 @@ import { createHash, type Hash } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import onnx from "onnx-proto";
 import { float16BitsToFloat32 } from "../onnx/fp16.ts";
+import { ELEM_BYTES } from "../onnx/model_info.ts";
 
 const P = onnx.onnx;
 type Tensor = onnx.onnx.ITensorProto;
@@ -35,23 +36,6 @@ export const FP32_CONVERTER_VERSION = 1;
 
 const FLOAT = 1;
 const FLOAT16 = 10;
-
-/** Bytes per element of the ONNX data types an external tensor can have. */
-const ELEMENT_BYTES: Record<number, number> = {
-  1: 4,
-  2: 1,
-  3: 1,
-  4: 2,
-  5: 2,
-  6: 4,
-  7: 8,
-  9: 1,
-  10: 2,
-  11: 8,
-  12: 4,
-  13: 8,
-  16: 2,
-};
 
 /** One file a converter wrote, with what was hashed while writing it. */
 export interface WrittenFile {
@@ -252,7 +236,7 @@ class ExternalWriter {
     }
     const offset = Number(kv.get("offset") ?? "0");
     const count = (t.dims ?? []).map(num).reduce((a, b) => a * b, 1);
-    const element = ELEMENT_BYTES[t.dataType ?? 0];
+    const element = ELEM_BYTES[t.dataType ?? 0];
     const length = kv.has("length") ? Number(kv.get("length")) : count * (element ?? 0);
     const region = await this.#read(location, offset, length, t.name ?? "");
     const half = t.dataType === FLOAT16;

@@ -23,6 +23,7 @@ export {
   type PatchedModel,
   patchModel,
   type PatchOptions,
+  processAlive,
   type WeightedLora,
 } from "./onnx_patch.ts";
 export {

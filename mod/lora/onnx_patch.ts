@@ -392,7 +392,8 @@ async function scratchDir(parent: string): Promise<string | undefined> {
 }
 
 /** Whether a process id is alive (Linux: /proc/<pid>); elsewhere assumed alive (never swept). */
-async function processAlive(pid: number): Promise<boolean> {
+export async function processAlive(pid: number): Promise<boolean> {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
   if (Deno.build.os !== "linux") return true;
   try {
     await Deno.stat(`/proc/${pid}`);

@@ -29,6 +29,7 @@ import { createHash } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import type { WrittenFile } from "../convert/mod.ts";
 import { log } from "../log/mod.ts";
+import { processAlive } from "../lora/mod.ts";
 import { sha256File } from "./sha256_file.ts";
 
 /** The record's file name inside a derived folder. */
@@ -235,18 +236,6 @@ async function sweepScratch(dir: string): Promise<void> {
     }
   } catch {
     // no parent yet: nothing to sweep
-  }
-}
-
-/** Whether a process id is alive (Linux: /proc/<pid>); elsewhere assumed alive (never swept). */
-export async function processAlive(pid: number): Promise<boolean> {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  if (Deno.build.os !== "linux") return true;
-  try {
-    await Deno.stat(`/proc/${pid}`);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -217,25 +217,7 @@ export function parseLock(text: string, source = "models.lock"): ModelsLock {
       const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
       throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
     };
-    for (const key of Object.keys(t)) {
-      if (!(ENTRY_FIELDS as readonly string[]).includes(key)) {
-        throw new LockError(
-          `${label}: unknown field "${key}" (allowed: ${ENTRY_FIELDS.join(", ")})`,
-        );
-      }
-    }
-    for (const field of REQUIRED_FIELDS) {
-      if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
-    }
-    if (
-      typeof t.component !== "string" ||
-      !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
-    ) {
-      bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
-    }
-    if (typeof t.path !== "string") bad("path", "must be a string");
-    const pathProblem = relativePathProblem(t.path as string);
-    if (pathProblem) bad("path", pathProblem);
+    checkTable(t, label, ENTRY_FIELDS, REQUIRED_FIELDS, bad);
     if ("url" in t) {
       if (typeof t.url !== "string") bad("url", "must be a string");
       const badUrl = urlProblem(t.url as string);
@@ -266,6 +248,36 @@ export function parseLock(text: string, source = "models.lock"): ModelsLock {
 
 const DERIVED_FIELDS = ["component", "path", "converter", "from"] as const;
 
+/**
+ * The checks every lock table shares: only `allowed` keys, every `required`
+ * one, a known component and a valid root-relative path.
+ */
+function checkTable(
+  t: Record<string, unknown>,
+  label: string,
+  allowed: readonly string[],
+  required: readonly string[],
+  bad: (field: string, problem: string) => never,
+): void {
+  for (const key of Object.keys(t)) {
+    if (!allowed.includes(key)) {
+      throw new LockError(`${label}: unknown field "${key}" (allowed: ${allowed.join(", ")})`);
+    }
+  }
+  for (const field of required) {
+    if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
+  }
+  if (
+    typeof t.component !== "string" ||
+    !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
+  ) {
+    bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
+  }
+  if (typeof t.path !== "string") bad("path", "must be a string");
+  const pathProblem = relativePathProblem(t.path as string);
+  if (pathProblem) bad("path", pathProblem);
+}
+
 /** Validates the `[[derived]]` tables against the `[[file]]` entries. */
 function parseDerived(raw: unknown, files: readonly LockEntry[], source: string): DerivedEntry[] {
   if (raw === undefined) return [];
@@ -284,26 +296,8 @@ function parseDerived(raw: unknown, files: readonly LockEntry[], source: string)
     const bad = (field: string, problem: string): never => {
       throw new LockError(`${label}: field "${field}" ${problem}, got ${JSON.stringify(t[field])}`);
     };
-    for (const key of Object.keys(t)) {
-      if (!(DERIVED_FIELDS as readonly string[]).includes(key)) {
-        throw new LockError(
-          `${label}: unknown field "${key}" (allowed: ${DERIVED_FIELDS.join(", ")})`,
-        );
-      }
-    }
-    for (const field of DERIVED_FIELDS) {
-      if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
-    }
-    if (
-      typeof t.component !== "string" ||
-      !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
-    ) {
-      bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
-    }
-    if (typeof t.path !== "string") bad("path", "must be a string");
+    checkTable(t, label, DERIVED_FIELDS, DERIVED_FIELDS, bad);
     const path = t.path as string;
-    const pathProblem = relativePathProblem(path);
-    if (pathProblem) bad("path", pathProblem);
     if (typeof t.converter !== "string" || !CONVERTER_NAMES.includes(t.converter)) {
       bad("converter", `must be one of ${CONVERTER_NAMES.join("|")}`);
     }

@@ -26,15 +26,10 @@ import {
   LoraSet,
   type LoraTarget,
   patchModel,
+  processAlive,
 } from "../lora/mod.ts";
 import type { CheckedConfig } from "./check.ts";
-import {
-  type DerivedRecipe,
-  ensureDerived,
-  processAlive,
-  readDerivedRecord,
-  recipeKey,
-} from "./derived.ts";
+import { type DerivedRecipe, ensureDerived, readDerivedRecord, recipeKey } from "./derived.ts";
 import { readLock } from "./lock.ts";
 import { toLockPath } from "./required.ts";
 
