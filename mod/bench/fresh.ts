@@ -28,6 +28,7 @@ import {
 } from "../model_builder/mod.ts";
 import { readDerivedRecord, readLock } from "../models/mod.ts";
 import { benchCacheDir, type FullSet } from "./full_models.ts";
+import { processAlive } from "../lora/mod.ts";
 import { sampleRss } from "./proc_memory.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
@@ -182,7 +183,13 @@ async function serve(config: string, images: number) {
   } catch (e) {
     error = (e as Error).message;
   } finally {
+    const pid = transport.pid;
     await client.close();
+    // The next run must not overlap this one (CPU and RSS are per run).
+    const until = Date.now() + 30_000;
+    while (pid && Date.now() < until && await processAlive(pid)) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
   return {
     initializeMs: Math.round(initializeMs),
