@@ -5,9 +5,12 @@
  *   downloads what the configuration needs (exactly the files its keys name,
  *   see `neededFiles`) and is missing or wrong, and verifies it; local lock
  *   entries (no `url`) are only verified. `--all`: every lock entry instead.
+ *   Then it builds the `[[derived]]` folders the configuration needs (the fp32
+ *   set, the ONNX TAESD decoder) and the LoRA-merged models (`merged.ts`).
  *   A host that cannot be reached ends the run at once with one line.
  * - `deno task models check [--config PATH] [--lock PATH] [--root DIR]` prints
- *   each needed file with ok / missing / wrong size / wrong hash / not locked.
+ *   each needed file with ok / missing / wrong size / wrong hash / not locked /
+ *   not built / stale (derived files: made here from pinned inputs).
  * - `deno task models add [--component C] [--write-config] [--config PATH]
  *   [--lock PATH] [--root DIR] PATH` locks an own export (see add.ts) and
  *   prints the config lines to use, or sets them with `--write-config`.
