@@ -42,7 +42,7 @@ import { LockError, type ModelComponent, parseComponentList, readLock } from "./
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
 import { buildDerivedFiles } from "./startup.ts";
-import { prepareMergedModels } from "./merged.ts";
+import { checkMergedModels, prepareMergedModels } from "./merged.ts";
 
 const USAGE = "usage: deno task models [--config PATH] [--lock PATH] [--root DIR] " +
   "[--only COMPONENT,...] [--all]\n" +
@@ -271,9 +271,16 @@ async function check(v: { config?: string; lock?: string; root?: string }): Prom
       : "";
     out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : made}`);
   }
-  const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length;
+  const merged = await checkMergedModels(config);
+  for (const m of merged) {
+    out(`${m.state.padEnd(width)}  ${m.folder}/  (LoRA-merged ${m.model}: ${m.detail})`);
+  }
+  const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length +
+    merged.filter((m) => m.state !== "ok").length;
   out(
-    `${result.files.length} files needed by the configuration (models root ${config.models.root}, ` +
+    `${
+      result.files.length + merged.length
+    } files needed by the configuration (models root ${config.models.root}, ` +
       `lock ${config.models.lock}): ${bad === 0 ? "all ok" : `${bad} not ok`}` +
       (result.hashed.length > 0 ? `; ${result.hashed.length} hashed` : ""),
   );

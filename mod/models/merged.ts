@@ -29,7 +29,14 @@ import {
   processAlive,
 } from "../lora/mod.ts";
 import type { CheckedConfig } from "./check.ts";
-import { type DerivedRecipe, ensureDerived, readDerivedRecord, recipeKey } from "./derived.ts";
+import {
+  checkDerived,
+  type DerivedProblem,
+  type DerivedRecipe,
+  ensureDerived,
+  readDerivedRecord,
+  recipeKey,
+} from "./derived.ts";
 import { readLock } from "./lock.ts";
 import { toLockPath } from "./required.ts";
 
@@ -81,8 +88,7 @@ interface Slot {
 export async function prepareMergedModels(config: MergeConfig): Promise<MergedPaths | undefined> {
   const files = config.lora.files;
   if (files.length === 0) return undefined;
-  const root = config.models.root;
-  const cache = join(root, MERGED_DIR);
+  const cache = join(config.models.root, MERGED_DIR);
   try {
     await Deno.mkdir(cache, { recursive: true });
     const probe = join(cache, `.probe-${Deno.pid}`);
@@ -95,69 +101,11 @@ export async function prepareMergedModels(config: MergeConfig): Promise<MergedPa
     });
     return undefined;
   }
-  const { files: entries, derived } = await readLock(config.models.lock);
-  const byPath = new Map(entries.map((e) => [e.path, e.sha256]));
-  const madeBy = new Map(derived.flatMap((d) => d.outputs.map((o) => [o, d.path] as const)));
-  /** The verified sha256 of a lock path: its pin, or what its derived folder recorded. */
-  const sha256Of = async (path: string): Promise<string> => {
-    const pinned = byPath.get(path);
-    if (pinned) return pinned;
-    const folder = madeBy.get(path);
-    const record = folder ? await readDerivedRecord(join(root, folder)) : undefined;
-    const f = record?.files.find((x) => `${folder}/${x.name}` === path);
-    if (!f) throw new Error(`${path} is neither pinned nor built (run \`deno task models\`)`);
-    return f.sha256;
-  };
-  /** The lock paths of a model file and its companions (external data) in its folder. */
-  const modelFiles = (abs: string): string[] => {
-    const rel = toLockPath(abs, root);
-    const dir = rel.slice(0, rel.lastIndexOf("/") + 1);
-    const all = [...byPath.keys(), ...madeBy.keys()].filter((p) =>
-      p.startsWith(dir) && !p.slice(dir.length).includes("/") &&
-      (p === rel || !p.endsWith(".onnx")) && !p.endsWith(".json")
-    );
-    return [rel, ...all.filter((p) => p !== rel).sort()];
-  };
-
-  const base = config.models.base;
-  const slots: Slot[] = [
-    {
-      name: "textEncoder",
-      folder: "text_encoder",
-      target: "text_encoder",
-      model: join(base, "text_encoder", "model.onnx"),
-    },
-    { name: "unet", folder: "unet", target: "unet", model: join(base, "unet", "model.onnx") },
-  ];
-  const cn = config.controlnet;
-  if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
-    slots.push({
-      name: "controlnetUnet",
-      folder: "controlnet_unet",
-      target: "unet",
-      model: config.models.controlnetUnet,
-    });
-  }
-  const loraInputs = await Promise.all(files.map(async (f) => {
-    const path = toLockPath(f.path, root);
-    return { path, sha256: await sha256Of(path) };
-  }));
+  const root = config.models.root;
   let loras: LoraSet | undefined;
   const paths: MergedPaths = {};
   const infos: MergeInfo[] = [];
-  for (const slot of slots) {
-    const recipe: DerivedRecipe = {
-      converter: "lora-merge",
-      version: LORA_MERGE_VERSION,
-      inputs: [
-        ...await Promise.all(
-          modelFiles(slot.model).map(async (p) => ({ path: p, sha256: await sha256Of(p) })),
-        ),
-        ...loraInputs,
-      ],
-      params: { target: slot.target, weights: files.map((f) => f.weight) },
-    };
-    const dir = join(cache, `${slot.folder}-${recipeKey(recipe).slice(0, 16)}`);
+  for (const { slot, recipe, dir } of await mergePlan(config)) {
     const { record } = await ensureDerived(dir, recipe, async (into) => {
       loras ??= await LoraSet.load(files);
       const patched = await patchModel(slot.model, slot.target, loras.loras, { into });
@@ -196,6 +144,138 @@ export async function prepareMergedModels(config: MergeConfig): Promise<MergedPa
     files.map((_, i) => new Set(infos.flatMap((info) => info.loras[i].matched))),
   );
   return paths;
+}
+
+/** One cached merge as `deno task models check` reports it. */
+export interface MergedCheck {
+  /** The model it replaces (lock path). */
+  model: string;
+  /** The cache folder (lock-path form, under the root). */
+  folder: string;
+  /** "ok", or why it is not in place. */
+  state: "ok" | DerivedProblem;
+  /** What is wrong, or for "ok" whether the model is opened unchanged. */
+  detail: string;
+}
+
+/**
+ * The state of each merge the configured LoRAs need, without building any
+ * (`deno task models check`); empty without LoRAs. A merge whose inputs are
+ * not in place is "not built".
+ */
+export async function checkMergedModels(config: MergeConfig): Promise<MergedCheck[]> {
+  if (config.lora.files.length === 0) return [];
+  const root = config.models.root;
+  let plan;
+  try {
+    plan = await mergePlan(config);
+  } catch (e) {
+    return [{
+      model: toLockPath(config.models.base, root),
+      folder: MERGED_DIR,
+      state: "not built",
+      detail: `waits for its inputs: ${(e as Error).message}`,
+    }];
+  }
+  const out: MergedCheck[] = [];
+  for (const { slot, recipe, dir } of plan) {
+    const c = await checkDerived(dir, recipe);
+    const model = toLockPath(slot.model, root);
+    const folder = toLockPath(dir, root);
+    out.push(
+      c.ok
+        ? {
+          model,
+          folder,
+          state: "ok",
+          detail: (c.record.info as MergeInfo | undefined)?.identity
+            ? "no LoRA module matches it: opened unchanged"
+            : "the LoRAs merged in",
+        }
+        : {
+          model,
+          folder,
+          state: c.problem,
+          detail: `${c.detail}; \`deno task models\` merges it (the server too, at start-up)`,
+        },
+    );
+  }
+  return out;
+}
+
+/** Each model the LoRAs may change, with the recipe and cache folder of its merge. */
+async function mergePlan(
+  config: MergeConfig,
+): Promise<Array<{ slot: Slot; recipe: DerivedRecipe; dir: string }>> {
+  const files = config.lora.files;
+  const root = config.models.root;
+  const cache = join(root, MERGED_DIR);
+  const { files: entries, derived } = await readLock(config.models.lock);
+  const byPath = new Map(entries.map((e) => [e.path, e.sha256]));
+  const madeBy = new Map(derived.flatMap((d) => d.outputs.map((o) => [o, d.path] as const)));
+  /** The verified sha256 of a lock path: its pin, or what its derived folder recorded. */
+  const sha256Of = async (path: string): Promise<string> => {
+    const pinned = byPath.get(path);
+    if (pinned) return pinned;
+    const folder = madeBy.get(path);
+    const record = folder ? await readDerivedRecord(join(root, folder)) : undefined;
+    const f = record?.files.find((x) => `${folder}/${x.name}` === path);
+    if (!f) throw new Error(`${path} is neither pinned nor built (run \`deno task models\`)`);
+    return f.sha256;
+  };
+  /** The lock paths of a model file and its companions (external data) in its folder. */
+  const modelFiles = (abs: string): string[] => {
+    const rel = toLockPath(abs, root);
+    const dir = rel.slice(0, rel.lastIndexOf("/") + 1);
+    const all = [...byPath.keys(), ...madeBy.keys()].filter((p) =>
+      p.startsWith(dir) && !p.slice(dir.length).includes("/") &&
+      (p === rel || !p.endsWith(".onnx")) && !p.endsWith(".json")
+    );
+    return [rel, ...all.filter((p) => p !== rel).sort()];
+  };
+  const base = config.models.base;
+  const slots: Slot[] = [
+    {
+      name: "textEncoder",
+      folder: "text_encoder",
+      target: "text_encoder",
+      model: join(base, "text_encoder", "model.onnx"),
+    },
+    { name: "unet", folder: "unet", target: "unet", model: join(base, "unet", "model.onnx") },
+  ];
+  const cn = config.controlnet;
+  if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
+    slots.push({
+      name: "controlnetUnet",
+      folder: "controlnet_unet",
+      target: "unet",
+      model: config.models.controlnetUnet,
+    });
+  }
+  const loraInputs = await Promise.all(files.map(async (f) => {
+    const path = toLockPath(f.path, root);
+    return { path, sha256: await sha256Of(path) };
+  }));
+  const plan = [];
+  for (const slot of slots) {
+    const recipe: DerivedRecipe = {
+      converter: "lora-merge",
+      version: LORA_MERGE_VERSION,
+      inputs: [
+        ...await Promise.all(
+          modelFiles(slot.model).map(async (p) => ({ path: p, sha256: await sha256Of(p) })),
+        ),
+        ...loraInputs,
+      ],
+      params: { target: slot.target, weights: files.map((f) => f.weight) },
+    };
+    plan.push({
+      slot,
+      recipe,
+      dir: join(cache, `${slot.folder}-${recipeKey(recipe).slice(0, 16)}`),
+    });
+  }
+  return plan;
 }
 
 /**

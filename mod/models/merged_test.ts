@@ -9,7 +9,7 @@ import {
 } from "../model_builder/mod.ts";
 import { copyDir } from "../../tests/helpers/copy_dir.ts";
 import { readDerivedRecord } from "./derived.ts";
-import { type MergeConfig, MERGED_DIR, prepareMergedModels } from "./merged.ts";
+import { checkMergedModels, type MergeConfig, MERGED_DIR, prepareMergedModels } from "./merged.ts";
 
 const FIXTURES = new URL("../../tests/fixtures/tiny/", import.meta.url).pathname;
 
@@ -67,8 +67,16 @@ async function cached(root: string): Promise<string[]> {
 Deno.test("merged-LoRA cache: keyed by model, LoRA and weight; reused; a text encoder no module hits stays the base's", async () => {
   const { root, config } = await fixture();
   try {
-    const first =
-      (await prepareMergedModels(config([{ path: "lora/a.safetensors", weight: 0.8 }])))!;
+    const a08 = config([{ path: "lora/a.safetensors", weight: 0.8 }]);
+    // `models check` reports the merges before they exist, and builds nothing.
+    assert.deepEqual((await checkMergedModels(a08)).map((m) => [m.model, m.state]), [
+      ["sd15/text_encoder/model.onnx", "not built"],
+      ["sd15/unet/model.onnx", "not built"],
+    ]);
+    const first = (await prepareMergedModels(a08))!;
+    const checked = await checkMergedModels(a08);
+    assert.deepEqual(checked.map((m) => m.state), ["ok", "ok"]);
+    assert.match(checked[0].detail, /opened unchanged/);
     assert.equal(
       first.textEncoder,
       undefined,
