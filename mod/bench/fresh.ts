@@ -55,8 +55,16 @@ function standIns(fp16: FullSet, seed: number, lpb: number): Map<string, string 
  * sizes and hashes plus the repository's `[[derived]]` tables (each `from`
  * extended by the external data files the built models have beside them).
  */
-async function layout(fp16: FullSet, dir: string, seed: number, lpb: number): Promise<string> {
+async function layout(
+  fp16: FullSet,
+  dir: string,
+  seed: number,
+  lpb: number,
+  reuse: boolean,
+): Promise<string> {
   const root = join(dir, "models");
+  const lock = join(dir, "models.lock");
+  if (reuse && (await Deno.stat(lock).then(() => true, () => false))) return lock;
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   await Deno.mkdir(root, { recursive: true });
   const byPath = new Map(fp16.files.map((f) => [f.path, f]));
@@ -92,7 +100,6 @@ async function layout(fp16: FullSet, dir: string, seed: number, lpb: number): Pr
     return `[[derived]]\ncomponent = "${d.component}"\npath = "${d.path}"\n` +
       `converter = "${d.converter}"\nfrom = ${JSON.stringify(from)}\n`;
   });
-  const lock = join(dir, "models.lock");
   await Deno.writeTextFile(
     lock,
     lockText(entries as Parameters<typeof lockText>[0]) + "\n" + derived.join("\n"),
@@ -111,6 +118,8 @@ async function freshConfig(
     { section: "models", key: "root", value: JSON.stringify(join(dir, "models")) },
     { section: "models", key: "lock", value: JSON.stringify(lock) },
     { section: "server", key: "data_dir", value: JSON.stringify(join(dir, "data")) },
+    // The call waits for its image however long it takes (no job hand-off to time instead).
+    { section: "generation", key: "max_wait_seconds", value: "0" },
     ...edits,
   ]);
   const path = join(dir, name);
@@ -176,7 +185,8 @@ async function serve(config: string, images: number) {
         undefined,
         { timeout: 1_800_000 },
       );
-      if (r.isError) error = JSON.stringify(r.content).slice(0, 300);
+      const image = (r.content as Array<{ type: string }>).some((c) => c.type === "image");
+      if (r.isError || !image) error = JSON.stringify(r.content).slice(0, 300);
       imageMs.push(performance.now() - s);
       if (i === 0) firstImageMs = performance.now() - t0;
     }
@@ -186,7 +196,8 @@ async function serve(config: string, images: number) {
     const pid = transport.pid;
     await client.close();
     // The next run must not overlap this one (CPU and RSS are per run).
-    const until = Date.now() + 30_000;
+    // Up to [server] shutdown_grace_seconds (120) and a margin.
+    const until = Date.now() + 150_000;
     while (pid && Date.now() < until && await processAlive(pid)) {
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -223,10 +234,16 @@ async function openedBytes(root: string): Promise<number> {
 /** Runs the scenario on the built fp16 set; returns its report and table rows. */
 export async function runFreshDefaults(
   fp16: FullSet,
-  options: { seed?: number; images?: number; layersPerBlock?: number } = {},
+  options: { seed?: number; images?: number; layersPerBlock?: number; reuse?: boolean } = {},
 ): Promise<{ report: Record<string, unknown>; rows: string[][] }> {
   const dir = join(benchCacheDir(), "fresh-defaults");
-  const lock = await layout(fp16, dir, options.seed ?? 1234, options.layersPerBlock ?? 2);
+  const lock = await layout(
+    fp16,
+    dir,
+    options.seed ?? 1234,
+    options.layersPerBlock ?? 2,
+    options.reuse ?? false,
+  );
   const config = await freshConfig(dir, lock, "config.toml");
   const models = await runModels(config);
   if (models.code !== 0) {
@@ -254,6 +271,7 @@ export async function runFreshDefaults(
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const report = {
     root: dir,
+    reusedLayout: options.reuse ?? false,
     models,
     firstStart: { ...first, filesOpened: files },
     secondStart: second,

@@ -12,7 +12,10 @@
  * scenario of `fresh.ts`, `startup` = the start-up run), `--lpb 1`
  * (reduced-depth UNet for development), `--out FILE` (JSON; default
  * `.cache/bench/full.json`). The "fp32 DERIVED" scenario runs on the set the
- * fresh-defaults scenario derived, so choosing it runs that one first.
+ * fresh-defaults scenario derived, so choosing it runs that one first;
+ * `--fresh-reuse` keeps that scenario's models root from an earlier run (its
+ * `deno task models` then finds everything in place) instead of laying it
+ * out anew.
  *
  * @module
  */
@@ -206,6 +209,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       only: { type: "string" },
       lpb: { type: "string", default: "2" },
       out: { type: "string" },
+      "fresh-reuse": { type: "boolean" },
     },
   });
   const steps = v.steps!;
@@ -310,7 +314,10 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
   if (fresh) {
     // What a fresh clone gets: derives the fp32 set the "derived" scenario runs on.
     const t0 = performance.now();
-    const result = await runFreshDefaults(sets.fp16!, { layersPerBlock: lpb });
+    const result = await runFreshDefaults(sets.fp16!, {
+      layersPerBlock: lpb,
+      reuse: v["fresh-reuse"] === true,
+    });
     report.freshDefaults = { ...result.report, ms: Math.round(performance.now() - t0) };
     rows.push(...result.rows);
     console.error(result.rows.map((r) => r.join(" | ")).join("\n"));
