@@ -169,8 +169,13 @@ export async function loadModels(
       throw new Error(`${paths.tokenizer}: ${errorMessage(e)}`, { cause: e });
     });
     const schedulerConfig = await readJsonObject(paths.schedulerConfig);
-    const textEncoder = await load("text_encoder", paths.textEncoder, openFor("text_encoder"));
-    const unet = await load("unet", paths.unet, openFor("unet"));
+    const merged = config.models.merged;
+    const textEncoder = await load(
+      "text_encoder",
+      merged?.textEncoder ?? paths.textEncoder,
+      openFor("text_encoder"),
+    );
+    const unet = await load("unet", merged?.unet ?? paths.unet, openFor("unet"));
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
     const tiny = config.models.vaeDecoder === "tiny";
@@ -204,7 +209,7 @@ export async function loadModels(
     if (cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled) {
       set.controlnetUnet = await load(
         "controlnet_unet",
-        config.models.controlnetUnet,
+        merged?.controlnetUnet ?? config.models.controlnetUnet,
         openFor("unet"),
       );
       checkUnet(set.controlnetUnet, textEncoder);
