@@ -163,6 +163,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     resultTtlSeconds: config.jobs.resultTtlMs / 1000,
     queueLimit: config.generation.queueLimit,
     stepsPerImage: config.generation.steps,
+    // A front's jobs run on workers, which may run another preset (a GPU's quality).
+    sampling: role !== "front" ? samplingText(sampling) : undefined,
     worker: replica,
     engine: role !== "front",
     leaseMs: config.jobs.leaseMs,
