@@ -213,11 +213,15 @@ async function serve(config: string, images: number) {
   };
 }
 
-/** Bytes of what the fast preset's server opens: the derived text encoder, the merged UNet, TAESD. */
+/**
+ * Bytes of what the fast preset's server opens: the derived text encoder and
+ * VAE encoder (image-to-image and upscaling), the merged UNet, TAESD.
+ */
 async function openedBytes(root: string): Promise<number> {
   let n = 0;
   const folders = [
     join(root, "sd15-fp32-derived/text_encoder"),
+    join(root, "sd15-fp32-derived/vae_encoder"),
     join(root, "taesd/vae_decoder"),
   ];
   for await (const e of Deno.readDir(join(root, ".merged"))) {
