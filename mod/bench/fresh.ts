@@ -25,7 +25,7 @@ import {
   lockEntry,
   lockText,
 } from "../model_builder/mod.ts";
-import { parseLock, readDerivedRecord } from "../models/mod.ts";
+import { derivedToml, parseLock, readDerivedRecord } from "../models/mod.ts";
 import { randomTaesdWeights, taesdSafetensors } from "../convert/taesd_testing.ts";
 import { benchCacheDir, type FullSet } from "./full_models.ts";
 import { processAlive } from "../lora/mod.ts";
@@ -97,9 +97,7 @@ async function layout(
         q.startsWith(folder) && !q.slice(folder.length).includes("/") && q.endsWith("_data")
       );
     });
-    const from = [...d.from, ...extra.filter((q) => !d.from.includes(q))];
-    return `[[derived]]\ncomponent = "${d.component}"\npath = "${d.path}"\n` +
-      `converter = "${d.converter}"\nfrom = ${JSON.stringify(from)}\n`;
+    return derivedToml({ ...d, from: [...d.from, ...extra.filter((q) => !d.from.includes(q))] });
   });
   await Deno.writeTextFile(
     lock,

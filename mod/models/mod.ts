@@ -82,7 +82,7 @@ export {
   type ExportCheck,
   type ExportFile,
 } from "./export_check.ts";
-export { ADDED_MARK, entryToml, updateLockText } from "./lock_write.ts";
+export { ADDED_MARK, derivedToml, entryToml, updateLockText } from "./lock_write.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
 export { sha256File } from "./sha256_file.ts";
 export { buildDerivedFiles, type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";

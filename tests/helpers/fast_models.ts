@@ -13,6 +13,7 @@
 import { join } from "node:path";
 import { randomTaesdWeights, taesdSafetensors } from "../../mod/convert/taesd_testing.ts";
 import { buildTinyLora, lockEntry, lockText, parseLock } from "../../mod/model_builder/mod.ts";
+import { derivedToml } from "../../mod/models/mod.ts";
 import { copyDir } from "./copy_dir.ts";
 import { ROOT } from "./paths.ts";
 
@@ -22,8 +23,12 @@ export const LCM_LORA = "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors";
 export const TAESD_SAFETENSORS = "taesd/taesd_decoder.safetensors";
 
 /** The `[[derived]]` table of the TAESD decoder, as in the shipped models.lock. */
-const TAESD_DERIVED = `[[derived]]\ncomponent = "vae_decoder"\npath = "taesd/vae_decoder"\n` +
-  `converter = "taesd"\nfrom = [${JSON.stringify(TAESD_SAFETENSORS)}]\n`;
+const TAESD_DERIVED = derivedToml({
+  component: "vae_decoder",
+  path: "taesd/vae_decoder",
+  converter: "taesd",
+  from: [TAESD_SAFETENSORS],
+});
 
 /**
  * Lays out `models` (created) and returns the text of its lock (write it as
