@@ -224,24 +224,9 @@ function parseTables(text: string, source: string): LockTables {
       );
     }
   }
-  const files = doc.file ?? [];
-  if (!Array.isArray(files)) {
-    throw new LockError(`${source}: "file" must be an array of tables written as [[file]]`);
-  }
   const entries: LockEntry[] = [];
   const seen = new Map<string, number>();
-  files.forEach((raw: unknown, i: number) => {
-    const where = `${source}: [[file]] entry ${i + 1}`;
-    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      throw new LockError(`${where} must be a table`);
-    }
-    const t = raw as Record<string, unknown>;
-    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
-    const bad = (field: string, problem: string): never => {
-      const value = t[field];
-      const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
-      throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
-    };
+  for (const { t, label, bad, index } of tables(doc.file, source, "file")) {
     checkTable(t, label, ENTRY_FIELDS, REQUIRED_FIELDS, bad);
     if ("url" in t) {
       if (typeof t.url !== "string") bad("url", "must be a string");
@@ -259,7 +244,7 @@ function parseTables(text: string, source: string): LockTables {
     if (previous !== undefined) {
       throw new LockError(`${label}: path "${path}" is already listed by entry ${previous}`);
     }
-    seen.set(path, i + 1);
+    seen.set(path, index);
     entries.push({
       component: t.component as ModelComponent,
       path,
@@ -267,8 +252,40 @@ function parseTables(text: string, source: string): LockTables {
       size: t.size as number,
       sha256: t.sha256 as string,
     });
-  });
+  }
   return { files: entries, derived: parseDerived(doc.derived, source) };
+}
+
+/** One table of a lock with what its errors say: `label` names file, kind, number and path. */
+interface Table {
+  t: Record<string, unknown>;
+  label: string;
+  /** Throws the error for a field: its problem and the value found. */
+  bad: (field: string, problem: string) => never;
+  /** 1-based. */
+  index: number;
+}
+
+/** The `[[kind]]` tables of a parsed lock (none when absent). */
+function tables(raw: unknown, source: string, kind: "file" | "derived"): Table[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) {
+    throw new LockError(`${source}: "${kind}" must be an array of tables written as [[${kind}]]`);
+  }
+  return raw.map((item: unknown, i: number) => {
+    const where = `${source}: [[${kind}]] entry ${i + 1}`;
+    if (item === null || typeof item !== "object" || Array.isArray(item)) {
+      throw new LockError(`${where} must be a table`);
+    }
+    const t = item as Record<string, unknown>;
+    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
+    const bad = (field: string, problem: string): never => {
+      const value = t[field];
+      const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
+      throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
+    };
+    return { t, label, bad, index: i + 1 };
+  });
 }
 
 const DERIVED_FIELDS = ["component", "path", "converter", "from"] as const;
@@ -305,20 +322,7 @@ function checkTable(
 
 /** Validates each `[[derived]]` table on its own (its inputs are {@link checkLock}'s). */
 function parseDerived(raw: unknown, source: string): PendingDerived[] {
-  if (raw === undefined) return [];
-  if (!Array.isArray(raw)) {
-    throw new LockError(`${source}: "derived" must be an array of tables written as [[derived]]`);
-  }
-  return raw.map((item: unknown, i: number) => {
-    const where = `${source}: [[derived]] entry ${i + 1}`;
-    if (item === null || typeof item !== "object" || Array.isArray(item)) {
-      throw new LockError(`${where} must be a table`);
-    }
-    const t = item as Record<string, unknown>;
-    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
-    const bad = (field: string, problem: string): never => {
-      throw new LockError(`${label}: field "${field}" ${problem}, got ${JSON.stringify(t[field])}`);
-    };
+  return tables(raw, source, "derived").map(({ t, label, bad }) => {
     checkTable(t, label, DERIVED_FIELDS, DERIVED_FIELDS, bad);
     const path = t.path as string;
     if (typeof t.converter !== "string" || !CONVERTER_NAMES.includes(t.converter)) {
