@@ -21,6 +21,7 @@ import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { ownTcpListeners, ownUnixSockets } from "./helpers/own_sockets.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { ignoredFor } from "./helpers/ignore.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -165,9 +166,10 @@ async function startTenantApp(tdb: TestDatabase, toml = "") {
 }
 
 Deno.test({
-  name:
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "not Linux (distinct loopback peers and /proc)",
     "tenants: idle connections, JPEG scans, guessed secrets and the inner port cannot refuse others",
-  ignore: Deno.build.os !== "linux", // distinct loopback peers and /proc
+  ),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {

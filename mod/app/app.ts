@@ -370,7 +370,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
             ...(await jobs.health()),
             tools: tools.length,
             role,
-            generation: sampling,
+            // A front runs no job: its workers' /healthz say which preset they run.
+            ...(role !== "front" ? { generation: sampling } : {}),
           }),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.

@@ -7,10 +7,13 @@ import assert from "node:assert/strict";
 import { healthResponse, withDatabase } from "./health.ts";
 import { startHttpServer } from "./server.ts";
 import { ownUnixSockets } from "../../tests/helpers/own_sockets.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 Deno.test({
-  name: "a public port already in use: the start fails and nothing stays listening",
-  ignore: Deno.build.os !== "linux", // reads /proc
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "not Linux (reads /proc)",
+    "a public port already in use: the start fails and nothing stays listening",
+  ),
 }, async () => {
   const inner = /\/sd15-mcp-http-[^/]+\/http\.sock$/;
   const before = ownUnixSockets(inner).length;
@@ -36,8 +39,10 @@ Deno.test({
 });
 
 Deno.test({
-  name: "the inner socket is in a 0700 directory of its own, removed when the server has shut down",
-  ignore: Deno.build.os !== "linux", // reads /proc
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "not Linux (reads /proc)",
+    "the inner socket is in a 0700 directory of its own, removed when the server has shut down",
+  ),
 }, async () => {
   const server = await startHttpServer({
     hostname: "127.0.0.1",

@@ -13,6 +13,7 @@ import {
 } from "./decode_process.ts";
 import { scanFloodJpeg } from "./jpeg_fixtures.ts";
 import { sharpLib as sharp } from "./sharp.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 function alive(pid: number): boolean {
   try {
@@ -45,9 +46,10 @@ Deno.test("a decode in its own process gives the pixels of an in-process decode"
 });
 
 Deno.test({
-  name:
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "not Linux (/proc shows whether the process is gone)",
     "a decode past its deadline is killed: the call fails at the deadline and no process is left",
-  ignore: Deno.build.os !== "linux", // /proc shows whether the process is gone
+  ),
   async fn() {
     // Thousands of scans over a 16-megapixel frame: libjpeg runs for seconds inside its input
     // pass, where libvips' own timeout is never checked (about 5 s on a 2-core x86-64 VM).
@@ -82,8 +84,12 @@ Deno.test("a decode process that dies without answering is an error naming how i
 });
 
 Deno.test({
-  name: "held spare decoders start at the first decode, serve the next ones, and stop on release",
-  ignore: Deno.build.os !== "linux", // /proc shows whether the processes are gone
+  ...ignoredFor(
+    Deno.build.os === "linux"
+      ? undefined
+      : "not Linux (/proc shows whether the processes are gone)",
+    "held spare decoders start at the first decode, serve the next ones, and stop on release",
+  ),
   async fn() {
     const png = new Uint8Array(
       await sharp({ create: { width: 8, height: 8, channels: 3, background: "#808080" } })
