@@ -255,6 +255,13 @@ if ("missing" in found) {
         assert.ok(figure.fields.timestamp, "when it was made");
         // Every tEXt key of the PNG is shown (a preset's keys too, where the server writes them).
         for (const key of Object.keys(metadata)) assert.ok(key in figure.fields, key);
+        // The tiny config's quality preset, each of its keys under its label.
+        assert.deepEqual(
+          ["preset", "steps", "scheduler", "guidance_scale", "vae_decoder"].map((k) =>
+            figure.fields[k]
+          ),
+          ["quality", metadata.steps, "pndm", "7.5", "full"],
+        );
         assert.ok(run.buttons.includes("again"), JSON.stringify(run.buttons));
         assert.ok(shown.scrollWidth <= shown.clientWidth, "no horizontal scrolling");
         firstSeed = metadata.seed;

@@ -81,7 +81,8 @@ Deno.test("--check fails (exit 1) on a model file that does not match the lock, 
     await Deno.writeFile(join(models, "sd15/text_encoder/model.onnx"), bytes);
     await Deno.writeTextFile(
       temp.path,
-      text.replace(/root = .*/, `root = ${JSON.stringify(models)}`),
+      // base named: "auto" would pick the derived fp32 set, which this lock does not declare.
+      text.replace(/root = .*/, `root = ${JSON.stringify(models)}\nbase = "sd15"`),
     );
     const out = await run(["--check", "--config", temp.path]);
     assert.equal(out.code, 1, out.stderr);

@@ -1,10 +1,14 @@
 /**
  * The container image (Containerfile) as a deployment builds and runs it:
  * built on a Debian 12 base made from Debian's packages (no image registry
- * is needed), started over HTTP with the test-sized models mounted as a
- * volume and the user's settings mounted as the overlays config.local.toml
- * and models.local.lock, then an MCP client with an API key created inside
- * the running container: `initialize` and `tools/list` over streamable HTTP.
+ * is needed); the user's settings mounted as the overlays config.local.toml
+ * and models.local.lock over the shipped defaults (the fast preset on the
+ * CPU provider); `deno task models` run in the image to prepare the
+ * test-sized models volume (the TAESD decoder derived, the LCM LoRA merged);
+ * then the server started over HTTP on that volume mounted read-only, and
+ * an MCP client with an API key created inside the running container:
+ * `initialize`, `tools/list` and an image over streamable HTTP, and
+ * `deno task models check` in the container.
  * Where podman cannot run, the test is ignored and its name says why.
  */
 
@@ -16,8 +20,20 @@ import { ignoredFor } from "./helpers/ignore.ts";
 import { registerPrintedKey } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
+import { layOutFastModels } from "./helpers/fast_models.ts";
+import { readPngText } from "../mod/image/mod.ts";
+import { pngs, texts } from "./helpers/results.ts";
 
 const unavailable = await containerUnavailable();
+
+/** Makes every folder under `dir` writable by any user (the container's), files readable. */
+async function openFolders(dir: string): Promise<void> {
+  await Deno.chmod(dir, 0o777);
+  for await (const e of Deno.readDir(dir)) {
+    if (e.isDirectory) await openFolders(join(dir, e.name));
+    else await Deno.chmod(join(dir, e.name), 0o644);
+  }
+}
 
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -46,7 +62,7 @@ async function healthy(port: number, seconds: number): Promise<boolean> {
 Deno.test({
   ...ignoredFor(
     unavailable,
-    "container: the image builds on a Debian base and answers initialize and tools/list over HTTP",
+    "container: the image builds on a Debian base, prepares the fast preset's models with deno task models and serves an image over HTTP",
   ),
   sanitizeResources: false,
   sanitizeOps: false,
@@ -86,15 +102,43 @@ Deno.test({
           `image built in ${buildSeconds.toFixed(0)} s`,
       );
 
-      // The user's settings: the tiny set as the base, its lock entries over the shipped lock.
+      // The user's settings: the tiny set as the base, on the shipped config's default (the
+      // fast preset on the CPU provider), with an LCM-LoRA stand-in and TAESD weights locked
+      // over the shipped pins of the same paths; the shipped [[derived]] TAESD table applies.
+      const models = join(settings, "models");
+      await Deno.writeTextFile(
+        join(settings, "models.local.lock"),
+        await layOutFastModels(models),
+      );
       await Deno.writeTextFile(
         join(settings, "config.local.toml"),
         '[models]\nbase = "sd15"\n\n[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\n',
       );
-      await Deno.copyFile(
-        join(ROOT, "tests/fixtures/tiny/models.lock"),
-        join(settings, "models.local.lock"),
+      // The container's user (uid 10001) writes the derived files and the merge cache.
+      await openFolders(models);
+      const overlays = [
+        "--volume",
+        `${join(settings, "config.local.toml")}:/app/config.local.toml:ro`,
+        "--volume",
+        `${join(settings, "models.local.lock")}:/app/models.local.lock:ro`,
+      ];
+
+      // `deno task models` in the image, as a user prepares the models volume: everything is
+      // in place and verified, so it derives the TAESD decoder and merges the LCM LoRA.
+      const prepared = await podman.run(
+        "run",
+        "--rm",
+        "--volume",
+        `${models}:/app/models`,
+        ...overlays,
+        "--entrypoint",
+        "deno",
+        tag,
+        ..."task --quiet models".split(" "),
       );
+      assert.equal(prepared.code, 0, prepared.stdout + prepared.stderr);
+      assert.match(prepared.stderr, /derived model files built/);
+      assert.match(prepared.stderr, /LoRA-merged models in place/);
       const port = freePort();
       const started2 = await podman.run(
         "run",
@@ -106,11 +150,9 @@ Deno.test({
         "--env",
         "MCP_ENV=local",
         "--volume",
-        `${join(ROOT, "tests/fixtures/tiny/models")}:/app/models:ro`,
-        "--volume",
-        `${join(settings, "config.local.toml")}:/app/config.local.toml:ro`,
-        "--volume",
-        `${join(settings, "models.local.lock")}:/app/models.local.lock:ro`,
+        // Prepared: the server finds everything built and needs to write nothing there.
+        `${models}:/app/models:ro`,
+        ...overlays,
         tag,
       );
       assert.equal(started2.code, 0, started2.stderr);
@@ -133,9 +175,33 @@ Deno.test({
         assert.equal(client.getServerVersion()?.name, "generate-image-sd15-mcp");
         const { tools } = await client.listTools();
         assert.deepEqual(tools.map((t) => t.name), IMAGE_TOOL_NAMES);
+        // An image on the fast preset, the derived TAESD decoder and the cached merge.
+        const made = await client.callTool(
+          {
+            name: "generate_image",
+            arguments: { positive_prompt: "a lighthouse", size: "square_512" },
+          },
+          undefined,
+          { timeout: 300_000 },
+        );
+        assert.equal(made.isError, undefined, texts(made));
+        const meta = readPngText(pngs(made)[0]);
+        assert.deepEqual([meta.preset, meta.scheduler, meta.vae_decoder], ["fast", "lcm", "tiny"]);
       } finally {
         await client.close();
       }
+
+      // `deno task models check` in the running container: every needed file ok, the derived
+      // decoder and the merged models among them.
+      const checked = await podman.run(
+        "exec",
+        name,
+        ..."deno task --quiet models check".split(" "),
+      );
+      assert.equal(checked.code, 0, checked.stdout + checked.stderr);
+      assert.match(checked.stdout, /^ok +taesd\/vae_decoder\/model\.onnx +\(made here by taesd/m);
+      assert.match(checked.stdout, /^ok +\.merged\/unet-[0-9a-f]+\/ /m);
+      assert.match(checked.stdout, /: all ok/);
 
       // A clean start: no registry lookups, no Deno warnings, no telemetry from ONNX Runtime.
       const logged = await podman.run("logs", name);

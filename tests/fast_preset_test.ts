@@ -1,66 +1,139 @@
 /**
  * The fast preset end to end: the real program over real stdio with
- * `[generation] preset = "fast"` (a built LCM-LoRA stand-in in kohya layout,
- * locked like any model) and `[models] vae_decoder = "tiny"` (the built
- * TAESD-structure decoder), on a copy of the tiny set.
+ * `[generation] preset = "fast"` on a copy of the tiny set, with a built
+ * LCM-LoRA stand-in (kohya layout) and TAESD's decoder weights
+ * (`taesd_decoder.safetensors`, random weights with the real keys), each
+ * locked like a download: at the first start the real converter derives
+ * the ONNX tiny VAE decoder and the LoRA is merged once into the on-disk
+ * cache; the next start opens both as they are, and a damaged cached copy
+ * is merged again.
  */
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { readPngText } from "../mod/image/mod.ts";
-import { buildTinyLora, lockEntry, lockText, parseLock } from "../mod/model_builder/mod.ts";
-import { ROOT } from "./helpers/paths.ts";
-import { pngs, texts } from "./helpers/results.ts";
+import { encodePng, readPngText } from "../mod/image/mod.ts";
+import type { Client } from "../mod/mcp/sdk.ts";
+import { TAESD_CONVERTER_VERSION } from "../mod/convert/mod.ts";
+import { readDerivedRecord } from "../mod/models/mod.ts";
+import { layOutFastModels } from "./helpers/fast_models.ts";
+import { contents, pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-import { copyDir } from "./helpers/copy_dir.ts";
 
-Deno.test('preset = "fast" with vae_decoder = "tiny": LCM LoRA blended, 4 steps, tiny decoder, a PNG', async () => {
+type Result = Awaited<ReturnType<Client["callTool"]>>;
+
+/** A tool call's PNG text, item types and highest progress. */
+async function callImage(client: Client, name: string, args: Record<string, unknown>) {
+  const progress: number[] = [];
+  const result = await client.callTool({ name, arguments: args }, undefined, {
+    timeout: 300_000,
+    onprogress: (p) => progress.push(p.progress),
+  }) as Result;
+  assert.equal(result.isError, undefined, texts(result));
+  return {
+    meta: readPngText(pngs(result)[0]),
+    items: contents(result).map((c) => c.type),
+    steps: Math.max(...progress),
+  };
+}
+
+/** Starts the server on `config`, makes one image, returns its PNG text, the items and stderr. */
+async function oneImage(config: string, more?: (client: Client) => Promise<void>) {
+  const session = await connectStdio(["--config", config]);
+  try {
+    const made = await callImage(session.client, "generate_image", {
+      positive_prompt: "a quick fox",
+      size: "square_512",
+    });
+    await more?.(session.client);
+    return { ...made, stderr: session.stderr() };
+  } finally {
+    await session.close();
+  }
+}
+
+/** A 200×150 PNG data URI (4:3: upscale_image picks 1024×768, six tiles). */
+async function photo(): Promise<string> {
+  const data = new Uint8Array(200 * 150 * 3).map((_, i) => (i * 7) % 251);
+  return `data:image/png;base64,${
+    (await encodePng({ width: 200, height: 150, data }, {})).toBase64()
+  }`;
+}
+
+async function mergedUnets(models: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(join(models, ".merged"))) {
+    if (e.name.startsWith("unet-")) out.push(e.name);
+  }
+  return out;
+}
+
+Deno.test('preset = "fast": LCM LoRA merged once into the cache, 4 lcm steps, tiny VAE; the next start reuses the merge', async () => {
   const dir = await Deno.makeTempDir({ prefix: "sd15-fast-" });
   try {
-    const fixtures = join(ROOT, "tests/fixtures/tiny");
-    for (const sub of ["sd15", "taesd"]) {
-      await copyDir(join(fixtures, "models", sub), join(dir, "models", sub));
-    }
-    const lora = buildTinyLora(41, { rank: 4, alpha: 4 });
-    await Deno.mkdir(join(dir, "models/lora/lcm-lora-sdv1-5"), { recursive: true });
-    await Deno.writeFile(
-      join(dir, "models/lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
-      lora,
-    );
-    const entries = parseLock(await Deno.readTextFile(join(fixtures, "models.lock")))
-      .filter((e) => e.path.startsWith("sd15/") || e.path.startsWith("taesd/"));
-    entries.push(lockEntry("lora", "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors", lora));
-    await Deno.writeTextFile(join(dir, "models.lock"), lockText(entries));
+    await Deno.writeTextFile(join(dir, "models.lock"), await layOutFastModels(join(dir, "models")));
     const config = join(dir, "config.toml");
     await Deno.writeTextFile(
       config,
       `[server]\ndata_dir = ${JSON.stringify(join(dir, "data"))}\n` +
-        `[models]\nroot = "models"\nvae_decoder = "tiny"\n` +
+        `[models]\nroot = "models"\nbase = "sd15"\n` +
         `[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\n` +
-        `[generation]\npreset = "fast"\nsteps = 40\n`,
+        `[generation]\npreset = "fast"\n`,
     );
-    const session = await connectStdio(["--config", config]);
-    try {
-      const progress: number[] = [];
-      const result = await session.client.callTool(
-        {
-          name: "generate_image",
-          arguments: { positive_prompt: "a quick fox", size: "square_512" },
-        },
-        undefined,
-        { onprogress: (p) => progress.push(p.progress) },
-      );
-      assert.equal(result.isError, undefined, texts(result));
-      const [png] = pngs(result);
-      assert.equal(readPngText(png).size, "square_512");
-      assert.equal(Math.max(...progress), 4, `progress ${progress}`);
-      assert.match(session.stderr(), /blended LoRA weights/);
-      // Only sd15/ was copied: base = "auto" fell back to it on the CPU provider, and says so.
-      assert.match(session.stderr(), /running the fp16 SD 1\.5 set on the CPU provider/);
-      assert.match(session.stderr(), /lcm-lora-sdv1-5\/pytorch_lora_weights\.safetensors/);
-    } finally {
-      await session.close();
-    }
+
+    const first = await oneImage(config);
+    // One ImageContent, as without presets; the PNG says which preset ran.
+    assert.deepEqual(first.items, ["image"]);
+    assert.deepEqual(
+      [first.meta.preset, first.meta.steps, first.meta.scheduler, first.meta.guidance_scale],
+      ["fast", "4", "lcm", "1"],
+    );
+    assert.equal(first.meta.vae_decoder, "tiny");
+    assert.equal(first.steps, 4);
+    assert.match(first.stderr, /generation: fast preset \(lcm, 4 steps, guidance 1, tiny VAE\)/);
+    assert.match(first.stderr, /merged LoRA weights into a cached copy/);
+    // The tiny VAE is TAESD's decoder, converted here by the real converter.
+    const taesd = await readDerivedRecord(join(dir, "models/taesd/vae_decoder"));
+    assert.equal(taesd?.recipe.converter, "taesd");
+    assert.equal(taesd?.recipe.version, TAESD_CONVERTER_VERSION);
+    assert.deepEqual(taesd?.files.map((f) => f.name), ["model.onnx"]);
+    const [cached] = await mergedUnets(join(dir, "models"));
+    assert.ok(cached, "a merged UNet in models/.merged/");
+
+    // The second start opens the cached merge: no merge, the same folder. The image
+    // modes run the fast preset too: the LCM grid [999, 759, 499, 259] cut by the strength
+    // (moderate 0.6: the last 2 steps; each upscale tile at 0.3: the last one) and say so.
+    const second = await oneImage(config, async (client) => {
+      const input = await photo();
+      const transform = await callImage(client, "transform_image", {
+        positive_prompt: "a quick fox, oil painting",
+        input_image: input,
+        change: "moderate",
+      });
+      assert.deepEqual(transform.items, ["image"]);
+      assert.equal(transform.meta.mode, "image_to_image");
+      assert.equal(transform.steps, 2);
+      const upscale = await callImage(client, "upscale_image", { input_image: input });
+      assert.equal(upscale.meta.mode, "upscale_image");
+      assert.equal(upscale.meta.size, "landscape_1024");
+      assert.equal(upscale.steps, 6, "one step on each of six tiles");
+      for (const meta of [transform.meta, upscale.meta]) {
+        assert.deepEqual(
+          [meta.preset, meta.steps, meta.scheduler, meta.guidance_scale, meta.vae_decoder],
+          ["fast", "4", "lcm", "1", "tiny"],
+        );
+      }
+    });
+    assert.doesNotMatch(second.stderr, /merged LoRA weights|blended LoRA weights/);
+    assert.doesNotMatch(second.stderr, /built derived model files/, "the TAESD decoder is kept");
+    assert.equal(second.meta.preset, "fast");
+    assert.deepEqual(await mergedUnets(join(dir, "models")), [cached]);
+
+    // A truncated cached copy is found and merged again.
+    const weights = join(dir, "models/.merged", cached, "weights.pb");
+    await Deno.truncate(weights, 10);
+    const third = await oneImage(config);
+    assert.match(third.stderr, /built derived model files.*wrong size/);
+    assert.ok((await Deno.stat(weights)).size > 10);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -100,7 +100,10 @@ Deno.test("a fixed seed gives identical pixels over stdio and HTTP; batches use 
     for (let i = 0; i < 3; i++) {
       assert.match(
         items[2 * i].text!,
-        new RegExp(`^\\[${i + 1}/3\\] seed ${1234 + i}, size square_512`),
+        new RegExp(
+          `^\\[${i + 1}/3\\] seed ${1234 + i}, size square_512 \\(512x512\\), ` +
+            `quality preset \\(pndm, 3 steps, guidance 7\\.5, full VAE\\)`,
+        ),
       );
       assert.equal(readPngText(batchPngs[i]).seed, String(1234 + i));
     }

@@ -80,13 +80,24 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
       }
     });
 
-    await t.step("/healthz answers 200 with the queue", async () => {
-      const response = await fetch(`${s.url}/healthz`);
-      assert.equal(response.status, 200);
-      const body = await response.json();
-      assert.equal(body.status, "ok");
-      assert.deepEqual(body.queue, { running: false, waiting: 0, limit: 8 });
-    });
+    await t.step(
+      "/healthz answers 200 with the queue and the preset images are made with",
+      async () => {
+        const response = await fetch(`${s.url}/healthz`);
+        assert.equal(response.status, 200);
+        const body = await response.json();
+        assert.equal(body.status, "ok");
+        assert.deepEqual(body.queue, { running: false, waiting: 0, limit: 8 });
+        assert.deepEqual(body.generation, {
+          preset: "quality",
+          chosenBy: "config",
+          steps: 25,
+          scheduler: "pndm",
+          guidanceScale: 7.5,
+          vaeDecoder: "full",
+        });
+      },
+    );
 
     await t.step("a browser Origin that is not allowed gets 403", async () => {
       const response = await fetch(`${s.url}/mcp`, {

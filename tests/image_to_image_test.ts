@@ -102,6 +102,15 @@ Deno.test("transform, upscale and inpaint: one seed gives the same pixels twice,
     assert.equal(a.upscale.text.size, "landscape_1024", "200×150 is closest to 4:3");
     assert.equal(a.upscale.pixels.length, 1024 * 768 * 3);
     assert.equal(a.inpaint.text.mode, "inpaint_image");
+    // Each names the preset it ran, like generate_image (the tiny config's quality, 3 steps).
+    for (const k of ["transform", "upscale", "inpaint"] as const) {
+      const t: Record<string, string> = a[k].text;
+      assert.deepEqual(
+        [t.preset, t.steps, t.scheduler, t.guidance_scale, t.vae_decoder],
+        ["quality", "3", "pndm", "7.5", "full"],
+        k,
+      );
+    }
     for (const k of ["transform", "upscale", "inpaint"] as const) {
       assert.deepEqual(b[k].pixels, a[k].pixels, `${k}: twice in one process`);
     }

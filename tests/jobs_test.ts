@@ -61,6 +61,11 @@ function assertHandoff(result: Result): string {
   assert.equal(result.isError, undefined, texts(result));
   assert.equal(pngs(result).length, 0, "the call should have handed off");
   assert.match(texts(result), /Call get_generation with job_id "gen_[A-Za-z0-9_-]{22}"/);
+  // Which preset will make the images (the tiny configs' quality preset, a few PNDM steps).
+  assert.match(
+    texts(result),
+    /\nIt runs with the quality preset \(pndm, \d+ steps, guidance 7\.5, full VAE\)\.\n/,
+  );
   const id = structured(result).job_id!;
   assert.match(id, /^gen_[A-Za-z0-9_-]{22}$/);
   assert.match(structured(result).state!, /^(queued|running)$/);

@@ -29,7 +29,7 @@ Deno.test("an added local set and tiny VAE next to the shipped lock start and ge
       config,
       `[server]\nenvironment = "local"\ndata_dir = ${JSON.stringify(join(dir, "data"))}\n\n` +
         `[models]\nroot = "models"\n\n[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\n\n` +
-        `[generation]\nsteps = 2\n`,
+        `[generation]\npreset = "quality"\nsteps = 2\n`,
     );
     const added = await modelsTask(dir, "add", "models/own", "--write-config");
     assert.equal(added.code, 0, added.stderr);
@@ -37,7 +37,7 @@ Deno.test("an added local set and tiny VAE next to the shipped lock start and ge
     const lock = await readModelsLock(join(dir, "models.lock"));
     assert.ok(lock.some((e) => e.path === "sd15/unet/weights.pb"));
     await assert.rejects(Deno.stat(join(dir, "models/sd15")), Deno.errors.NotFound);
-    // A tiny VAE decoder of one's own (no public TAESD export is pinned): one command locks it
+    // A tiny VAE decoder of one's own (not the pinned TAESD's conversion): one command locks it
     // and chooses it; the set's own full decoder is then not needed, so it may be gone.
     await copyDir(join(ROOT, "tests/fixtures/tiny/models/taesd"), join(dir, "models/my-taesd"));
     const tiny = await modelsTask(

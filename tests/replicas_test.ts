@@ -378,6 +378,7 @@ Deno.test({
       const health = await (await fetch(`http://127.0.0.1:${front.port}/healthz`)).json();
       assert.equal(health.role, "front");
       assert.deepEqual(health.shared, { running: 0, waiting: 0 });
+      assert.equal(health.generation, undefined, "a front runs no job, so names no preset");
 
       const worker = await startReplica("worker", tdb.url, "");
       replicas.push(worker);
@@ -390,6 +391,7 @@ Deno.test({
       const workerHealth = await (await fetch(`http://127.0.0.1:${worker.port}/healthz`)).json();
       assert.equal(workerHealth.role, "worker");
       assert.equal(workerHealth.queue.running, false);
+      assert.equal(workerHealth.generation.preset, "quality", "the preset its jobs run with");
     } finally {
       for (const r of replicas.reverse()) await r.stop().catch(() => {});
       await tdb.close();

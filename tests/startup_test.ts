@@ -34,7 +34,10 @@ Deno.test("start-up refuses a model file whose hash is not the lock's", async ()
     bytes[bytes.length - 1] ^= 0xff; // same size, different content
     await Deno.writeFile(unet, bytes);
     const config = join(dir, "config.toml");
-    await Deno.writeTextFile(config, `[models]\nroot = "models"\n`);
+    await Deno.writeTextFile(
+      config,
+      `[models]\nroot = "models"\nbase = "sd15"\n[generation]\npreset = "quality"\n`,
+    );
     const output = await serveOnce(config);
     const stderr = new TextDecoder().decode(output.stderr);
     assert.notEqual(output.code, 0);

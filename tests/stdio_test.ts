@@ -103,7 +103,7 @@ Deno.test("stdio: initialize, list tools, answer bad calls with isError, keep se
   }
 });
 
-Deno.test("stdio: generate_image returns one PNG with the five metadata keys", async () => {
+Deno.test("stdio: generate_image returns one PNG with the five metadata keys and the preset that ran", async () => {
   const session = await connectStdio(["--config", TINY_CONFIG]);
   try {
     const progress: number[] = [];
@@ -124,11 +124,21 @@ Deno.test("stdio: generate_image returns one PNG with the five metadata keys", a
     const meta = readPngText(png);
     assert.deepEqual(Object.keys(meta).sort(), [
       "elapsed_seconds",
+      "guidance_scale",
       "mode",
+      "preset",
+      "scheduler",
       "seed",
       "size",
+      "steps",
       "timestamp",
+      "vae_decoder",
     ]);
+    // The tiny config's quality preset with its 4 steps.
+    assert.deepEqual(
+      [meta.preset, meta.scheduler, meta.steps, meta.guidance_scale, meta.vae_decoder],
+      ["quality", "pndm", "4", "7.5", "full"],
+    );
     assert.equal(meta.mode, "text_to_image");
     assert.equal(meta.size, "landscape_512");
     assert.match(meta.seed, /^\d+$/);

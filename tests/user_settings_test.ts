@@ -64,6 +64,15 @@ Deno.test("models add --write-config in a clone, then git pull of upstream chang
     await copyDir(join(ROOT, "tests/fixtures/tiny/models/sd15-optimum"), join(clone, "models/own"));
     const added = await models(clone, "add", "models/own", "--write-config");
     assert.equal(added.code, 0, added.stderr);
+    // The user picks the quality preset too (the CPU default, fast, would need the LCM LoRA
+    // and TAESD downloaded), in the same overlay.
+    await Deno.writeTextFile(
+      join(clone, "config.local.toml"),
+      '\n[generation]\npreset = "quality"\n',
+      {
+        append: true,
+      },
+    );
     // Nothing git tracks changed, and nothing new is offered for committing.
     assert.equal(await git(clone, "status", "--porcelain"), "");
 
@@ -86,6 +95,7 @@ Deno.test("models add --write-config in a clone, then git pull of upstream chang
     // The user's base still applies, over upstream's new default; both locks are read.
     const resolved = await loadConfig({ path: join(clone, "config.toml"), env: {} });
     assert.equal(resolved.models.base, join(clone, "models/own"));
+    assert.equal(resolved.generation.preset, "quality");
     const paths = (await readModelsLock(resolved.models.lock)).map((e) => e.path);
     assert.ok(paths.includes("own/unet/model.onnx"), "the added set is locked");
     assert.ok(paths.includes("lora/new.safetensors"), "upstream's new entry is read");

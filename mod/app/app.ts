@@ -8,7 +8,7 @@
 
 import { GALLERY_RESOURCE, MCP_APPS_EXTENSION } from "../apps/mod.ts";
 import { authFailureResponse, createAuthenticator } from "../auth/mod.ts";
-import { AUTO_BASE, type ResolvedConfig } from "../config/mod.ts";
+import { type ResolvedConfig, samplingSummary, samplingText } from "../config/mod.ts";
 import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { checkImageRequest, ImageService, runImageRequest } from "../generation/mod.ts";
 import { holdSpareDecoders } from "../image/mod.ts";
@@ -26,7 +26,7 @@ import {
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
-import { verifyConfiguredModels } from "../models/mod.ts";
+import { prepareMergedModels, verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
@@ -66,10 +66,14 @@ const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_imag
  */
 const CLIENT_GONE_GRACE_MS = 5000;
 
-/** Checks the model files against models.lock, then starts the engine. */
+/**
+ * Checks the model files against models.lock (building derived ones that are
+ * missing or stale), takes the LoRA-merged models from their cache (merging
+ * once when it has none), then starts the engine.
+ */
 async function loadEngine(config: ResolvedConfig): Promise<Generator> {
   await verifyConfiguredModels(config);
-  return await createGenerator(config);
+  return await createGenerator(config, await prepareMergedModels(config));
 }
 
 /** The engine of a `front` replica: it loads no models and never runs a job. */
@@ -97,18 +101,21 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const generator = deferredGenerator(Promise.resolve(engine));
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
-  if (
-    role !== "front" && config.models.autoBase === "fp16" &&
-    config.runtime.executionProvider === "cpu"
-  ) {
-    // base = "auto" fell back to the fp16 set on the CPU provider: say what the fp32 one buys.
-    log("info", "app", "running the fp16 SD 1.5 set on the CPU provider", {
-      hint: `put the pinned fp32 set in <models root>/${AUTO_BASE.fp32}/ and [models] base = ` +
-        `"auto" uses it: about 1.5x faster per step and 2.5x less peak memory on CPU ` +
-        "(docs/models.md)",
-    });
-  }
+  const sampling = samplingSummary(config);
+  log("info", "app", `generation: ${samplingText(sampling)}`, {
+    preset: sampling.preset,
+    chosen_by: sampling.chosenBy === "auto"
+      ? `preset = "auto" on the ${config.runtime.executionProvider} provider`
+      : "the config",
+    base: config.models.base,
+    hint: sampling.preset === "fast"
+      ? 'preset = "quality" for full detail (PNDM, 25 steps, CFG, full VAE; minutes per image on a CPU)'
+      : sampling.preset === "quality" && config.runtime.executionProvider === "cpu"
+      ? 'preset = "fast" for about 30 s per image on 2 cores (LCM, 4 steps, tiny VAE)'
+      : undefined,
+  });
   const images = new ImageService({
+    sampling,
     generator,
     prompt: config.prompt,
     defaultSize: config.generation.defaultSize,
@@ -156,6 +163,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     resultTtlSeconds: config.jobs.resultTtlMs / 1000,
     queueLimit: config.generation.queueLimit,
     stepsPerImage: config.generation.steps,
+    // A front's jobs run on workers, which may run another preset (a GPU's quality).
+    sampling: role !== "front" ? samplingText(sampling) : undefined,
     worker: replica,
     engine: role !== "front",
     leaseMs: config.jobs.leaseMs,
@@ -335,7 +344,11 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       ? await startHealthServer({
         ...listen,
         health: async () =>
-          withDatabase(await probeDatabase(db!), { role, ...(await jobs.health()) }),
+          withDatabase(await probeDatabase(db!), {
+            role,
+            ...(await jobs.health()),
+            generation: sampling,
+          }),
       })
       : await startHttpServer({
         ...listen,
@@ -357,6 +370,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
             ...(await jobs.health()),
             tools: tools.length,
             role,
+            // A front runs no job: its workers' /healthz say which preset they run.
+            ...(role !== "front" ? { generation: sampling } : {}),
           }),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.

@@ -11,7 +11,8 @@ import { runFullBench } from "./full.ts";
 const HELP: Help = {
   usage: [
     "deno task bench [DENO BENCH FLAGS] [FILES]",
-    "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE]",
+    "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
+    "[--fresh-reuse]",
   ],
   summary: "Benchmarks: speed and memory targets are measured here, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -27,9 +28,19 @@ const HELP: Help = {
       "extrapolated from the per-step median; 25 measures the whole image)",
     ],
     ["--size S", "full: image side in pixels (default 512)"],
-    ["--only A,B", "full: only these scenarios, by name"],
+    [
+      "--only A,B",
+      "full: only these scenarios, by number (1-based, as listed) or name; `fresh` = the " +
+      "fresh-defaults scenario (the shipped config.toml and models.lock over full-size " +
+      "stand-ins), `startup` = the start-up run",
+    ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
     ["--out FILE", "full: where the JSON results go (default .cache/bench/full.json)"],
+    [
+      "--fresh-reuse",
+      "full: keep the fresh-defaults scenario's models root from an earlier run (its " +
+      "deno task models then finds everything in place) instead of laying it out anew",
+    ],
     ["-h, --help", "print this help and exit"],
   ],
 };

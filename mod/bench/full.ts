@@ -8,8 +8,14 @@
  * Flags: `--steps N` (default 2: UNet steps of the default-preset scenario; its
  * 25-step time is extrapolated from the per-step median; `--steps 25` measures
  * the whole default image, about 7 more minutes on 2 cores), `--size S`
- * (512), `--only a,b` (scenario names), `--lpb 1` (reduced-depth UNet for
- * development), `--out FILE` (JSON; default `.cache/bench/full.json`).
+ * (512), `--only a,b` (scenario numbers or names; `fresh` = the fresh-defaults
+ * scenario of `fresh.ts`, `startup` = the start-up run), `--lpb 1`
+ * (reduced-depth UNet for development), `--out FILE` (JSON; default
+ * `.cache/bench/full.json`). The "fp32 DERIVED" scenario runs on the set the
+ * fresh-defaults scenario derived, so choosing it runs that one first;
+ * `--fresh-reuse` keeps that scenario's models root from an earlier run (its
+ * `deno task models` then finds everything in place) instead of laying it
+ * out anew.
  *
  * @module
  */
@@ -19,16 +25,26 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { Client, StdioClientTransport } from "../mcp/sdk.ts";
 import { SD15_PARAMS } from "../model_builder/mod.ts";
-import { buildFullExtras, buildFullSet, type FullExtras, type FullSet } from "./full_models.ts";
+import {
+  benchCacheDir,
+  buildFullExtras,
+  buildFullSet,
+  type FullExtras,
+  type FullSet,
+} from "./full_models.ts";
+import { readDerivedRecord } from "../models/mod.ts";
 import type { RunReport } from "./full_run.ts";
 import { imageScenarios, upscaleEstimates } from "./full_image.ts";
+import { sampleRss } from "./proc_memory.ts";
+import { runFreshDefaults, spawnServer } from "./fresh.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
 /** One scenario: a name, the set it runs on and the runner's flags. */
 interface Scenario {
   name: string;
-  precision: "fp32" | "fp16";
+  /** The built fp32 or fp16 set, or the fp32 set derived from the fp16 one ("fresh defaults"). */
+  precision: "fp32" | "fp16" | "derived";
   /** The runner's flags; `$LORA` and `$ANNOTATOR` are replaced by the extras' paths. */
   args: string[];
   /** Needs {@link buildFullExtras} (ControlNet, residual UNet, LCM-shaped LoRA). */
@@ -47,36 +63,6 @@ function median(xs: readonly number[]): number {
 }
 
 const GB = 1e9;
-
-/**
- * Peak resident memory of process `pid`, sampled every 200 ms with
- * `ps -o rss=` by this process: the child's own `VmHWM` under-reports ONNX
- * Runtime's memory-mapped weights, the child cannot sample while
- * `session.run` blocks its event loop, and Deno lets only `--allow-all` read
- * another process's `/proc/<pid>/status`.
- */
-function sampleRss(pid: number): { stop(): Promise<number> } {
-  let peak = 0;
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        const out = await new Deno.Command("ps", { args: ["-o", "rss=", "-p", String(pid)] })
-          .output();
-        const kb = Number(new TextDecoder().decode(out.stdout).trim());
-        if (Number.isFinite(kb)) peak = Math.max(peak, kb * 1024);
-      } catch { /* ps missing or the process exited */ }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-      return peak;
-    },
-  };
-}
 
 async function runScenario(
   set: FullSet,
@@ -133,23 +119,16 @@ async function startup(set: FullSet): Promise<Record<string, number | string>> {
           JSON.stringify(join(set.root, "models.lock"))
         }\n` +
         // The bench sets keep their graphs in sd15/ whatever their precision.
-        `base = "sd15"\nvae_decoder = "tiny"\n[generation]\nsteps = 4\nscheduler = "lcm"\nguidance_scale = 1\n`,
+        // Fast sampling without the LCM LoRA: this measures the plain set's start.
+        `base = "sd15"\nvae_decoder = "tiny"\n[generation]\npreset = "custom"\nsteps = 4\n` +
+        `scheduler = "lcm"\nguidance_scale = 1\n`,
     );
     const t0 = performance.now();
-    const transport = new StdioClientTransport({
-      command: Deno.execPath(),
-      args: ["run", "-P=serve", "--quiet", "main.ts", "--config", config],
-      cwd: REPO,
-      env: { ...Deno.env.toObject(), NO_COLOR: "1" },
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
-    const client = new Client({ name: "bench", version: "1" });
+    const { transport, client, stderr } = spawnServer(config);
     try {
-      return await measure(client, transport, t0, () => stderr);
+      return await measure(client, transport, t0, stderr);
     } catch (e) {
-      return { error: (e as Error).message, stderr: stderr.slice(-600) };
+      return { error: (e as Error).message, stderr: stderr().slice(-600) };
     }
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -205,6 +184,31 @@ function fmtMs(ms: number): string {
   return ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
 }
 
+/**
+ * The fp32 set `deno task models` derived in the fresh-defaults root, as a
+ * {@link FullSet} whose files are the `sd15-fp32-derived/` ones (from their
+ * records) and the TAESD decoder, under the paths the scenarios filter by.
+ */
+async function derivedSet(root: string): Promise<FullSet> {
+  const files: FullSet["files"] = [];
+  for (const c of ["text_encoder", "unet", "vae_decoder", "tokenizer", "scheduler"]) {
+    const record = await readDerivedRecord(join(root, "sd15-fp32-derived", c));
+    for (const f of record?.files ?? []) {
+      files.push({ path: `sd15/${c}/${f.name}`, component: c, size: f.size, sha256: f.sha256 });
+    }
+  }
+  const taesd = await readDerivedRecord(join(root, "taesd/vae_decoder"));
+  for (const f of taesd?.files ?? []) {
+    files.push({
+      path: `taesd/vae_decoder/${f.name}`,
+      component: "vae_decoder",
+      size: f.size,
+      sha256: f.sha256,
+    });
+  }
+  return { root, files, params: {}, reused: true };
+}
+
 /** Runs the full-size benchmark with command-line `args`; returns the exit code. */
 export async function runFullBench(args: readonly string[]): Promise<number> {
   const { values: v } = parseArgs({
@@ -216,6 +220,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       only: { type: "string" },
       lpb: { type: "string", default: "2" },
       out: { type: "string" },
+      "fresh-reuse": { type: "boolean" },
     },
   });
   const steps = v.steps!;
@@ -249,6 +254,11 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       args: [...common, "--preset", "fast", "--vae", "tiny", "--pattern", "off"],
     },
     {
+      name: "fast preset, fp32 DERIVED from the fp16 set, tiny VAE, arena off",
+      precision: "derived",
+      args: [...common, "--preset", "fast", "--vae", "tiny", "--base", "sd15-fp32-derived"],
+    },
+    {
       name: "fast preset + LCM-shaped LoRA merged at start-up, fp32, tiny VAE",
       precision: "fp32",
       args: [...common, "--preset", "fast", "--vae", "tiny", "--lora", "$LORA"],
@@ -276,7 +286,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
   const chosen = only
     ? scenarios.filter((s, i) => only.includes(String(i + 1)) || only.includes(s.name))
     : scenarios;
-  const sets: Partial<Record<"fp32" | "fp16", FullSet>> = {};
+  const sets: Partial<Record<"fp32" | "fp16" | "derived", FullSet>> = {};
   const report: Record<string, unknown> = {
     date: new Date().toISOString(),
     machine: {
@@ -289,9 +299,11 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
     settings: { steps: Number(steps), size: Number(size), layersPerBlock: lpb },
     scenarios: {} as Record<string, unknown>,
   };
+  const fresh = !only || only.includes("fresh") || chosen.some((s) => s.precision === "derived");
   const want = new Set([
-    ...chosen.map((s) => s.precision),
+    ...chosen.map((s) => s.precision === "derived" ? "fp16" : s.precision),
     ...(only?.includes("startup") || !only ? ["fp32"] : []),
+    ...(fresh ? ["fp16"] : []),
   ]);
   for (const p of want as Set<"fp32" | "fp16">) {
     const t0 = performance.now();
@@ -310,13 +322,25 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       params: { built: sets[p]!.params, real: SD15_PARAMS },
     };
   }
+  const rows: string[][] = [];
+  if (fresh) {
+    // What a fresh clone gets: derives the fp32 set the "derived" scenario runs on.
+    const t0 = performance.now();
+    const result = await runFreshDefaults(sets.fp16!, {
+      layersPerBlock: lpb,
+      reuse: v["fresh-reuse"] === true,
+    });
+    report.freshDefaults = { ...result.report, ms: Math.round(performance.now() - t0) };
+    rows.push(...result.rows);
+    console.error(result.rows.map((r) => r.join(" | ")).join("\n"));
+    sets.derived = await derivedSet(join(benchCacheDir(), "fresh-defaults", "models"));
+  }
   let extras: FullExtras | undefined;
   if (chosen.some((s) => s.extras)) {
     const t0 = performance.now();
     extras = await buildFullExtras(sets.fp32!);
     report.extras = { ...extras, buildMs: Math.round(performance.now() - t0) };
   }
-  const rows: string[][] = [];
   for (const s of chosen) {
     const set = sets[s.precision]!;
     const args = s.args.map((a) => a === "$LORA" ? join(set.root, extras!.lora) : a);

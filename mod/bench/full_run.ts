@@ -6,7 +6,7 @@
  * scheduler, PNG encoding and base64, and prints one JSON line on stdout.
  *
  * ```sh
- * deno run -P=test mod/bench/full_run.ts --root DIR [--steps 25] [--preset default|fast]
+ * deno run -P=test mod/bench/full_run.ts --root DIR [--base sd15] [--steps 25] [--preset default|fast]
  *   [--vae full|tiny] [--arena on|off] [--pattern on|off] [--size 512] [--runs 1] [--lora PATH]
  *   [--guided depth --annotator PATH]
  * ```
@@ -83,6 +83,7 @@ async function main(): Promise<void> {
     args: Deno.args,
     options: {
       root: { type: "string" },
+      base: { type: "string", default: "sd15" },
       steps: { type: "string", default: "25" },
       preset: { type: "string", default: "default" },
       vae: { type: "string", default: "full" },
@@ -103,7 +104,7 @@ async function main(): Promise<void> {
   const steps = fast ? 4 : Number(v.steps);
   const config: EngineConfig = {
     models: {
-      base: join(root, "sd15"),
+      base: join(root, v.base!),
       controlnetUnet: join(root, "sd15", "controlnet_unet", "model.onnx"),
       vaeDecoder: v.vae === "tiny" ? "tiny" : "full",
       tinyVaeDecoder: join(root, "taesd", "vae_decoder", "model.onnx"),
@@ -187,9 +188,9 @@ async function main(): Promise<void> {
   await engine.release();
 
   // Stages outside session.run, measured on their own (20 samples each).
-  const tokenizer = await ClipTokenizer.load(join(root, "sd15", "tokenizer"));
+  const tokenizer = await ClipTokenizer.load(join(root, v.base!, "tokenizer"));
   const schedulerConfig = JSON.parse(
-    await Deno.readTextFile(join(root, "sd15", "scheduler", "scheduler_config.json")),
+    await Deno.readTextFile(join(root, v.base!, "scheduler", "scheduler_config.json")),
   );
   const latent = new Float32Array(4 * (size / 8) ** 2).map((_, i) => Math.sin(i));
   for (let k = 0; k < 20; k++) {

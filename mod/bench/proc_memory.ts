@@ -30,3 +30,33 @@ export function procMemory(): ProcMemory {
   };
   return { rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
+
+/**
+ * Peak resident memory of process `pid`, sampled every 200 ms with
+ * `ps -o rss=` by this process: the child's own `VmHWM` under-reports ONNX
+ * Runtime's memory-mapped weights, the child cannot sample while
+ * `session.run` blocks its event loop, and Deno lets only `--allow-all` read
+ * another process's `/proc/<pid>/status`.
+ */
+export function sampleRss(pid: number): { stop(): Promise<number> } {
+  let peak = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const out = await new Deno.Command("ps", { args: ["-o", "rss=", "-p", String(pid)] })
+          .output();
+        const kb = Number(new TextDecoder().decode(out.stdout).trim());
+        if (Number.isFinite(kb)) peak = Math.max(peak, kb * 1024);
+      } catch { /* ps missing or the process exited */ }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return peak;
+    },
+  };
+}

@@ -46,14 +46,15 @@ Deno.test("every key of config.toml has a one-line comment", async () => {
   for (const line of keyLines) assert.match(line, /#\s*\S/, `no comment on: ${line}`);
 });
 
-Deno.test('[models] base = "auto": the fp32 set on the CPU provider when it is in place, else fp16', async () => {
-  const cases: Array<[string, boolean, string]> = [
-    ["cpu", true, "sd15-fp32"],
-    ["cpu", false, "sd15"], // a fresh machine: the set `deno task models` can download
-    ["cuda", true, "sd15"],
-    ["webgpu", true, "sd15"],
+Deno.test('[models] base = "auto": on the CPU provider the pinned fp32 export when in place, else the derived fp32 set; fp16 on GPUs', async () => {
+  const cases: Array<[string, boolean, string, string]> = [
+    ["cpu", true, "sd15-fp32", "fp32"],
+    // A fresh machine: the fp32 set `deno task models` derives from the downloaded fp16 one.
+    ["cpu", false, "sd15-fp32-derived", "fp32-derived"],
+    ["cuda", true, "sd15", "fp16"],
+    ["webgpu", false, "sd15", "fp16"],
   ];
-  for (const [provider, present, expected] of cases) {
+  for (const [provider, present, expected, kind] of cases) {
     await withConfig(
       `[models]\nroot = "m"\n[runtime]\nexecution_provider = "${provider}"\n`,
       async (path) => {
@@ -64,7 +65,7 @@ Deno.test('[models] base = "auto": the fp32 set on the CPU provider when it is i
         }
         const config = await loadConfig({ path, env: {} });
         assert.equal(config.models.base, join(dir, "m", expected), `${provider}, ${present}`);
-        assert.equal(config.models.autoBase, expected === "sd15" ? "fp16" : "fp32");
+        assert.equal(config.models.autoBase, kind);
       },
     );
   }
@@ -81,8 +82,8 @@ Deno.test("paths resolve against the config file's folder", async () => {
     const dir = path.slice(0, path.lastIndexOf("/"));
     const config = await loadConfig({ path, env: {} });
     assert.equal(config.models.root, join(dir, "m"));
-    // base = "auto" on the default (CPU) provider without the fp32 set in place: the fp16 one.
-    assert.equal(config.models.base, join(dir, "m", "sd15"));
+    // base = "auto" on the default (CPU) provider without the fp32 export: the derived fp32 set.
+    assert.equal(config.models.base, join(dir, "m", "sd15-fp32-derived"));
     assert.equal(config.models.lock, join(dir, "models.lock"));
     assert.equal(config.output.dir, join(dir, "out"));
     assert.equal(config.controlnet.depth.model, join(dir, "m", "controlnet/depth.onnx"));

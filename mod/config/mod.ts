@@ -16,7 +16,21 @@ export {
   loadConfig,
 } from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
-export { AUTO_BASE, ConfigError } from "./resolve.ts";
-export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
+export {
+  AUTO_BASE,
+  autoPreset,
+  ConfigError,
+  PRESETS,
+  samplingSummary,
+  samplingText,
+} from "./resolve.ts";
+export type {
+  ControlNetConfig,
+  PresetName,
+  PresetValues,
+  ResolvedConfig,
+  SamplingSummary,
+  SchedulerName,
+} from "./resolve.ts";
 export { type ConfigEdit, ConfigEditError, editConfigText } from "./edit.ts";
 export { localOverlayPath, mergeTables } from "./overlay.ts";

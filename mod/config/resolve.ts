@@ -90,8 +90,12 @@ export interface ResolvedConfig {
     lock: string;
     /** Absolute SD 1.5 folder (diffusers ONNX layout). */
     base: string;
-    /** What `base = "auto"` picked ({@link AUTO_BASE}), or null when a folder was named. */
-    autoBase: "fp32" | "fp16" | null;
+    /**
+     * What `base = "auto"` picked ({@link AUTO_BASE}): the pinned fp32 export
+     * ("fp32"), the fp32 set derived here from the fp16 one ("fp32-derived"), or
+     * the fp16 set ("fp16"); null when a folder was named.
+     */
+    autoBase: "fp32" | "fp32-derived" | "fp16" | null;
     /** Absolute path of the UNet that accepts ControlNet residuals. */
     controlnetUnet: string;
     /** `vae_decoder`: the base folder's VAE decoder ("full") or the tiny one (TAESD). */
@@ -128,10 +132,14 @@ export interface ResolvedConfig {
     maxCount: number;
     queueLimit: number;
     /**
-     * `preset`: "fast" already applied here: scheduler lcm, 4 steps, guidance 1
-     * (no CFG batch) and the LCM LoRA appended to `lora.files`.
+     * The preset that decided the sampling, already applied to `steps`,
+     * `guidanceScale`, `scheduler`, `models.vaeDecoder` (and, for "fast", the
+     * LCM LoRA appended to `lora.files`): "auto" resolved by the execution
+     * provider, "default" read as "custom".
      */
-    preset: "default" | "fast";
+    preset: PresetName;
+    /** Whether `preset` came from `preset = "auto"` (by provider) or was named in the config. */
+    presetSource: "auto" | "config";
     /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
     maxWaitMs: number;
   };
@@ -179,12 +187,79 @@ export interface ResolvedConfig {
   };
 }
 
+/** A resolved `[generation] preset`. */
+export type PresetName = "fast" | "quality" | "custom";
+
+/** What a preset sets; the keys written in the config win over it. */
+export interface PresetValues {
+  /** Denoising steps. */
+  steps: number;
+  /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
+  guidanceScale: number;
+  /** Scheduler name. */
+  scheduler: SchedulerName;
+  /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
+  vaeDecoder: "full" | "tiny";
+  /** Blend in the LCM LoRA (`[models] lcm_lora`). */
+  lcmLora: boolean;
+}
+
 /**
- * `[generation] preset = "fast"`: LCM-LoRA sampling (diffusers'
- * LCM-LoRA guide: `LCMScheduler`, 4 steps, guidance_scale 1.0, i.e. no
- * unconditional batch); it replaces `steps`, `guidance_scale` and `scheduler`.
+ * The presets. "fast": LCM-LoRA sampling as diffusers' LCM-LoRA guide runs it
+ * (`LCMScheduler`, 4 steps, guidance_scale 1.0, so no unconditional batch)
+ * with the tiny VAE decoder: about 30 s per 512² image on 2 CPU cores.
+ * "quality": SD 1.5's own sampling (PNDM, 25 steps, CFG 7.5, the full VAE):
+ * about 7 minutes on 2 CPU cores, seconds on a GPU. "custom" (also the old
+ * "default"): the keys as written, with quality's values for those left out.
+ * docs/performance.md measures each.
  */
-const FAST_PRESET = { steps: 4, guidanceScale: 1, scheduler: "lcm" } as const;
+export const PRESETS: Readonly<Record<PresetName, PresetValues>> = {
+  fast: { steps: 4, guidanceScale: 1, scheduler: "lcm", vaeDecoder: "tiny", lcmLora: true },
+  quality: { steps: 25, guidanceScale: 7.5, scheduler: "pndm", vaeDecoder: "full", lcmLora: false },
+  custom: { steps: 25, guidanceScale: 7.5, scheduler: "pndm", vaeDecoder: "full", lcmLora: false },
+};
+
+/** What ran: the preset and the sampling it resolved to (PNG metadata, result texts, `/healthz`). */
+export interface SamplingSummary {
+  /** The resolved preset. */
+  preset: PresetName;
+  /** "auto" when `preset = "auto"` chose it by execution provider. */
+  chosenBy: "auto" | "config";
+  /** Denoising steps. */
+  steps: number;
+  /** Scheduler name. */
+  scheduler: SchedulerName;
+  /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
+  guidanceScale: number;
+  /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
+  vaeDecoder: "full" | "tiny";
+}
+
+/** The {@link SamplingSummary} of a resolved config. */
+export function samplingSummary(
+  config: Pick<ResolvedConfig, "generation" | "models">,
+): SamplingSummary {
+  const g = config.generation;
+  return {
+    preset: g.preset,
+    chosenBy: g.presetSource,
+    steps: g.steps,
+    scheduler: g.scheduler,
+    guidanceScale: g.guidanceScale,
+    vaeDecoder: config.models.vaeDecoder,
+  };
+}
+
+/** One line for people and models: `fast preset (lcm, 4 steps, guidance 1, tiny VAE)`. */
+export function samplingText(s: SamplingSummary): string {
+  return `${s.preset} preset (${s.scheduler}, ${s.steps} steps, guidance ${s.guidanceScale}, ` +
+    `${s.vaeDecoder} VAE)`;
+}
+
+/** `preset = "auto"`: fast on the CPU provider, quality on GPU providers. */
+export function autoPreset(provider: "cpu" | "cuda" | "webgpu"): "fast" | "quality" {
+  return provider === "cpu" ? "fast" : "quality";
+}
 
 /** A config problem: names the file and the key. */
 export class ConfigError extends Error {
@@ -281,7 +356,24 @@ export function resolveConfig(
   }
 
   const cn = raw.controlnet;
-  const fast = raw.generation.preset === "fast";
+  const g = raw.generation;
+  const presetSource = g.preset === "auto" ? "auto" : "config";
+  const preset: PresetName = g.preset === "auto"
+    ? autoPreset(raw.runtime.execution_provider)
+    : g.preset === "default"
+    ? "custom"
+    : g.preset;
+  const values = PRESETS[preset];
+  if (values.lcmLora && g.scheduler !== undefined && g.scheduler !== "lcm") {
+    throw new ConfigError(
+      `${where}: generation.scheduler = "${g.scheduler}" does not go with the fast preset ` +
+        `(generation.preset = "${g.preset}"${
+          presetSource === "auto" ? `, fast on the ${raw.runtime.execution_provider} provider` : ""
+        }): its LCM LoRA samples with the lcm scheduler. Remove scheduler (and steps, ` +
+        `guidance_scale) to run the fast preset, or set generation.preset = "quality" or "custom"`,
+    );
+  }
+  const fast = values.lcmLora;
   return {
     file,
     server: {
@@ -323,10 +415,10 @@ export function resolveConfig(
     models: {
       root,
       lock: abs(raw.models.lock),
-      base: abs(auto ? AUTO_BASE[auto] : raw.models.base, root),
+      base: abs(auto ? AUTO_FOLDER[auto] : raw.models.base, root),
       autoBase: auto,
       controlnetUnet: abs(raw.models.controlnet_unet, root),
-      vaeDecoder: raw.models.vae_decoder,
+      vaeDecoder: raw.models.vae_decoder ?? values.vaeDecoder,
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
       lcmLora: abs(raw.models.lcm_lora, root),
     },
@@ -341,11 +433,9 @@ export function resolveConfig(
     },
     generation: {
       defaultSize: raw.generation.default_size,
-      ...(fast ? FAST_PRESET : {
-        steps: raw.generation.steps,
-        guidanceScale: raw.generation.guidance_scale,
-        scheduler: raw.generation.scheduler,
-      }),
+      steps: g.steps ?? values.steps,
+      guidanceScale: g.guidance_scale ?? values.guidanceScale,
+      scheduler: g.scheduler ?? values.scheduler,
       timestepSpacing: raw.generation.timestep_spacing === "auto"
         ? undefined
         : raw.generation.timestep_spacing,
@@ -354,7 +444,8 @@ export function resolveConfig(
       seed: raw.generation.seed < 0 ? null : raw.generation.seed,
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
-      preset: raw.generation.preset,
+      preset,
+      presetSource,
       maxWaitMs: raw.generation.max_wait_seconds === 0
         ? Infinity
         : raw.generation.max_wait_seconds * 1000,
@@ -413,37 +504,43 @@ function unlimitedIfZero(n: number): number {
 }
 
 /**
- * The SD 1.5 sets `[models] base = "auto"` picks from: on the CPU provider
- * the fp32 export, where fp32 runs 1.5× (idle machine) to 7× (contended)
- * faster per UNet call than fp16 and peaks at 1.35× instead of 3.5× its
- * files (ONNX Runtime's CPU provider has few float16 kernels;
- * docs/performance.md), **when it is in place** — its pinned host
- * (runwayml/stable-diffusion-v1-5) was withdrawn from Hugging Face, so
- * `deno task models` cannot fetch it and a fresh machine must still get a set
- * it can download — and the fp16 export otherwise (GPU providers: half the
- * download and memory).
+ * The SD 1.5 sets `[models] base = "auto"` picks from. On the CPU provider an
+ * fp32 set, where fp32 runs 1.5× (idle machine) to 7× (contended) faster per
+ * UNet call than fp16 and peaks at 1.35× instead of 3.5× its files (ONNX
+ * Runtime's CPU provider has few float16 kernels; docs/performance.md): the
+ * pinned fp32 export (runwayml/stable-diffusion-v1-5, whose host is gone)
+ * when it is in place, else the fp32 set that `deno task models` derives
+ * from the downloaded fp16 one (`models.lock` `[[derived]]`). GPU providers:
+ * the fp16 set (half the download and memory).
  */
 export const AUTO_BASE = {
-  /** The fp32 set's folder under the models root. */
+  /** The pinned fp32 export's folder under the models root. */
   fp32: "sd15-fp32",
+  /** The folder of the fp32 set derived from the fp16 one. */
+  fp32Derived: "sd15-fp32-derived",
   /** The fp16 set's folder under the models root. */
   fp16: "sd15",
-  /** The file whose presence says the fp32 set is in place (its largest). */
+  /** The file whose presence says the pinned fp32 export is in place (its largest). */
   fp32Marker: "sd15-fp32/unet/weights.pb",
 } as const;
 
 /**
  * Which set `[models] base = "auto"` picks by {@link AUTO_BASE} (asking
- * `exists` once about the fp32 set's marker); null for a named folder.
+ * `exists` once about the fp32 export's marker); null for a named folder.
  */
 function autoBase(
   base: string,
   provider: "cpu" | "cuda" | "webgpu",
   root: string,
   exists: (path: string) => boolean,
-): "fp32" | "fp16" | null {
+): "fp32" | "fp32-derived" | "fp16" | null {
   if (base !== "auto") return null;
-  return provider === "cpu" && exists(join(root, ...AUTO_BASE.fp32Marker.split("/")))
-    ? "fp32"
-    : "fp16";
+  if (provider !== "cpu") return "fp16";
+  return exists(join(root, ...AUTO_BASE.fp32Marker.split("/"))) ? "fp32" : "fp32-derived";
 }
+
+const AUTO_FOLDER = {
+  "fp32": AUTO_BASE.fp32,
+  "fp32-derived": AUTO_BASE.fp32Derived,
+  "fp16": AUTO_BASE.fp16,
+};

@@ -64,7 +64,8 @@ const models = z.strictObject({
   lock: relativePath.default("models.lock"),
   base: relativePath.default("auto"),
   controlnet_unet: relativePath.default("sd15/controlnet_unet/model.onnx"),
-  vae_decoder: z.enum(["full", "tiny"]).default("full"),
+  // No default: absent means the preset's ([generation] preset, resolve.ts).
+  vae_decoder: z.enum(["full", "tiny"]).optional(),
   tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),
   lcm_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
     .default("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
@@ -82,16 +83,18 @@ const runtime = z.strictObject({
 
 const generation = z.strictObject({
   default_size: z.enum(SIZE_IDS).default("square_512"),
-  steps: z.int().min(1).max(500).default(25),
-  guidance_scale: z.number().min(0).max(50).default(7.5),
-  scheduler: z.enum(SCHEDULER_NAMES).default("pndm"),
+  // No defaults: absent means the preset's (resolve.ts `PRESETS`); written ones win.
+  steps: z.int().min(1).max(500).optional(),
+  guidance_scale: z.number().min(0).max(50).optional(),
+  scheduler: z.enum(SCHEDULER_NAMES).optional(),
   timestep_spacing: z.enum(["auto", "leading", "trailing", "linspace"]).default("auto"),
   karras: z.boolean().default(false),
   eta: z.number().min(0).max(1).default(0),
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
-  preset: z.enum(["default", "fast"]).default("default"),
+  // "default" is the old name of "custom" (configs written before presets were picked per provider).
+  preset: z.enum(["auto", "fast", "quality", "custom", "default"]).default("auto"),
   max_wait_seconds: z.number().min(0).max(86_400).default(50),
 });
 

@@ -1,9 +1,21 @@
 /**
- * Model files derived from pinned downloads: deterministic conversions that
- * `deno task models` runs after a download's size and sha256 check out, so
- * the derived file is as reproducible as its input.
+ * Deterministic conversions of pinned model files into the files the engine
+ * runs: an fp16 ONNX model widened to fp32 (what the CPU provider runs
+ * fastest), TAESD's published decoder `.safetensors` turned into the ONNX
+ * tiny VAE decoder, and plain copies. `deno task models` runs them after the
+ * inputs' sizes and sha256 check out, so each output is as reproducible as
+ * its input; each converter has a version that is part of the key under
+ * which `mod/models` records and verifies what it wrote.
  *
  * @module
  */
 
+export { type Converter, CONVERTER_NAMES, CONVERTERS } from "./converters.ts";
+export {
+  FP32_CONVERTER_VERSION,
+  WidenError,
+  type WidenReport,
+  widenToFp32,
+  type WrittenFile,
+} from "./fp32.ts";
 export { TAESD_CONVERTER_VERSION, TaesdConversionError, taesdDecoderToOnnx } from "./taesd.ts";

@@ -170,12 +170,13 @@ export async function runImageRequest(
         onProgress: (step, steps) => hooks.onProgress({ image: i, images: count, step, steps }),
       });
       const saved = o.savedPath ? `, saved to ${shownPath(o.savedPath)}` : "";
+      const sampling = images.samplingText ? `, ${images.samplingText}` : "";
       const notes = o.notes.length ? ` ${o.notes.join(" ")}` : "";
       items = [
         {
           type: "text",
           text:
-            `[${i}/${count}] seed ${o.seed}, size ${request.size} (${width}x${height})${saved}${notes}`,
+            `[${i}/${count}] seed ${o.seed}, size ${request.size} (${width}x${height})${sampling}${saved}${notes}`,
         },
         pngContent(o.png),
       ];

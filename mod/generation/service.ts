@@ -7,6 +7,7 @@
  * @module
  */
 
+import { type SamplingSummary, samplingText } from "../config/mod.ts";
 import { encodePng, MAX_CONCURRENT_DECODES, MAX_CONCURRENT_DECODES_PER_KEY } from "../image/mod.ts";
 import { log } from "../log/mod.ts";
 import { imageFileName, savePng } from "../output/mod.ts";
@@ -28,6 +29,8 @@ import { type ChangeLevel, joinPrompts } from "./inputs.ts";
 export interface ImageServiceOptions {
   /** The engine that runs the diffusion pipeline. */
   generator: Generator;
+  /** The preset and sampling every image is made with (PNG metadata, batch texts). */
+  sampling?: SamplingSummary;
   /** Base prompts from `[prompt]`, joined with the user's (contract §2). */
   prompt: { positive: string; negative: string };
   /** Size used when the request gives none (`[generation] default_size`). */
@@ -124,6 +127,11 @@ export class ImageService {
     return this.#decodes.run(keyPrefix ?? null, prepare);
   }
 
+  /** `fast preset (lcm, 4 steps, guidance 1, tiny VAE)`, or "" without a configured sampling. */
+  get samplingText(): string {
+    return this.#o.sampling ? samplingText(this.#o.sampling) : "";
+  }
+
   /** The size to use for a request's `size` (null = configured default). */
   resolveSize(size: SizeId | null): SizeId {
     return size ?? this.#o.defaultSize;
@@ -213,12 +221,23 @@ export class ImageService {
     }
     const finished = this.#now();
     const elapsed = Math.max(0, finished.getTime() - options.receivedAt) / 1000;
+    const s = this.#o.sampling;
     const png = await encodePng(result.image, {
       seed: String(job.seed),
       size: job.size,
       mode: job.mode,
       timestamp: finished.toISOString(),
       elapsed_seconds: elapsed.toFixed(3),
+      // Which preset ran: the single-image result is the PNG alone (contract §2).
+      ...(s
+        ? {
+          preset: s.preset,
+          steps: String(s.steps),
+          scheduler: s.scheduler,
+          guidance_scale: String(s.guidanceScale),
+          vae_decoder: s.vaeDecoder,
+        }
+        : {}),
     });
     log("info", "generation", "done", {
       mode: job.mode,

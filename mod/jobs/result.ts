@@ -84,6 +84,8 @@ export interface StatusInfo {
   waitSeconds: number;
   /** Set when this process will not run it now (shutting down). */
   note?: string;
+  /** The preset that runs it (`fast preset (lcm, 4 steps, guidance 1, tiny VAE)`), when known. */
+  sampling?: string;
 }
 
 function progressText(job: JobSummary): string {
@@ -115,6 +117,7 @@ export function statusResult(info: StatusInfo): ToolResult {
     : "";
   const lines = [
     `Generation ${job.id} ${where}.`,
+    ...(info.sampling ? [`It runs with the ${info.sampling}.`] : []),
     eta,
     ...(info.note ? [info.note] : []),
     `Call get_generation with job_id "${job.id}" to get the result${wait}; ` +

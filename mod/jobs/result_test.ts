@@ -65,8 +65,11 @@ Deno.test("the status names the job, the queue position, the estimate and the ne
     position: { running: [{ ...work, id: "gen_B" }], waiting: [] },
     etaMs: 125_000,
     waitSeconds: 50,
+    sampling: "fast preset (lcm, 4 steps, guidance 1, tiny VAE)",
   });
   const text = (queued.content[0] as { text: string }).text;
+  // Which preset will make the images.
+  assert.match(text, /\nIt runs with the fast preset \(lcm, 4 steps, guidance 1, tiny VAE\)\.\n/);
   assert.match(
     text,
     /is queued \(generate_image, 2 images\): position 2 in the queue, 1 job ahead of it \(1 running, 0 waiting\)/,
@@ -114,6 +117,7 @@ Deno.test("the status names the job, the queue position, the estimate and the ne
     waitSeconds: Infinity,
   });
   const runningText = (running.content[0] as { text: string }).text;
+  assert.doesNotMatch(runningText, /preset/, "not named when not known (a front replica)");
   assert.match(runningText, /still running .*: image 2 of 3, step 7 of 25; 1 finished/);
   assert.match(runningText, /No time estimate yet/);
   const early = statusResult({

@@ -49,6 +49,13 @@ export interface JobServiceOptions {
   queueLimit: number;
   /** Steps per image (`[generation] steps`), for estimates before a job reports its own. */
   stepsPerImage: number;
+  /**
+   * Which preset this process's engine runs the jobs with, as one line
+   * (`fast preset (lcm, 4 steps, guidance 1, tiny VAE)`), named in the text
+   * of a handed-off or queued job; absent: not named (a `front` replica,
+   * whose jobs run on workers that may be configured otherwise).
+   */
+  sampling?: string;
   /** This engine's name in the store. */
   worker: string;
   /** How often the runner looks for jobs without being woken, in ms (default 2000). */
@@ -497,6 +504,7 @@ export class JobService {
       etaMs,
       etaLowerBound: !this.#runner.timer.measuredImage,
       waitSeconds: this.#o.maxWaitMs / 1000,
+      sampling: this.#o.sampling,
       note,
     });
   }

@@ -16,7 +16,8 @@ async function withConfig(text: string, fn: (path: string, dir: string) => Promi
 
 Deno.test("[lora] files: paths resolve under the models root; weight defaults to 1", async () => {
   await withConfig(
-    `[models]\nroot = "m"\n[lora]\nfiles = [{ path = "lora/a.safetensors", weight = 0.8 }, { path = "lora/b.safetensors" }]\n`,
+    `[models]\nroot = "m"\n[generation]\npreset = "quality"\n` +
+      `[lora]\nfiles = [{ path = "lora/a.safetensors", weight = 0.8 }, { path = "lora/b.safetensors" }]\n`,
     async (path, dir) => {
       const config = await loadConfig({ path, env: {} });
       const files = [
@@ -30,7 +31,10 @@ Deno.test("[lora] files: paths resolve under the models root; weight defaults to
       deepStrictEqual(needed.slice(-2).map((f) => f.key.startsWith("[lora] files")), [true, true]);
     },
   );
-  deepStrictEqual((await loadConfig({ env: {} })).lora, { files: [] });
+  // The defaults on the CPU provider: the fast preset's LCM LoRA only.
+  deepStrictEqual((await loadConfig({ env: {} })).lora.files.map((f) => f.path), [
+    join(Deno.cwd(), "models", "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
+  ]);
 });
 
 Deno.test("[lora] files: bad entries are refused naming the key and the value", async () => {

@@ -120,28 +120,55 @@ export class LoraSet {
    * @throws LoraError naming the file
    */
   assertMatched(): void {
-    this.loras.forEach((lora, i) => {
-      const hit = this.#matched[i];
-      const missed = lora.modules.filter((m) => !hit.has(m.key)).map((m) => m.key);
-      const unmatched = missed.length + lora.unknownKeys.length;
-      if (hit.size === 0) {
-        const sample = [...missed, ...lora.unknownKeys].slice(0, 3).join(", ");
-        throw new LoraError(
-          `LoRA ${lora.path}: none of its ${lora.modules.length} modules ` +
-            `(${lora.unknownKeys.length} other tensors) matches a node of the UNet or the text ` +
-            `encoder (expected kohya keys lora_unet_…/lora_te_… or diffusers/PEFT keys ` +
-            `unet.….lora_A.weight, and an unoptimized torch-export ` +
-            `graph; first keys: ${sample || "none"})`,
-        );
-      }
-      if (unmatched > 0) {
-        log("warn", "lora", "LoRA applies only partly", {
-          file: lora.path,
-          matched: hit.size,
-          unmatched,
-          first_unmatched: [...missed, ...lora.unknownKeys].slice(0, 5),
-        });
-      }
-    });
+    checkLoraMatches(
+      this.loras.map((l) => ({ ...l, moduleKeys: l.modules.map((m) => m.key) })),
+      this.#matched,
+    );
   }
+}
+
+/** What {@link checkLoraMatches} needs of one LoRA. */
+export interface LoraMatchInput {
+  /** The file (for messages). */
+  path: string;
+  /** Every module key it has. */
+  moduleKeys: readonly string[];
+  /** Tensors that are not LoRA modules. */
+  unknownKeys: readonly string[];
+}
+
+/**
+ * Judges which modules of each LoRA matched a node of some model (`matched`,
+ * per LoRA in config order): fails when a LoRA matched none, logs a partial
+ * match (how many modules did and did not, with the first unmatched keys).
+ *
+ * @throws LoraError naming the file
+ */
+export function checkLoraMatches(
+  loras: readonly LoraMatchInput[],
+  matched: ReadonlyArray<ReadonlySet<string>>,
+): void {
+  loras.forEach((lora, i) => {
+    const hit = matched[i] ?? new Set<string>();
+    const missed = lora.moduleKeys.filter((k) => !hit.has(k));
+    const unmatched = missed.length + lora.unknownKeys.length;
+    if (hit.size === 0) {
+      const sample = [...missed, ...lora.unknownKeys].slice(0, 3).join(", ");
+      throw new LoraError(
+        `LoRA ${lora.path}: none of its ${lora.moduleKeys.length} modules ` +
+          `(${lora.unknownKeys.length} other tensors) matches a node of the UNet or the text ` +
+          `encoder (expected kohya keys lora_unet_…/lora_te_… or diffusers/PEFT keys ` +
+          `unet.….lora_A.weight, and an unoptimized torch-export ` +
+          `graph; first keys: ${sample || "none"})`,
+      );
+    }
+    if (unmatched > 0) {
+      log("warn", "lora", "LoRA applies only partly", {
+        file: lora.path,
+        matched: hit.size,
+        unmatched,
+        first_unmatched: [...missed, ...lora.unknownKeys].slice(0, 5),
+      });
+    }
+  });
 }

@@ -25,9 +25,17 @@ export { GemmAdder } from "./gemm_adder.ts";
 export { PEFT_PREFIXES, peftModules } from "./peft_keys.ts";
 export { loraModules } from "./lora_layout.ts";
 export {
+  LORA_MERGE_VERSION,
   type PatchedModel,
   patchModel,
   type PatchOptions,
+  processAlive,
   type WeightedLora,
 } from "./onnx_patch.ts";
-export { LoraError, type LoraFileConfig, LoraSet } from "./lora_set.ts";
+export {
+  checkLoraMatches,
+  LoraError,
+  type LoraFileConfig,
+  type LoraMatchInput,
+  LoraSet,
+} from "./lora_set.ts";

@@ -57,8 +57,22 @@ export interface PatchedModel {
   patched: string[];
 }
 
+/**
+ * Version of what a merge writes for the same model, LoRAs and weights; part
+ * of the key of every cached merged model (`mod/models/merged.ts`): bump it
+ * when the merge's arithmetic or output layout changes.
+ */
+export const LORA_MERGE_VERSION = 1;
+
 /** Options of {@link patchModel}. */
 export interface PatchOptions {
+  /**
+   * An existing empty folder to write the patched copy into (a model with
+   * external data: the model and its external files; `dispose` then keeps
+   * them): the merged-model cache. A model without external data is still
+   * returned as bytes, for the caller to write.
+   */
+  into?: string;
   /**
    * Where a model with external data is patched: "beside" (default) writes a
    * patched copy into a scratch folder next to the model, so the process never
@@ -169,6 +183,19 @@ export async function patchModel(
   }
   const adder = await GemmAdder.open();
   try {
+    if (locations.size > 0 && options.into) {
+      const kept = await patchBeside(
+        path,
+        bytes,
+        model,
+        plan,
+        locations,
+        options.into,
+        adder,
+        matched,
+      );
+      return { ...kept, dispose: () => Promise.resolve() };
+    }
     if (locations.size > 0 && (options.scratch ?? "beside") === "beside") {
       const dir = await scratchDir(dirname(path));
       if (dir) {
@@ -365,7 +392,8 @@ async function scratchDir(parent: string): Promise<string | undefined> {
 }
 
 /** Whether a process id is alive (Linux: /proc/<pid>); elsewhere assumed alive (never swept). */
-async function processAlive(pid: number): Promise<boolean> {
+export async function processAlive(pid: number): Promise<boolean> {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
   if (Deno.build.os !== "linux") return true;
   try {
     await Deno.stat(`/proc/${pid}`);

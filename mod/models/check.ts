@@ -9,7 +9,10 @@
  * @module
  */
 
-import { readModelsLock } from "./lock.ts";
+import { CONVERTERS } from "../convert/mod.ts";
+import type { DerivedCheck } from "./derived.ts";
+import { checkLockDerived } from "./derived_lock.ts";
+import { type DerivedEntry, readLock } from "./lock.ts";
 import type { ProgressOptions } from "./progress.ts";
 import { type ModelPathsConfig, type NeededFile, neededFiles, toLockPath } from "./required.ts";
 import { checkModelFiles, ModelFilesError, type VerifyProblem } from "./verify.ts";
@@ -22,7 +25,9 @@ export type FileState =
   | "wrong size"
   | "wrong hash"
   | "not a file"
-  | "unreadable";
+  | "unreadable"
+  | "not built"
+  | "stale";
 
 /** One needed file and what was found. */
 export interface FileCheck extends NeededFile {
@@ -46,6 +51,11 @@ export interface ConfigCheck {
   outside: string[];
   /** Paths hashed this time (the rest came from the size + mtime cache). */
   hashed: string[];
+  /**
+   * Each needed `[[derived]]` folder: whether its inputs are all ok (so it can
+   * be built), and the state of what is there.
+   */
+  derived: Array<{ entry: DerivedEntry; inputsOk: boolean; check: DerivedCheck }>;
 }
 
 const KEY_COMPONENT: Record<string, string> = {
@@ -84,6 +94,12 @@ function shellWord(s: string): string {
 }
 
 function advice(file: NeededFile, state: FileState, root: string, lock: string): string {
+  if (file.derived) {
+    const d = file.derived;
+    return `made here from ${d.from.join(", ")} (${CONVERTERS[d.converter].describe}): run ` +
+      "`deno task models` to build it (the server also builds it at start-up once its inputs " +
+      "are in place)";
+  }
   const url = file.entry?.url;
   if (state === "not locked") return `lock what is there with \`${addCommand(file, root)}\``;
   if (url?.startsWith("fixture:")) return "run `deno task fixtures` to build it";
@@ -119,12 +135,31 @@ export async function checkConfiguredFiles(
 ): Promise<ConfigCheck> {
   const root = config.models.root;
   const lock = config.models.lock;
-  const entries = await readModelsLock(lock);
-  const needed = neededFiles(config, entries);
+  const { files: entries, derived: derivedEntries } = await readLock(lock);
+  const needed = neededFiles(config, entries, derivedEntries);
   const locked = needed.files.flatMap((f) => f.entry ? [f.entry] : []);
   const result = await checkModelFiles({ root, entries: locked, progress: options.progress });
   const problems = new Map(result.problems.map((p) => [p.path, p]));
+  const derived: ConfigCheck["derived"] = [];
+  for (const entry of needed.derived) {
+    const bad = entry.from.filter((p) => problems.has(p));
+    const check: DerivedCheck = bad.length > 0
+      ? {
+        ok: false,
+        problem: "not built",
+        detail: `its inputs are not in place (${bad.join(", ")})`,
+      }
+      : await checkLockDerived(root, entry, entries);
+    if (check.ok) result.hashed.push(...check.hashed.map((n) => `${entry.path}/${n}`));
+    derived.push({ entry, inputsOk: bad.length === 0, check });
+  }
+  const derivedState = new Map(derived.map((d) => [d.entry, d.check]));
   const files = needed.files.map((f): FileCheck => {
+    if (f.derived) {
+      const c = derivedState.get(f.derived)!;
+      if (c.ok) return { ...f, state: "ok" };
+      return { ...f, state: c.problem, detail: `${c.detail}; ${advice(f, c.problem, root, lock)}` };
+    }
     if (!f.entry) {
       return {
         ...f,
@@ -139,18 +174,23 @@ export async function checkConfiguredFiles(
     const where = state === "missing" ? `; expected at ${f.abs}` : "";
     return { ...f, state, detail: `${what}${where}; ${advice(f, state, root, lock)}` };
   });
-  return { files, outside: needed.outside, hashed: result.hashed };
+  return { files, outside: needed.outside, hashed: result.hashed, derived };
 }
 
 /**
- * Start-up: throws a {@link ModelFilesError} when any needed file is not ok;
- * each line names the file, what is wrong, the config key that needs it and
- * the fix.
+ * Start-up: throws a {@link ModelFilesError} when any needed file is not ok
+ * (except derived files that can be built: their inputs are ok); each line
+ * names the file, what is wrong, the config key that needs it and the fix.
+ * Returns the check (its `derived` says which folders to build).
  */
-export async function assertConfiguredFiles(config: CheckedConfig): Promise<void> {
+export async function assertConfiguredFiles(config: CheckedConfig): Promise<ConfigCheck> {
   const check = await checkConfiguredFiles(config);
-  const bad = check.files.filter((f) => f.state !== "ok");
-  if (bad.length === 0 && check.outside.length === 0) return;
+  // A derived file whose inputs are in place is not a problem: start-up builds it.
+  const buildable = new Set(check.derived.filter((d) => d.inputsOk).map((d) => d.entry));
+  const bad = check.files.filter((f) =>
+    f.state !== "ok" && !(f.derived && buildable.has(f.derived))
+  );
+  if (bad.length === 0 && check.outside.length === 0) return check;
   const lines = [
     ...check.outside,
     ...bad.map((f) => `${f.path} (${f.key}): ${f.detail}`),

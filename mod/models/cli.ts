@@ -5,9 +5,12 @@
  *   downloads what the configuration needs (exactly the files its keys name,
  *   see `neededFiles`) and is missing or wrong, and verifies it; local lock
  *   entries (no `url`) are only verified. `--all`: every lock entry instead.
+ *   Then it builds the `[[derived]]` folders the configuration needs (the fp32
+ *   set, the ONNX TAESD decoder) and the LoRA-merged models (`merged.ts`).
  *   A host that cannot be reached ends the run at once with one line.
  * - `deno task models check [--config PATH] [--lock PATH] [--root DIR]` prints
- *   each needed file with ok / missing / wrong size / wrong hash / not locked.
+ *   each needed file with ok / missing / wrong size / wrong hash / not locked /
+ *   not built / stale (derived files: made here from pinned inputs).
  * - `deno task models add [--component C] [--write-config] [--config PATH]
  *   [--lock PATH] [--root DIR] PATH` locks an own export into the lock's
  *   `models.local.lock` (see add.ts) and prints the config lines to use, or
@@ -45,10 +48,12 @@ import {
   MODEL_COMPONENTS,
   type ModelComponent,
   parseComponentList,
-  readModelsLock,
+  readLock,
 } from "./lock.ts";
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
+import { buildDerivedFiles } from "./startup.ts";
+import { checkMergedModels, prepareMergedModels } from "./merged.ts";
 
 const HELP: Help = {
   usage: [
@@ -59,8 +64,11 @@ const HELP: Help = {
   ],
   summary: "The model files of a configuration. Without a command: downloads the files the " +
     "config needs that are missing or wrong (resumable, sha256-verified against models.lock) " +
-    "and verifies them; local files (no url in the lock) are only verified. `check` lists each " +
-    "needed file as ok, missing, wrong size, wrong hash or not locked. `add PATH` checks an own " +
+    "and verifies them; local files (no url in the lock) are only verified; then builds the " +
+    "derived files the config needs from them ([[derived]] in models.lock: the fp32 set, the " +
+    "ONNX TAESD decoder) and the LoRA-merged models (the fast preset's LCM LoRA, [lora] files). " +
+    "`check` lists each needed file as ok, missing, wrong size, wrong hash, not locked, not " +
+    "built or stale, and each LoRA-merged model, building nothing. `add PATH` checks an own " +
     "ONNX export (a diffusers-layout folder, or with --component one file) against the model " +
     "contract, hashes it and locks it in models.local.lock beside models.lock.",
   options: [
@@ -227,14 +235,14 @@ async function download(
   const only: ModelComponent[] = v.only !== undefined ? parseComponentList(v.only) : [];
   const { config } = await setup(v);
   const { root, lock } = config.models;
-  const all = await readModelsLock(lock);
+  const { files: all, derived } = await readLock(lock);
   let entries;
   let localFailures: string[] = [];
   if (v.all) {
     entries = all;
   } else {
-    const needed = neededFiles(config, all);
-    const unlocked = needed.files.filter((f) => !f.entry);
+    const needed = neededFiles(config, all, derived);
+    const unlocked = needed.files.filter((f) => !f.entry && !f.derived);
     if (unlocked.length > 0 || needed.outside.length > 0) {
       throw new LockError(
         [
@@ -249,8 +257,9 @@ async function download(
     }
     // Files already right need no network; local entries (no url) are never downloaded.
     const state = await checkConfiguredFiles(config);
+    // Derived files are built after the downloads, not downloaded.
     const wanted = state.files.filter((f) =>
-      only.length === 0 || only.includes(f.entry!.component)
+      f.entry !== undefined && (only.length === 0 || only.includes(f.entry.component))
     );
     localFailures = wanted.filter((f) => f.state !== "ok" && f.entry!.url === undefined)
       .map((f) => `${f.path} (${f.key}): ${f.detail}`);
@@ -263,6 +272,7 @@ async function download(
   for (const line of localFailures) log("error", "models", line);
   if (entries.length === 0) {
     if (localFailures.length > 0) return 1;
+    await buildDerived(config);
     log("info", "models", "all model files the configuration needs are present and verified", {
       lock,
     });
@@ -282,8 +292,22 @@ async function download(
     log("error", "models", `${failed} of ${entries.length + localFailures.length} files failed`);
     return 1;
   }
+  await buildDerived(config);
   log("info", "models", "all model files present and verified", { files: entries.length });
   return 0;
+}
+
+/**
+ * Builds the derived files the configuration needs whose inputs are now in
+ * place, and the LoRA-merged models (so the first start merges nothing).
+ */
+async function buildDerived(config: Setup["config"]): Promise<void> {
+  const check = await checkConfiguredFiles(config);
+  const built = await buildDerivedFiles(config, check);
+  if (built > 0) log("info", "models", "derived model files built", { folders: built });
+  if (check.files.some((f) => f.state !== "ok" && !f.derived)) return;
+  const merged = await prepareMergedModels(config);
+  if (merged) log("info", "models", "LoRA-merged models in place", { models: Object.keys(merged) });
 }
 
 async function check(v: { config?: string; lock?: string; root?: string }): Promise<number> {
@@ -292,11 +316,21 @@ async function check(v: { config?: string; lock?: string; root?: string }): Prom
   const width = Math.max(...result.files.map((f) => f.state.length), 2);
   for (const line of result.outside) out(`${"outside".padEnd(width)}  ${line}`);
   for (const f of result.files) {
-    out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : ""}`);
+    const made = f.derived && !f.detail
+      ? `  (made here by ${f.derived.converter} from ${f.derived.from.join(", ")})`
+      : "";
+    out(`${f.state.padEnd(width)}  ${f.path}${f.detail ? `  (${f.key}: ${f.detail})` : made}`);
   }
-  const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length;
+  const merged = await checkMergedModels(config);
+  for (const m of merged) {
+    out(`${m.state.padEnd(width)}  ${m.folder}/  (LoRA-merged ${m.model}: ${m.detail})`);
+  }
+  const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length +
+    merged.filter((m) => m.state !== "ok").length;
   out(
-    `${result.files.length} files needed by the configuration (models root ${config.models.root}, ` +
+    `${
+      result.files.length + merged.length
+    } files needed by the configuration (models root ${config.models.root}, ` +
       `lock ${config.models.lock}): ${bad === 0 ? "all ok" : `${bad} not ok`}` +
       (result.hashed.length > 0 ? `; ${result.hashed.length} hashed` : ""),
   );

@@ -61,7 +61,8 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
   try {
     await copyTree(TINY_SET, join(dir, "models/own"));
     await Deno.copyFile(join(REPO, "models.lock"), join(dir, "models.lock"));
-    await Deno.writeTextFile(join(dir, "config.toml"), `[models]\nroot = "models"\n`);
+    const configText = `[models]\nroot = "models"\n[generation]\npreset = "quality"\n`;
+    await Deno.writeTextFile(join(dir, "config.toml"), configText);
     const shipped = await Deno.readTextFile(join(dir, "models.lock"));
     const added = await models(dir, "add", "models/own", "--write-config");
     strictEqual(added.code, 0, added.stderr);
@@ -69,7 +70,7 @@ Deno.test("cli: models add --write-config, then models check: ok, missing, wrong
     // Each file's progress line once, and no log line repeating it.
     strictEqual(added.stderr.split("hashing own/unet/model.onnx_data").length, 2, added.stderr);
     // The user's choice goes to the overlays; the shipped files are untouched.
-    strictEqual(await Deno.readTextFile(join(dir, "config.toml")), `[models]\nroot = "models"\n`);
+    strictEqual(await Deno.readTextFile(join(dir, "config.toml")), configText);
     strictEqual(await Deno.readTextFile(join(dir, "models.lock")), shipped);
     match(await Deno.readTextFile(join(dir, "config.local.toml")), /^base = "own"$/m);
     match(

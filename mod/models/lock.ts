@@ -18,16 +18,34 @@
  * `url` is optional: an entry without one is a local file (an own export
  * added with `deno task models add`); it is verified, never downloaded.
  *
+ * A `[[derived]]` table pins a folder of files that are not downloaded but
+ * made on this machine from pinned files by a deterministic converter
+ * (`mod/convert`): `from` names its inputs (paths of `[[file]]` entries),
+ * `converter` how they become the folder's files. What the converter wrote is
+ * recorded beside it and verified like a pinned file (`derived.ts`).
+ *
+ * ```toml
+ * [[derived]]
+ * component = "unet"
+ * path = "sd15-fp32-derived/unet"
+ * converter = "fp32"
+ * from = ["sd15/unet/model.onnx", "sd15/unet/weights.pb"]
+ * ```
+ *
  * Beside the lock, its local overlay `models.local.lock` (same format; git
  * does not track it) holds the user's own entries: `models add` writes
  * there, so updating the checkout never conflicts with them. An overlay
- * entry replaces the lock's entry for the same path.
+ * entry replaces the lock's entries at its path: a `[[file]]` the lock's
+ * file of that path or the derived folder holding it, a `[[derived]]` the
+ * lock's derived folder of that path (or one overlapping it) and the files
+ * inside it; an overlay's `from` may name the lock's files.
  *
  * @module
  */
 
 import { parse as parseToml } from "smol-toml";
 import { localOverlayPath } from "../config/mod.ts";
+import { CONVERTER_NAMES, CONVERTERS } from "../convert/mod.ts";
 
 /**
  * The components outside a base set (ControlNets, preprocessors, LoRA): the
@@ -75,6 +93,28 @@ export interface LockEntry {
   size: number;
   /** sha256 of the content, 64 lowercase hex digits. */
   sha256: string;
+}
+
+/** A folder made locally from pinned files (`[[derived]]`). */
+export interface DerivedEntry {
+  /** The model part its files belong to. */
+  component: ModelComponent;
+  /** The folder it writes, relative to the models root. */
+  path: string;
+  /** A converter name of `mod/convert` (`CONVERTERS`). */
+  converter: string;
+  /** Its inputs: paths of `[[file]]` entries of the same lock. */
+  from: string[];
+  /** The paths of the files it writes (`path` + the converter's output names). */
+  outputs: string[];
+}
+
+/** A whole models.lock: pinned files and derived folders. */
+export interface ModelsLock {
+  /** `[[file]]` entries. */
+  files: LockEntry[];
+  /** `[[derived]]` entries. */
+  derived: DerivedEntry[];
 }
 
 /** A models.lock problem; the message names file, entry, field and value. */
@@ -145,6 +185,32 @@ export function urlProblem(url: string): string | undefined {
  * @throws LockError naming the file, entry number (1-based), field and value
  */
 export function parseModelsLock(text: string, source = "models.lock"): LockEntry[] {
+  return parseLock(text, source).files;
+}
+
+/**
+ * Parses and validates a whole models.lock: `[[file]]` and `[[derived]]`
+ * tables.
+ *
+ * @throws LockError naming the file, entry number (1-based), field and value
+ */
+export function parseLock(text: string, source = "models.lock"): ModelsLock {
+  return checkLock(parseTables(text, source));
+}
+
+/** A `[[derived]]` entry before it is held against the files: with its label for errors. */
+interface PendingDerived extends DerivedEntry {
+  label: string;
+}
+
+/** One lock file's tables, each valid on its own. */
+interface LockTables {
+  files: LockEntry[];
+  derived: PendingDerived[];
+}
+
+/** Parses one lock text; the checks between tables are {@link checkLock}'s. */
+function parseTables(text: string, source: string): LockTables {
   let doc: Record<string, unknown>;
   try {
     doc = parseToml(text, { integersAsBigInt: "asNeeded" }) as Record<string, unknown>;
@@ -152,49 +218,16 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
     throw new LockError(`${source}: invalid TOML: ${(e as Error).message}`);
   }
   for (const key of Object.keys(doc)) {
-    if (key !== "file") {
+    if (key !== "file" && key !== "derived") {
       throw new LockError(
-        `${source}: unknown top-level key "${key}" (only [[file]] tables are allowed)`,
+        `${source}: unknown top-level key "${key}" (only [[file]] and [[derived]] tables are allowed)`,
       );
     }
   }
-  const files = doc.file ?? [];
-  if (!Array.isArray(files)) {
-    throw new LockError(`${source}: "file" must be an array of tables written as [[file]]`);
-  }
   const entries: LockEntry[] = [];
   const seen = new Map<string, number>();
-  files.forEach((raw: unknown, i: number) => {
-    const where = `${source}: [[file]] entry ${i + 1}`;
-    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      throw new LockError(`${where} must be a table`);
-    }
-    const t = raw as Record<string, unknown>;
-    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
-    const bad = (field: string, problem: string): never => {
-      const value = t[field];
-      const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
-      throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
-    };
-    for (const key of Object.keys(t)) {
-      if (!(ENTRY_FIELDS as readonly string[]).includes(key)) {
-        throw new LockError(
-          `${label}: unknown field "${key}" (allowed: ${ENTRY_FIELDS.join(", ")})`,
-        );
-      }
-    }
-    for (const field of REQUIRED_FIELDS) {
-      if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
-    }
-    if (
-      typeof t.component !== "string" ||
-      !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
-    ) {
-      bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
-    }
-    if (typeof t.path !== "string") bad("path", "must be a string");
-    const pathProblem = relativePathProblem(t.path as string);
-    if (pathProblem) bad("path", pathProblem);
+  for (const { t, label, bad, index } of tables(doc.file, source, "file")) {
+    checkTable(t, label, ENTRY_FIELDS, REQUIRED_FIELDS, bad);
     if ("url" in t) {
       if (typeof t.url !== "string") bad("url", "must be a string");
       const badUrl = urlProblem(t.url as string);
@@ -211,7 +244,7 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
     if (previous !== undefined) {
       throw new LockError(`${label}: path "${path}" is already listed by entry ${previous}`);
     }
-    seen.set(path, i + 1);
+    seen.set(path, index);
     entries.push({
       component: t.component as ModelComponent,
       path,
@@ -219,8 +252,137 @@ export function parseModelsLock(text: string, source = "models.lock"): LockEntry
       size: t.size as number,
       sha256: t.sha256 as string,
     });
+  }
+  return { files: entries, derived: parseDerived(doc.derived, source) };
+}
+
+/** One table of a lock with what its errors say: `label` names file, kind, number and path. */
+interface Table {
+  t: Record<string, unknown>;
+  label: string;
+  /** Throws the error for a field: its problem and the value found. */
+  bad: (field: string, problem: string) => never;
+  /** 1-based. */
+  index: number;
+}
+
+/** The `[[kind]]` tables of a parsed lock (none when absent). */
+function tables(raw: unknown, source: string, kind: "file" | "derived"): Table[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) {
+    throw new LockError(`${source}: "${kind}" must be an array of tables written as [[${kind}]]`);
+  }
+  return raw.map((item: unknown, i: number) => {
+    const where = `${source}: [[${kind}]] entry ${i + 1}`;
+    if (item === null || typeof item !== "object" || Array.isArray(item)) {
+      throw new LockError(`${where} must be a table`);
+    }
+    const t = item as Record<string, unknown>;
+    const label = typeof t.path === "string" ? `${where} (path "${t.path}")` : where;
+    const bad = (field: string, problem: string): never => {
+      const value = t[field];
+      const shown = typeof value === "bigint" ? value.toString() : JSON.stringify(value);
+      throw new LockError(`${label}: field "${field}" ${problem}, got ${shown}`);
+    };
+    return { t, label, bad, index: i + 1 };
   });
-  return entries;
+}
+
+const DERIVED_FIELDS = ["component", "path", "converter", "from"] as const;
+
+/**
+ * The checks every lock table shares: only `allowed` keys, every `required`
+ * one, a known component and a valid root-relative path.
+ */
+function checkTable(
+  t: Record<string, unknown>,
+  label: string,
+  allowed: readonly string[],
+  required: readonly string[],
+  bad: (field: string, problem: string) => never,
+): void {
+  for (const key of Object.keys(t)) {
+    if (!allowed.includes(key)) {
+      throw new LockError(`${label}: unknown field "${key}" (allowed: ${allowed.join(", ")})`);
+    }
+  }
+  for (const field of required) {
+    if (!(field in t)) throw new LockError(`${label}: missing field "${field}"`);
+  }
+  if (
+    typeof t.component !== "string" ||
+    !(MODEL_COMPONENTS as readonly string[]).includes(t.component)
+  ) {
+    bad("component", `must be one of ${MODEL_COMPONENTS.join("|")}`);
+  }
+  if (typeof t.path !== "string") bad("path", "must be a string");
+  const pathProblem = relativePathProblem(t.path as string);
+  if (pathProblem) bad("path", pathProblem);
+}
+
+/** Validates each `[[derived]]` table on its own (its inputs are {@link checkLock}'s). */
+function parseDerived(raw: unknown, source: string): PendingDerived[] {
+  return tables(raw, source, "derived").map(({ t, label, bad }) => {
+    checkTable(t, label, DERIVED_FIELDS, DERIVED_FIELDS, bad);
+    const path = t.path as string;
+    if (typeof t.converter !== "string" || !CONVERTER_NAMES.includes(t.converter)) {
+      bad("converter", `must be one of ${CONVERTER_NAMES.join("|")}`);
+    }
+    if (
+      !Array.isArray(t.from) || t.from.length === 0 || t.from.some((p) => typeof p !== "string")
+    ) {
+      bad("from", "must be a non-empty array of [[file]] paths");
+    }
+    const from = t.from as string[];
+    const converter = CONVERTERS[t.converter as string];
+    const inputProblem = converter.inputProblem(from);
+    if (inputProblem) bad("from", `does not fit converter "${t.converter}": ${inputProblem}`);
+    return {
+      label,
+      component: t.component as ModelComponent,
+      path,
+      converter: t.converter as string,
+      from,
+      outputs: converter.outputs(from).map((name) => `${path}/${name}`),
+    };
+  });
+}
+
+/** Whether `path` is `folder` or lies inside it. */
+function within(path: string, folder: string): boolean {
+  return path === folder || path.startsWith(`${folder}/`);
+}
+
+/**
+ * Holds the `[[derived]]` entries against the files (a lock with its overlay
+ * over it, or one lock alone): each input is a `[[file]]`, no file lies in
+ * a derived folder, no two derived folders overlap.
+ */
+function checkLock(tables: LockTables): ModelsLock {
+  const filePaths = new Set(tables.files.map((f) => f.path));
+  const derived: DerivedEntry[] = [];
+  for (const { label, ...d } of tables.derived) {
+    for (const p of d.from) {
+      if (!filePaths.has(p)) {
+        throw new LockError(
+          `${label}: field "from" must name [[file]] paths of this lock ("${p}" is not one), ` +
+            `got ${JSON.stringify(d.from)}`,
+        );
+      }
+    }
+    for (const f of filePaths) {
+      if (f.startsWith(`${d.path}/`)) {
+        throw new LockError(`${label}: the [[file]] "${f}" lies inside this derived folder`);
+      }
+    }
+    for (const other of derived) {
+      if (within(other.path, d.path) || within(d.path, other.path)) {
+        throw new LockError(`${label}: overlaps the derived folder "${other.path}"`);
+      }
+    }
+    derived.push(d);
+  }
+  return { files: tables.files, derived };
 }
 
 /** The text of a lock file; null when it does not exist. */
@@ -242,22 +404,47 @@ export function overlayLockEntries(
   return [...lock.filter((e) => !replaced.has(e.path)), ...overlay];
 }
 
+/** `lock`'s tables with `overlay`'s over them (see the module documentation). */
+function overlayTables(lock: LockTables, overlay: LockTables): LockTables {
+  const folders = overlay.derived.map((d) => d.path);
+  const files = overlayLockEntries(
+    lock.files.filter((f) => !folders.some((folder) => within(f.path, folder))),
+    overlay.files,
+  );
+  const derived = lock.derived.filter((d) =>
+    !overlay.files.some((f) => within(f.path, d.path)) &&
+    !folders.some((folder) => within(folder, d.path) || within(d.path, folder))
+  );
+  return { files, derived: [...derived, ...overlay.derived] };
+}
+
 /**
- * Reads and validates a models.lock file and, when it exists, its local
- * overlay (`models.local.lock` beside it, see {@link overlayLockEntries}).
+ * Reads and validates a whole models.lock (`[[file]]` and `[[derived]]`)
+ * and, when it exists, its local overlay (`models.local.lock` beside it,
+ * read over it as the module documentation says).
  *
  * @throws LockError when neither file exists, or one is unreadable or invalid
  */
-export async function readModelsLock(path: string): Promise<LockEntry[]> {
+export async function readLock(path: string): Promise<ModelsLock> {
   const overlayPath = localOverlayPath(path);
   const [text, local] = [await readLockText(path), await readLockText(overlayPath)];
   if (text === null && local === null) {
     throw new LockError(`cannot read ${path}: the file does not exist`);
   }
-  const entries = text === null ? [] : parseModelsLock(text, path);
-  return local === null
-    ? entries
-    : overlayLockEntries(entries, parseModelsLock(local, overlayPath));
+  const tables = text === null ? { files: [], derived: [] } : parseTables(text, path);
+  return checkLock(
+    local === null ? tables : overlayTables(tables, parseTables(local, overlayPath)),
+  );
+}
+
+/**
+ * The `[[file]]` entries of a models.lock and its local overlay (see
+ * {@link readLock}).
+ *
+ * @throws LockError when neither file exists, or one is unreadable or invalid
+ */
+export async function readModelsLock(path: string): Promise<LockEntry[]> {
+  return (await readLock(path)).files;
 }
 
 /** Keeps the entries of the given components (all entries when `only` is empty). */

@@ -3,6 +3,7 @@ import {
   LockError,
   parseComponentList,
   parseModelsLock,
+  readLock,
   readModelsLock,
   selectComponents,
 } from "./lock.ts";
@@ -166,6 +167,74 @@ Deno.test("readModelsLock: models.local.lock beside it is read over it, entry by
     await Deno.writeTextFile(overlay, lockText([extra]));
     await Deno.remove(lock);
     deepStrictEqual((await readModelsLock(lock)).map((e) => e.path), [extra.path]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("readLock: [[derived]] with models.local.lock: the overlay replaces what lies at its paths", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const lock = `${dir}/models.lock`;
+    const overlay = `${dir}/models.local.lock`;
+    const taesd = {
+      component: "vae_decoder",
+      path: "taesd/taesd_decoder.safetensors",
+      size: 9,
+      sha256: SHA,
+    };
+    const derived = (path: string, from: string, converter = "taesd") =>
+      `\n\n[[derived]]\ncomponent = "vae_decoder"\npath = "${path}"\n` +
+      `converter = "${converter}"\nfrom = ["${from}"]\n`;
+    await Deno.writeTextFile(
+      lock,
+      lockText([GOOD, taesd]) + derived("taesd/vae_decoder", taesd.path),
+    );
+    const shipped = await readLock(lock);
+    deepStrictEqual(shipped.derived.map((d) => [d.path, d.outputs]), [
+      ["taesd/vae_decoder", ["taesd/vae_decoder/model.onnx"]],
+    ]);
+
+    // An own ONNX decoder locked where the derived one would be made: the file wins.
+    const own = {
+      component: "vae_decoder",
+      path: "taesd/vae_decoder/model.onnx",
+      size: 3,
+      sha256: SHA,
+    };
+    await Deno.writeTextFile(overlay, lockText([own]));
+    const withFile = await readLock(lock);
+    deepStrictEqual(withFile.derived, []);
+    deepStrictEqual(withFile.files.map((f) => f.path), [GOOD.path, taesd.path, own.path]);
+
+    // An overlay [[derived]] may take its inputs from the shipped lock, and replaces the
+    // shipped folder of its path.
+    await Deno.writeTextFile(overlay, derived("taesd/vae_decoder", taesd.path).trimStart());
+    const replaced = await readLock(lock);
+    deepStrictEqual(replaced.derived.map((d) => d.path), ["taesd/vae_decoder"]);
+    // One in another folder joins the shipped one.
+    await Deno.writeTextFile(overlay, derived("mine/vae_decoder", taesd.path).trimStart());
+    deepStrictEqual((await readLock(lock)).derived.map((d) => d.path), [
+      "taesd/vae_decoder",
+      "mine/vae_decoder",
+    ]);
+    // A folder over the lock's files drops them; one over the shipped folder replaces it.
+    await Deno.writeTextFile(overlay, derived("taesd", taesd.path).trimStart());
+    await rejects(readLock(lock), (e: unknown) => {
+      // Its own input lay inside it: dropped with the folder, so the input is gone.
+      return e instanceof LockError &&
+        e.message.startsWith(`${overlay}: [[derived]] entry 1 (path "taesd")`) &&
+        /"taesd\/taesd_decoder\.safetensors" is not one/.test(e.message);
+    });
+    // The overlay's inputs must exist in one of the two files; the error names the overlay.
+    await Deno.writeTextFile(
+      overlay,
+      derived("mine/vae_decoder", "lora/nope.safetensors").trimStart(),
+    );
+    await rejects(readLock(lock), (e: unknown) => {
+      return e instanceof LockError &&
+        e.message.startsWith(`${overlay}: [[derived]] entry 1 (path "mine/vae_decoder")`);
+    });
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -9,7 +9,7 @@
  */
 
 import { parse as parseToml } from "smol-toml";
-import { type LockEntry, parseModelsLock } from "./lock.ts";
+import { type DerivedEntry, type LockEntry, parseModelsLock } from "./lock.ts";
 
 /** The TOML of one entry (no `url` line for a local file). */
 export function entryToml(e: LockEntry): string {
@@ -21,6 +21,17 @@ export function entryToml(e: LockEntry): string {
   if (e.url !== undefined) lines.push(`url = ${JSON.stringify(e.url)}`);
   lines.push(`size = ${e.size}`, `sha256 = ${JSON.stringify(e.sha256)}`);
   return lines.join("\n") + "\n";
+}
+
+/** The TOML of one `[[derived]]` table (its `outputs` are the converter's, not written). */
+export function derivedToml(d: Omit<DerivedEntry, "outputs">): string {
+  return [
+    "[[derived]]",
+    `component = ${JSON.stringify(d.component)}`,
+    `path = ${JSON.stringify(d.path)}`,
+    `converter = ${JSON.stringify(d.converter)}`,
+    `from = ${JSON.stringify(d.from)}`,
+  ].join("\n") + "\n";
 }
 
 /** The first line of the comment above each group that `models add` appends. */

@@ -1,20 +1,26 @@
 /**
  * Model files: `models.lock` parsing and writing, the downloader behind
  * `deno task models`, `models add` (lock an own export after checking it
- * against the model contract), `models check`, and the start-up verification
- * of exactly the files the configuration needs.
+ * against the model contract), `models check`, the start-up verification
+ * of exactly the files the configuration needs, and derived files (made here
+ * from pinned ones, recorded and verified alike: the fp32 set, the ONNX TAESD
+ * decoder, the merged-LoRA cache).
  *
  * @module
  */
 
 export {
   BASE_COMPONENTS,
+  type DerivedEntry,
   type LockEntry,
   LockError,
   MODEL_COMPONENTS,
   type ModelComponent,
+  type ModelsLock,
   parseComponentList,
+  parseLock,
   parseModelsLock,
+  readLock,
   readModelsLock,
   relativePathProblem,
   selectComponents,
@@ -76,7 +82,23 @@ export {
   type ExportCheck,
   type ExportFile,
 } from "./export_check.ts";
-export { ADDED_MARK, entryToml, updateLockText } from "./lock_write.ts";
+export { ADDED_MARK, derivedToml, entryToml, updateLockText } from "./lock_write.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
 export { sha256File } from "./sha256_file.ts";
-export { type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";
+export { buildDerivedFiles, type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";
+export {
+  checkDerived,
+  DERIVED_RECORD,
+  type DerivedCheck,
+  type DerivedOptions,
+  type DerivedProblem,
+  type DerivedRecipe,
+  type DerivedRecord,
+  ensureDerived,
+  type EnsureResult,
+  readDerivedRecord,
+  recipeKey,
+  type RecordedFile,
+} from "./derived.ts";
+export type { WrittenFile } from "../convert/mod.ts";
+export { type MergeConfig, MERGED_DIR, type MergedPaths, prepareMergedModels } from "./merged.ts";

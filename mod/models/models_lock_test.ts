@@ -7,9 +7,12 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
-import { readModelsLock } from "./lock.ts";
+import { loadConfig } from "../config/mod.ts";
+import { readLock, readModelsLock } from "./lock.ts";
+import { neededFiles, toLockPath } from "./required.ts";
 
 const LOCK = new URL("../../models.lock", import.meta.url).pathname;
+const CONFIG = new URL("../../config.toml", import.meta.url).pathname;
 
 function gitBlobId(bytes: Uint8Array): string {
   return createHash("sha1").update(`blob ${bytes.length}\0`).update(bytes).digest("hex");
@@ -53,8 +56,44 @@ Deno.test("models.lock: valid, pinned, one entry per path", async () => {
       "sd15-fp32/unet/weights.pb",
       "sd15-fp32/vae_decoder/model.onnx",
       "sd15-fp32/vae_encoder/model.onnx",
+      "taesd/taesd_decoder.safetensors",
     ].sort(),
   );
+});
+
+Deno.test("models.lock: the default config on the CPU provider (fast preset) needs only pinned files and folders derived from them", async () => {
+  const { files, derived } = await readLock(LOCK);
+  const config = await loadConfig({ path: CONFIG, env: {} });
+  strictEqual(config.generation.preset, "fast");
+  const needed = neededFiles(config, files, derived);
+  strictEqual(needed.outside.length, 0);
+  const paths = needed.files.map((f) => toLockPath(f.abs, config.models.root));
+  for (const f of needed.files) ok(f.entry || f.derived, `${f.path} is neither pinned nor derived`);
+  // The tiny VAE, made from the pinned TAESD 1.2 decoder (madebyollin/taesd @ 931366c).
+  ok(paths.includes("taesd/vae_decoder/model.onnx"));
+  const taesd = files.find((e) => e.path === "taesd/taesd_decoder.safetensors")!;
+  deepStrictEqual([taesd.size, taesd.sha256], [
+    4895612,
+    "7442e91c60df146ab22c9deb6386f7f540ef2a70dd676e3bfa88c3b4ae694357",
+  ]);
+  ok(taesd.url!.includes("/madebyollin/taesd/resolve/931366cc24b8bc15d6f682fa2e0352f1deec397b/"));
+  // The fp32 set derived from the fp16 download, the LCM LoRA; no full VAE decoder (tiny is used).
+  for (
+    const p of [
+      "sd15/unet/weights.pb",
+      "sd15-fp32-derived/unet/weights.pb",
+      "sd15-fp32-derived/text_encoder/model.onnx",
+      "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
+    ]
+  ) ok(paths.includes(p), p);
+  ok(!paths.some((p) => p.includes("vae_decoder/model.onnx") && !p.startsWith("taesd/")));
+  // Every derived file's inputs are pinned with a size, a sha256 and a pinned-commit URL.
+  for (const d of needed.derived) {
+    for (const input of d.from) {
+      const e = files.find((f) => f.path === input)!;
+      ok(e.url && e.size > 0 && /^[0-9a-f]{64}$/.test(e.sha256), input);
+    }
+  }
 });
 
 Deno.test("models.lock: tokenizer entries match the files rebuilt from OpenAI's BPE list", async () => {

@@ -6,7 +6,7 @@
  */
 
 import { isAbsolute, join, relative, sep } from "node:path";
-import { BASE_COMPONENTS, type LockEntry } from "./lock.ts";
+import { BASE_COMPONENTS, type DerivedEntry, type LockEntry } from "./lock.ts";
 
 /** Turns a path (absolute under `root`, or root-relative) into lock form ("a/b/c"). */
 export function toLockPath(path: string, root: string): string {
@@ -55,8 +55,10 @@ export interface NeededFile {
   abs: string;
   /** The config key that makes it needed, e.g. `[models] base = "sd15"`. */
   key: string;
-  /** Its lock entry; undefined when the lock does not list it. */
+  /** Its lock entry; undefined when the lock does not list it (or it is derived). */
   entry?: LockEntry;
+  /** The `[[derived]]` folder that makes it, when it is not a `[[file]]`. */
+  derived?: DerivedEntry;
 }
 
 /** What {@link neededFiles} found. */
@@ -65,6 +67,8 @@ export interface NeededFiles {
   files: NeededFile[];
   /** Configured paths outside the models root (they can never be locked), as messages. */
   outside: string[];
+  /** The `[[derived]]` folders that make needed files (their inputs are in `files`). */
+  derived: DerivedEntry[];
 }
 
 const BASE_COMPONENT_SET: ReadonlySet<string> = new Set(BASE_COMPONENTS);
@@ -92,17 +96,40 @@ function keyText(section: string, key: string, abs: string, root: string): strin
  * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file,
  *   in place of the base folder's `vae_decoder/` (which the engine then never opens).
  * - `[lora] files`: each configured file.
+ *
+ * A needed path that is an output of a `[[derived]]` folder (and not a
+ * `[[file]]`) brings every output of that folder and, before them, its
+ * inputs (the pinned files it is made from), under the same key.
  */
-export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntry[]): NeededFiles {
+export function neededFiles(
+  config: ModelPathsConfig,
+  entries: readonly LockEntry[],
+  derivedEntries: readonly DerivedEntry[] = [],
+): NeededFiles {
   const root = config.models.root;
   const byPath = new Map(entries.map((e) => [e.path, e]));
+  const byOutput = new Map(derivedEntries.flatMap((d) => d.outputs.map((o) => [o, d] as const)));
   const files: NeededFile[] = [];
   const outside: string[] = [];
+  const derived: DerivedEntry[] = [];
   const seen = new Set<string>();
   const add = (path: string, key: string) => {
     if (seen.has(path)) return;
+    const maker = byPath.has(path) ? undefined : byOutput.get(path);
+    if (maker && !derived.includes(maker)) {
+      derived.push(maker);
+      for (const input of maker.from) add(input, key);
+      for (const out of maker.outputs) add(out, key);
+      return;
+    }
     seen.add(path);
-    files.push({ path, abs: join(root, ...path.split("/")), key, entry: byPath.get(path) });
+    files.push({
+      path,
+      abs: join(root, ...path.split("/")),
+      key,
+      entry: byPath.get(path),
+      ...(maker ? { derived: maker } : {}),
+    });
   };
   const lockPathOf = (abs: string, key: string): string | undefined => {
     const rel = toLockPath(abs, root);
@@ -116,19 +143,22 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
   const baseKey = keyText("models", "base", config.models.base, root);
   const base = lockPathOf(config.models.base, baseKey);
   if (base !== undefined) {
-    const tokenizerJson = byPath.has(`${base}/tokenizer/tokenizer.json`);
+    const tokenizerJson = byPath.has(`${base}/tokenizer/tokenizer.json`) ||
+      byOutput.has(`${base}/tokenizer/tokenizer.json`);
     // With the tiny decoder chosen the engine never opens the set's own VAE decoder.
     const tiny = config.models.vaeDecoder === "tiny";
     for (const f of BASE_FILES) {
       const path = `${base}/${f}`;
-      if (tokenizerJson && f.startsWith("tokenizer/") && !byPath.has(path)) continue;
+      if (tokenizerJson && f.startsWith("tokenizer/") && !byPath.has(path) && !byOutput.has(path)) {
+        continue;
+      }
       if (tiny && f.startsWith("vae_decoder/")) continue;
       add(path, baseKey);
     }
-    for (const e of entries) {
+    for (const e of [...entries, ...derivedEntries]) {
       if (tiny && e.component === "vae_decoder") continue;
       if (e.path.startsWith(`${base}/`) && BASE_COMPONENT_SET.has(e.component)) {
-        add(e.path, baseKey);
+        for (const p of "outputs" in e ? e.outputs : [e.path]) add(p, baseKey);
       }
     }
   }
@@ -139,6 +169,7 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
     if (path === undefined) return;
     add(path, text);
     const owner = byPath.get(path);
+    // A derived model brings its whole folder (and inputs) through `add`.
     if (!owner) return;
     const dir = path.slice(0, path.lastIndexOf("/") + 1);
     for (const e of entries) {
@@ -171,5 +202,5 @@ export function neededFiles(config: ModelPathsConfig, entries: readonly LockEntr
     const path = lockPathOf(f.path, text);
     if (path !== undefined) add(path, text);
   }
-  return { files, outside };
+  return { files, outside, derived };
 }

@@ -74,7 +74,7 @@ const ELEM_TYPES: Record<number, string> = {
 };
 
 /** Bytes per element of the fixed-size ONNX types (for external tensors without a `length`). */
-const ELEM_BYTES: Record<number, number> = {
+export const ELEM_BYTES: Readonly<Record<number, number>> = {
   1: 4,
   2: 1,
   3: 1,

@@ -22,6 +22,12 @@ export interface EngineConfig {
     vaeDecoder?: "full" | "tiny";
     /** Absolute path of the tiny VAE decoder. */
     tinyVaeDecoder?: string;
+    /**
+     * Models with the configured LoRAs already merged in (the on-disk cache
+     * of `mod/models` `prepareMergedModels`), opened instead of the base
+     * set's; `lora` is then empty.
+     */
+    merged?: MergedModels;
   };
   /** ONNX Runtime session settings. */
   runtime: ResolvedConfig["runtime"];
@@ -41,8 +47,21 @@ export interface EngineConfig {
   imageToImage?: { strengths: Array<{ key: string; value: number }> };
 }
 
-/** Picks the engine's part of a resolved config. */
-export function engineConfigOf(config: ResolvedConfig): EngineConfig {
+/** Paths of models with the LoRAs merged in; a missing one has no LoRA module (open the base's). */
+export interface MergedModels {
+  /** The text encoder. */
+  textEncoder?: string;
+  /** The plain UNet. */
+  unet?: string;
+  /** The UNet that takes ControlNet residuals. */
+  controlnetUnet?: string;
+}
+
+/**
+ * Picks the engine's part of a resolved config; with `merged` (the LoRAs
+ * merged on disk already) the engine opens those models and merges nothing.
+ */
+export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): EngineConfig {
   const g = config.generation;
   return {
     models: {
@@ -50,6 +69,7 @@ export function engineConfigOf(config: ResolvedConfig): EngineConfig {
       controlnetUnet: config.models.controlnetUnet,
       vaeDecoder: config.models.vaeDecoder,
       tinyVaeDecoder: config.models.tinyVaeDecoder,
+      ...(merged ? { merged: { ...merged } } : {}),
     },
     runtime: { ...config.runtime },
     generation: {
@@ -61,7 +81,7 @@ export function engineConfigOf(config: ResolvedConfig): EngineConfig {
       eta: g.eta,
     },
     controlnet: structuredClone(config.controlnet),
-    lora: structuredClone(config.lora),
+    lora: merged ? { files: [] } : structuredClone(config.lora),
     imageToImage: {
       strengths: [
         { key: "[transform] subtle", value: config.transform.subtle },

@@ -192,19 +192,23 @@ export async function loadModels(
       throw new Error(`${paths.tokenizer}: ${errorMessage(e)}`, { cause: e });
     });
     const schedulerConfig = await readJsonObject(paths.schedulerConfig);
+    const merged = config.models.merged;
+    const unetPath = merged?.unet ?? paths.unet;
+    const controlnetUnetPath = merged?.controlnetUnet ?? config.models.controlnetUnet;
     const cn = config.controlnet;
     const guided = cn.depth.enabled || cn.openpose.enabled || cn.inpaint.enabled;
-    const consumers: HiddenStatesConsumer[] = [{ component: "unet", path: paths.unet }];
+    const consumers: HiddenStatesConsumer[] = [{ component: "unet", path: unetPath }];
     if (guided) {
-      consumers.push({ component: "controlnet_unet", path: config.models.controlnetUnet });
+      consumers.push({ component: "controlnet_unet", path: controlnetUnetPath });
       for (const kind of ["depth", "openpose", "inpaint"] as const) {
         if (cn[kind].enabled) consumers.push({ component: "controlnet", path: cn[kind].model });
       }
     }
-    const textEncoder = await load("text_encoder", paths.textEncoder, openFor("text_encoder"), {
-      outputLocations: await hiddenStatesPlan(provider, paths.textEncoder, consumers),
+    const textEncoderPath = merged?.textEncoder ?? paths.textEncoder;
+    const textEncoder = await load("text_encoder", textEncoderPath, openFor("text_encoder"), {
+      outputLocations: await hiddenStatesPlan(provider, textEncoderPath, consumers),
     });
-    const unet = await load("unet", paths.unet, openFor("unet"));
+    const unet = await load("unet", unetPath, openFor("unet"));
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
     const tiny = config.models.vaeDecoder === "tiny";
@@ -238,7 +242,7 @@ export async function loadModels(
     if (guided) {
       set.controlnetUnet = await load(
         "controlnet_unet",
-        config.models.controlnetUnet,
+        controlnetUnetPath,
         openFor("unet"),
       );
       checkUnet(set.controlnetUnet, textEncoder);

@@ -7,7 +7,7 @@
  */
 
 import type { ResolvedConfig } from "../config/resolve.ts";
-import { engineConfigOf } from "./engine_config.ts";
+import { engineConfigOf, type MergedModels } from "./engine_config.ts";
 import type { Generator } from "./types.ts";
 import { createWorkerGenerator } from "./worker_client.ts";
 
@@ -24,6 +24,7 @@ export {
   type EngineConfig,
   engineConfigOf,
   type GenerationSettings,
+  type MergedModels,
 } from "./engine_config.ts";
 export {
   CancelledError,
@@ -49,6 +50,9 @@ export {
  * thread. Rejects with an Error naming the model file and the problem when
  * start-up fails.
  */
-export async function createGenerator(config: ResolvedConfig): Promise<Generator> {
-  return await createWorkerGenerator({ config: engineConfigOf(config) });
+export async function createGenerator(
+  config: ResolvedConfig,
+  merged?: MergedModels,
+): Promise<Generator> {
+  return await createWorkerGenerator({ config: engineConfigOf(config, merged) });
 }

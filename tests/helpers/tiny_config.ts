@@ -16,9 +16,23 @@ export interface TempConfig {
 }
 
 /**
+ * `sections` with `preset = "quality"` in its `[generation]` (added when it has
+ * none) unless it names a preset: the tests' sampling keys (`steps = 500`, …)
+ * then mean what they meant before presets were picked per provider, and
+ * only tests of the fast default run the CPU provider's fast preset.
+ */
+function withQualityPreset(sections: string): string {
+  if (/^\s*preset\s*=/m.test(sections)) return sections;
+  return /^\[generation\]\s*$/m.test(sections)
+    ? sections.replace(/^\[generation\]\s*$/m, '[generation]\npreset = "quality"')
+    : `${sections}\n[generation]\npreset = "quality"\n`;
+}
+
+/**
  * Writes `config.toml` with the tiny models and `sections` (TOML text with
  * whole sections; `[server]`, `[models]`, `[runtime]` are written here and
- * must not be repeated).
+ * must not be repeated). `[generation] preset` is "quality" unless `sections`
+ * sets one.
  */
 export async function writeTinyConfig(
   sections = "",
@@ -47,7 +61,7 @@ lock = ${JSON.stringify(join(ROOT, "tests/fixtures/tiny/models.lock"))}
 intra_op_threads = 1
 inter_op_threads = 1
 
-${sections}
+${withQualityPreset(sections)}
 `;
   const path = join(dir, "config.toml");
   await Deno.writeTextFile(path, text);
@@ -56,7 +70,9 @@ ${sections}
 
 /**
  * Points `temp`'s `[models] root` at `<temp.dir>/empty`, a folder that does
- * not exist, so the model check fails for the first file it looks at.
+ * not exist, so the model check fails for the first file it looks at, with
+ * `base = "sd15"` named (there `"auto"` would pick the derived fp32 set,
+ * which the tiny lock does not declare).
  *
  * @returns The new models root.
  */
@@ -64,7 +80,10 @@ export async function emptyModelsRoot(temp: TempConfig): Promise<string> {
   const root = join(temp.dir, "empty");
   await Deno.writeTextFile(
     temp.path,
-    (await Deno.readTextFile(temp.path)).replace(/root = .*/, `root = ${JSON.stringify(root)}`),
+    (await Deno.readTextFile(temp.path)).replace(
+      /root = .*/,
+      `root = ${JSON.stringify(root)}\nbase = "sd15"`,
+    ),
   );
   return root;
 }
