@@ -14,6 +14,8 @@ import { startMemoryJobs } from "../mod/jobs/testing.ts";
 import { createGenerateGuidedImageTool } from "./generate_guided_image.ts";
 import { createGenerateImageTool, generateImageArgs } from "./generate_image.ts";
 import { createInpaintImageTool } from "./inpaint_image.ts";
+import { createTransformImageTool } from "./transform_image.ts";
+import { createUpscaleImageTool } from "./upscale_image.ts";
 import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
 
 const scope = jobScope();
@@ -205,7 +207,13 @@ Deno.test(
     ) {
       const jobs = scope.track(await startMemoryJobs(images, { maxWaitMs }));
       const { guided, inpaint } = guidedAndInpaint(images, jobs);
-      const tools = [createGenerateImageTool({ images, jobs, maxCount: 5 }), guided, inpaint];
+      const tools = [
+        createGenerateImageTool({ images, jobs, maxCount: 5 }),
+        guided,
+        inpaint,
+        createTransformImageTool({ images, jobs }),
+        createUpscaleImageTool({ images, jobs }),
+      ];
       for (const tool of tools) {
         assert.match(tool.description, pattern, tool.name);
         // No flat "Returns one PNG": a slow call returns a job_id instead.

@@ -20,7 +20,7 @@ import {
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
 
@@ -84,8 +84,8 @@ export function createTransformImageTool(
       'allows ("subtle", "moderate" or "strong"). input_image is a base64 PNG or JPEG, or a data ' +
       "URI; size picks 512x512 (square_512), 512x384 (landscape_512) or 384x512 " +
       "(portrait_512), and the input is stretched to it. Steps, guidance, scheduler, seed and " +
-      "the strength behind each change level are server settings. Returns one PNG whose " +
-      "metadata holds the seed.",
+      "the strength behind each change level are server settings. The result is one PNG whose " +
+      "metadata holds the seed. " + handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: TRANSFORM_IMAGE_SCHEMA,
     annotations: {
       title: "Transform image",

@@ -18,7 +18,7 @@ import {
   upscaleSize,
 } from "../mod/generation/mod.ts";
 import { closestAspect, decodeImageInput, toRgbImageClosest } from "../mod/image/mod.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { UPSCALE_SIZES, type UpscaleSizeId } from "../mod/pipeline/types.ts";
 
@@ -86,7 +86,8 @@ export function createUpscaleImageTool(
       "low strength, so composition and colours stay as they are. input_image is a base64 PNG " +
       "or JPEG, or a data URI. The prompts are optional and only steer the added detail. An " +
       "upscale costs several generations (9 tiles at 1024x1024, 6 at the other sizes); " +
-      "progress is reported over all tiles. Returns one PNG.",
+      "progress is reported over all tiles. The result is one PNG. " +
+      handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: UPSCALE_IMAGE_SCHEMA,
     annotations: {
       title: "Upscale image",
