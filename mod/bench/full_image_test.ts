@@ -7,6 +7,9 @@ import {
   upscaleEstimates,
 } from "./full_image.ts";
 import type { RunReport } from "./full_run.ts";
+import { join } from "node:path";
+import { copyDir } from "../../tests/helpers/copy_dir.ts";
+import { ROOT } from "../../tests/helpers/paths.ts";
 
 function report(runs: Record<string, number[]>): RunReport {
   return {
@@ -44,4 +47,37 @@ Deno.test("upscaleEstimates: 9 × (encode + calls × UNet + decode) + text, per 
   strictEqual(upscaleEstimates({ default: results.default }, "default", "fast"), null);
   deepStrictEqual(imageScenarios().map((s) => s.name), [TRANSFORM_SCENARIO, UPSCALE_SCENARIO]);
   for (const s of imageScenarios()) strictEqual(s.name.includes(","), false, "--only can name it");
+});
+
+Deno.test("the image scenarios' runner makes a transform and an upscale on the tiny models", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "sd15-bench-image-test-" });
+  try {
+    // The runner reads `<root>/models.lock`, as the full-size sets lay it out.
+    const root = join(dir, "models");
+    await copyDir(join(ROOT, "tests/fixtures/tiny/models"), root);
+    await Deno.copyFile(join(ROOT, "tests/fixtures/tiny/models.lock"), join(root, "models.lock"));
+    for (const scenario of imageScenarios()) {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-P=test",
+          "--cached-only",
+          join(ROOT, "mod/bench/full_image_run.ts"),
+          "--root",
+          root,
+          ...scenario.args,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stderr = new TextDecoder().decode(out.stderr);
+      strictEqual(out.code, 0, `${scenario.name}: ${stderr.slice(-2000)}`);
+      const report = JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
+      const upscale = scenario.name === UPSCALE_SCENARIO;
+      strictEqual(report.tiles, upscale ? 9 : 1, scenario.name);
+      strictEqual(report.generations.length >= 1, true, scenario.name);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
