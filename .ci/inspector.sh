@@ -168,7 +168,7 @@ check_png() { # $1 label, $2 status, $3 png
 }
 
 # --- stdio: the config-file form, as a desktop client would start it ---------
-# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout here; the
+# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout in this file; the
 # tiny models answer in seconds.)
 cat >"$work/mcp.json" <<EOF
 {

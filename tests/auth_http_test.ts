@@ -1,5 +1,6 @@
 /**
- * The issue-5 matrix end to end: the app started in-process over real
+ * The API-key matrix (X-MCP-Token, key headers and formats, key states,
+ * permissions and project scope) end to end: the app started in-process over real
  * streamable HTTP (tiny models), API keys in the test database (a real
  * PostgreSQL server with DATABASE_URL, else embedded PostgreSQL), the SDK client
  * and raw fetch for status codes and headers, a fake backend for the
@@ -88,7 +89,7 @@ async function keysCli(args: string[], databaseUrl: string) {
 }
 
 Deno.test({
-  name: "http auth: the issue-5 matrix over real streamable HTTP",
+  name: "http auth: the API-key matrix over real streamable HTTP",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {

@@ -1,5 +1,5 @@
 /**
- * The key store under an operator's and an attacker's load (issue 9): the
+ * The key store under an operator's and an attacker's load: the
  * HTTP server with live authenticated traffic while concurrent `deno task
  * keys` processes create, revoke and delete keys; the database killed
  * mid-traffic; a full disk. Run on the embedded default always (whatever

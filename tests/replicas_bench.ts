@@ -1,5 +1,5 @@
 /**
- * Scale-out benchmark (issue 11): jobs per minute through one `front` with
+ * Scale-out benchmark (docs/deploy.md "Measured"): jobs per minute through one `front` with
  * one and then two `worker` replicas, and the claim latency from enqueue
  * (`created_at`) to start (`started_at`) on an idle worker, both read from the
  * job rows. Needs a PostgreSQL server (`DATABASE_URL`); without it the

@@ -1,5 +1,5 @@
 /**
- * Scale-out end to end (issue 11): three real server processes on one real
+ * Scale-out end to end (docs/deploy.md): three real server processes on one real
  * PostgreSQL — two `all` replicas (engine and front) and one `front` (no
  * models) — sharing one job queue. Observed from the job rows, never
  * assumed: calls through the front are all served by both engines at once in

@@ -1,5 +1,5 @@
 /**
- * Start-up without waiting for the models (issue 12): `initialize` is
+ * Start-up without waiting for the models: `initialize` is
  * answered while the engine is still starting, `tools/list` waits for it,
  * and a failed start lists no tool and ends the process with its message.
  * Real SDK clients over real HTTP (in-process app, engine held back by a

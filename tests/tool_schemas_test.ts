@@ -1,7 +1,7 @@
 /**
  * The image tools' JSON Schemas are the source documents' verbatim
  * (`tests/fixtures/source_tool_schemas.json` is extracted from
- * `spec/source/mcp-tools.ja.md`), with only the §2.1 extension added; the
+ * the MCP tools contract), with only the §2.1 extension added; the
  * two tools the source does not have are written in its style (snapshot).
  */
 

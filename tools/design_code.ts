@@ -1,7 +1,7 @@
 /**
- * The design-code toolset: the six tools of `source/http-io-contract.ja.md`
+ * The design-code toolset: the six tools of the design-code HTTP I/O contract
  * that delegate to the backend internal API. They are listed only when
- * `BACKEND_INTERNAL_URL` is configured (CONTRACT.md §1, §6).
+ * `BACKEND_INTERNAL_URL` is configured (product contract §1, §6).
  *
  * Permissions: `trigger-des2code` is the only tool that is not read-only, so
  * the MCP server (which decides by `annotations.readOnlyHint`) lets only

@@ -3,7 +3,7 @@
  * the backend internal API (`mod/backend/testing.ts`). Handlers are called
  * directly with a constructed ToolContext; the MCP layer is the server's e2e.
  *
- * Expected requests and results are written from `source/http-io-contract.ja.md`
+ * Expected requests and results are written from the design-code HTTP I/O contract
  * (tables "MCP から Backend Internal API", "MCP 出力", "Error response" and the
  * scenario table), not from the implementation's output.
  */
@@ -454,7 +454,7 @@ Deno.test("without a project scope (stdio, unbound key) X-MCP-Project-ID is omit
 });
 
 // ---------------------------------------------------------------------------
-// Scenario table of source/http-io-contract.ja.md. Rows 1-3 (missing
+// Scenario table of the design-code HTTP I/O contract. Rows 1-3 (missing
 // X-MCP-Token, malformed key, unknown/revoked/expired/deleted key → HTTP 401)
 // belong to the HTTP transport and are tested there.
 

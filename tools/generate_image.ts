@@ -1,5 +1,5 @@
 /**
- * `generate_image`: text-to-image (contract §3 of `source/mcp-tools.ja.md`),
+ * `generate_image`: text-to-image (§3 of the MCP tools contract),
  * with the `name` and `count` extension of contract §2.1.
  *
  * @module

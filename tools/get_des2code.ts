@@ -3,7 +3,7 @@
  * backend internal API (`GET /internal/des2code/{design_id}`), which returns
  * the latest PostgreSQL-backed result and its S3 artifact reference.
  *
- * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`get-des2code` 成功",
+ * Source: the design-code HTTP I/O contract ("Tool 入力", "`get-des2code` 成功",
  * "Error response"). An empty match list is a success with
  * `matched_code_count: 0`.
  *

@@ -3,7 +3,7 @@
  * through the backend internal API (`GET /internal/designs/{design_id}`),
  * which checks the scope and proxies the AI-v2 design detail.
  *
- * Source: `source/http-io-contract.ja.md` ("Tool 入力", "Detail 成功").
+ * Source: the design-code HTTP I/O contract ("Tool 入力", "Detail 成功").
  *
  * @module
  */

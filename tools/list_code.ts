@@ -3,7 +3,7 @@
  * components) through the backend internal API (`GET /internal/code`), which
  * checks the scope and proxies the AI-v2 code source list.
  *
- * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`list-designs` /
+ * Source: the design-code HTTP I/O contract ("Tool 入力", "`list-designs` /
  * `list-code` 成功"). An empty list is a success with count 0.
  *
  * @module

@@ -3,7 +3,7 @@
  * the backend internal API (`POST /internal/des2code`). The backend checks the
  * design/project/organization scope in PostgreSQL and sends the SQS message.
  *
- * Source: `source/http-io-contract.ja.md` ("Tool 入力", "MCP 出力",
+ * Source: the design-code HTTP I/O contract ("Tool 入力", "MCP 出力",
  * "冪等性と整合性"). Needs a `write` key: it is not read-only, and the MCP
  * server lets `read` keys call read-only tools only.
  *

@@ -51,7 +51,7 @@ Deno.test("generateApiKey makes base62 prefix and secret of the documented lengt
     const key = generateApiKey();
     strictEqual(key.prefix.length, PREFIX_LENGTH);
     strictEqual(key.secret.length, SECRET_LENGTH);
-    ok(SECRET_LENGTH >= 32, "the issue requires at least 32 secret characters");
+    ok(SECRET_LENGTH >= 32, "a secret has at least 32 characters");
     ok(/^[0-9A-Za-z]+$/.test(key.prefix) && /^[0-9A-Za-z]+$/.test(key.secret));
     deepStrictEqual(parseApiKey(key.key), key);
     seen.add(key.prefix);

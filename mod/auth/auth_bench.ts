@@ -1,7 +1,7 @@
 /**
  * What API-key authentication costs a `tools/list` over loopback streamable
- * HTTP (issue 5 item 10; "done when" authenticated throughput ≥ half the
- * unauthenticated one).
+ * HTTP (target: authenticated throughput at least half the unauthenticated
+ * one).
  *
  * Set-up: two HTTP servers from `startHttpServer` (mod/http), identical but
  * for the authenticator: one with the real one (production mode, so the

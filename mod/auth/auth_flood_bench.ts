@@ -1,5 +1,5 @@
 /**
- * Issue 10's load test: a valid user's `tools/list` latency while 128
+ * The key-flood load test: a valid user's `tools/list` latency while 128
  * concurrent wrong-secret requests hammer an existing key prefix, reported
  * with the attack's throughput; and the first request of fresh keys during
  * the same flood. Targets: the valid user's p99 under 100 ms; a fresh key
@@ -45,11 +45,11 @@ import { createAuthenticator } from "./authenticator.ts";
 import { type CreatedKey, createKey } from "./create_key.ts";
 import type { AttackStart } from "./flood_attacker.ts";
 
-/** Concurrent wrong-secret requests (issue 10). */
+/** Concurrent wrong-secret requests. */
 const ATTACKERS = 128;
 /** Fresh keys whose first request is timed during the flood. */
 const FRESH_KEYS = 8;
-/** Targets of issue 10, in ms. */
+/** Targets, in ms: the valid user's p99, and a fresh key's first request. */
 const P99_TARGET_MS = 100;
 const FRESH_TARGET_MS = 1_000;
 

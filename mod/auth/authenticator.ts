@@ -40,7 +40,7 @@ export interface AuthenticatorOptions {
   cloudfrontSecret?: string;
   /** How long a successful scrypt verification is remembered after its last use, in ms. */
   cacheTtlMs: number;
-  /** Minimum time between `last_used_at` writes per key, in ms (60,000 per the issue). */
+  /** Minimum time between `last_used_at` writes per key, in ms (default 60,000). */
   lastUsedIntervalMs: number;
   /** Longest wait for the key lookup, queueing included, before answering 503, in ms. */
   dbTimeoutMs: number;

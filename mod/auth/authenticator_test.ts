@@ -1,5 +1,7 @@
 /**
- * The issue-5 matrix at the `authenticate()` level, against the test
+ * The API-key matrix (X-MCP-Token, key headers and formats, key states,
+ * permissions and project binding, cache, bounded waits) at the
+ * `authenticate()` level, against the test
  * database (a real PostgreSQL server with DATABASE_URL, else embedded PostgreSQL).
  */
 import { deepStrictEqual, match, ok, strictEqual, throws } from "node:assert";
@@ -41,7 +43,7 @@ async function eventually(what: string, fn: () => Promise<boolean>, ms = 15_000)
 }
 
 Deno.test({
-  name: "authenticate(): the issue-5 matrix",
+  name: "authenticate(): the API-key matrix",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {

@@ -1,5 +1,6 @@
 /**
- * The per-request key-row read, made hard to starve (issue 10):
+ * The per-request key-row read, made hard to starve (a flood of wrong
+ * secrets must not delay the lookups of valid keys):
  *
  * - single flight: concurrent requests for one prefix share one query
  *   (revocation is still read for every burst: a request joins only a query

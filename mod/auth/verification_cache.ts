@@ -1,10 +1,11 @@
 /**
  * The fast path of key verification: a successful scrypt check is remembered
  * while the key keeps being used, so scrypt runs once per key instead of on
- * every MCP request (reference mcp-and-auth.md §5.3). The TTL slides: every
+ * every MCP request, as Unkey and Kinde cache verifications for a short TTL
+ * (docs.kinde.com "API key best practice"). The TTL slides: every
  * hit pushes the expiry out again, so an active key never falls back to
- * scrypt at a fixed moment (issue 10: an active key waited 10.7 s behind a
- * scrypt flood when its fixed 30 s entry expired). Failures are never
+ * scrypt at a fixed moment (with a fixed 30 s entry, an active key once waited
+ * 10.7 s behind a scrypt flood when its entry expired). Failures are never
  * remembered here; {@link FailureBudget} counts them.
  *
  * The cache answers only "does this key match this stored hash"; the key's

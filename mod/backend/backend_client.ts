@@ -1,7 +1,7 @@
 /**
  * The HTTP client of the backend internal API (`BACKEND_INTERNAL_URL`).
  *
- * Source: `source/http-io-contract.ja.md`, "MCP から Backend Internal API":
+ * Source: the design-code HTTP I/O contract, "MCP から Backend Internal API":
  * every request carries `Accept` and `Content-Type: application/json`,
  * `X-API-Key` (omitted when `BACKEND_INTERNAL_API_KEY` is unset) and
  * `X-MCP-Project-ID` (omitted when the caller's key has no project scope).

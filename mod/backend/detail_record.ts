@@ -2,7 +2,7 @@
  * Normalizes a backend detail payload into the `{ design }` / `{ code }`
  * result of `get-design-detail` / `get-code-detail`.
  *
- * Source: `source/http-io-contract.ja.md`, "Detail 成功": "get-design-detail は
+ * Source: the design-code HTTP I/O contract, "Detail 成功": "get-design-detail は
  * { "design": { ... } } を返す。get-code-detail は { "code": { ... } } を返す。
  * Vector embedding fields は AI-v2 / backend internal read path で省略する".
  *

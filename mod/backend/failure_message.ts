@@ -2,7 +2,7 @@
  * Maps a failed backend request to the message a design-code tool returns in
  * its `isError` result (`structuredContent.error`).
  *
- * Source: `source/http-io-contract.ja.md`, scenario table — backend scope
+ * Source: the design-code HTTP I/O contract, scenario table — backend scope
  * refusal → "mapped validation message"; not found → "mapped not-found
  * message"; unreachable → "service-unavailable text"; SQS dispatch failure
  * and AI-v2 `ok: false` → the backend's failure mapped to `isError`.

@@ -3,13 +3,13 @@
  * Schema fragment (listed in `tools/list`) and the zod schema that validates
  * it. The two are written side by side so they stay equal.
  *
- * Source: `source/http-io-contract.ja.md`, "Tool 入力" field tables:
+ * Source: the design-code HTTP I/O contract, "Tool 入力" field tables:
  * `design_id` string `^[a-zA-Z0-9_:-]+$`, length 1-255; `code_id` string,
  * length 1-255; `project_id`, `organization_id` integer `> 0`; `limit`
  * default 20, max 100; `offset` default 0, `>= 0`.
  *
  * zod messages do not repeat the field name: the MCP server prefixes each
- * with the issue's path ("project_id: must be …").
+ * with the zod issue's path ("project_id: must be …").
  *
  * @module
  */

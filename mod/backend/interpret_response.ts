@@ -3,7 +3,7 @@
  * {@link BackendOutcome}: unwraps `{ ok, data, error }` envelopes, accepts raw
  * JSON, and pulls an error message out of the common error body shapes.
  *
- * Source: `source/http-io-contract.ja.md` — "Backend internal API は raw JSON
+ * Source: the design-code HTTP I/O contract — "Backend internal API は raw JSON
  * payload または { "ok": true, "data": ... } envelope を返してよい", and the
  * AI-v2 success/error envelopes `{ ok, data, error: { code, message } }`.
  *

@@ -1,6 +1,6 @@
 /**
  * A linear, non-recursive scan of JSON text for its nesting depth, run on
- * backend answers before `JSON.parse` (issue 10: bounded work per answer).
+ * backend answers before `JSON.parse` (bounded work per answer).
  * It only counts brackets outside strings; it does not validate.
  *
  * @module

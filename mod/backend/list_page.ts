@@ -2,7 +2,7 @@
  * Normalizes a backend list payload into the `list-designs` / `list-code`
  * result of the contract.
  *
- * Source: `source/http-io-contract.ja.md`, "`list-designs` / `list-code` 成功":
+ * Source: the design-code HTTP I/O contract, "`list-designs` / `list-code` 成功":
  * `{ project_id, organization_id, total_count, returned_count, limit, offset, items }`.
  * The backend proxies AI-v2 compact metadata and its exact payload is not
  * pinned down, so a plain array, `{ items }`, `{ <plural> }` (`designs`,

@@ -4,7 +4,7 @@
  * `tools/` share — input fields, project-scope checks, failure messages and
  * result shapes.
  *
- * Source: `source/http-io-contract.ja.md`; summary in CONTRACT.md §6.
+ * Source: the design-code HTTP I/O contract; summarised in the product contract, §6.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * Project-scope checks the design-code tools run before any backend I/O.
  *
- * Source: `source/http-io-contract.ja.md` — "backend internal API I/O 前に
+ * Source: the design-code HTTP I/O contract — "backend internal API I/O 前に
  * authenticated project/user scope を強制する" and the scenario "project/user
  * scope mismatch → MCP `isError: true`, backend internal API は呼び出さない".
  * A design id is composite: `<project_id>_<file_id>_<node_id>`, as in the

@@ -1,5 +1,5 @@
 /**
- * Reads a backend response body with a byte cap (issue 10: a 200 MB body
+ * Reads a backend response body with a byte cap (without one, a 200 MB body
  * cost 830 MB of memory). A `Content-Length` over the cap is refused before
  * reading; otherwise bytes are counted as they arrive and the stream is
  * cancelled as soon as the cap is passed, so at most `maxBytes` plus one

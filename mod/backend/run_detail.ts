@@ -4,7 +4,7 @@
  * {@link toDetailRecord}, the returned record's project checked against the
  * caller's scope, and the contract's `{ design }` / `{ code }` result.
  *
- * Source: `source/http-io-contract.ja.md` ("Detail 成功").
+ * Source: the design-code HTTP I/O contract ("Detail 成功").
  *
  * @module
  */

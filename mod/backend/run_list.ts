@@ -4,7 +4,7 @@
  * `GET /internal/<resource>?project_id&organization_id&limit&offset`, and the
  * contract's list result.
  *
- * Source: `source/http-io-contract.ja.md` ("Tool 入力", "`list-designs` /
+ * Source: the design-code HTTP I/O contract ("Tool 入力", "`list-designs` /
  * `list-code` 成功").
  *
  * @module

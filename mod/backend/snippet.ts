@@ -1,5 +1,5 @@
 /**
- * Bounds on backend text that reaches a tool result (issue 10: a
+ * Bounds on backend text that reaches a tool result (without them, a
  * 5,000,000-character JSON error message was copied whole into the tool
  * text). Every backend-supplied string put into a message or summary goes
  * through {@link snippet}; lists of messages through {@link joinSnippets}.

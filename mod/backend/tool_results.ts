@@ -2,7 +2,7 @@
  * The MCP results of the design-code tools: success with a one-line text and
  * `structuredContent`, and the contract's error shape.
  *
- * Source: `source/http-io-contract.ja.md`, "MCP 出力" and "Error response":
+ * Source: the design-code HTTP I/O contract, "MCP 出力" and "Error response":
  * `{ content: [{ type: "text", text: "Failed to retrieve des2code result: <error>" }],
  *    structuredContent: { error, timestamp }, isError: true }`.
  *

@@ -2,7 +2,7 @@
  * The shapes shared by the design-code backend client and the tools that use
  * it: one request to the backend internal API, and what came of it.
  *
- * Source: `source/http-io-contract.ja.md`, "MCP から Backend Internal API".
+ * Source: the design-code HTTP I/O contract, "MCP から Backend Internal API".
  *
  * @module
  */

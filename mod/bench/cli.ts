@@ -14,7 +14,7 @@ const HELP: Help = {
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
     "[--fresh-reuse]",
   ],
-  summary: "Benchmarks: speed and memory targets are measured here, never in tests. Without " +
+  summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
     "through, e.g. --filter NAME). With --full: the full-size SD 1.5 benchmark, which builds " +
     "gigabyte model sets outside the repository (~/.cache/generate-image-sd15-mcp, " +

@@ -83,7 +83,7 @@ Deno.test("taesdDecoderToOnnx: ONNX Runtime equals a float64 reference of taesd.
   const ref = referenceDecode(weights, z0, h, w);
   // float32 rounding (unit 6e-8) through 35 convolutions of up to 576-term dot products keeps
   // ONNX Runtime (and torch's own float32) within a few 1e-6 of exact maths on these unit-scale
-  // outputs (measured: 4e-6 here; torch 1.13 fp32 vs fp64 on the same weights: 5e-6). The bound,
+  // outputs (measured: 4e-6 on x86-64; torch 1.13 fp32 vs fp64 on the same weights: 5e-6). The bound,
   // 2e-5 of the largest output, leaves that margin and is 1e4× below what any wrong layer,
   // weight or scaling gives (order 1, see the swapped-weights check below).
   const tolerance = 2e-5 * maxAbs(ref);

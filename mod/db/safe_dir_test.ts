@@ -77,7 +77,7 @@ Deno.test("safeDataDir", async (t) => {
       fn() {
         const theirs = dir(`${base}/theirs`, 0o755, NOBODY);
         refused(`${theirs}/data`, theirs, /owned by nobody \(uid 65534\)/);
-        // The issue's attack: data_dir itself pre-created by another account.
+        // The attack: data_dir itself pre-created by another account.
         refused(theirs, theirs, /the data directory, owned by nobody/);
         // Their sticky directory: its owner may remove and replace anything in it.
         const theirSticky = dir(`${base}/their-sticky`, 0o1777, NOBODY);

@@ -2,7 +2,7 @@
  * The input-image path of the image tools: string → validated bytes
  * ({@link decodeImageInput}) → pixels at the generation size
  * ({@link toRgbImage} for `input_image`, {@link toMask} for `mask_image`).
- * Contract §2 / source/mcp-tools.ja.md §2.3. Decoding and resizing run in a
+ * Contract §2 / the MCP tools contract §2.3. Decoding and resizing run in a
  * process of their own, stopped at {@link DECODE_TIMEOUT_SECONDS}
  * (`decode_process.ts`).
  *

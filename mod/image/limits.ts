@@ -1,5 +1,5 @@
 /**
- * The input-image limits of the contract (§2, source/mcp-tools.ja.md §2.3).
+ * The input-image limits of the contract (§2, the MCP tools contract §2.3).
  *
  * @module
  */

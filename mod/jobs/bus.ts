@@ -1,5 +1,5 @@
 /**
- * The channel replicas sharing one PostgreSQL talk on (issue 11): one
+ * The channel replicas sharing one PostgreSQL talk on (docs/deploy.md): one
  * LISTEN/NOTIFY channel carries "a job was queued", job events (progress,
  * state, cancel) and cancellations of requests that arrived at another
  * replica. PostgreSQL is the only infrastructure: no coordination service.

@@ -4,7 +4,7 @@
  * survive a restart: queued ones run, running ones are failed with their
  * reason by {@link PostgresJobStore.recover}.
  *
- * Shaped for a queue shared by replicas (issue 11): the queue is the
+ * Shaped for a queue shared by replicas (docs/deploy.md): the queue is the
  * `state = 'queued'` rows in `seq` order, claimed with `FOR UPDATE SKIP
  * LOCKED` by a named worker; progress and cancellation requests are written
  * to the job row; the `worker` and `lease_expires_at` columns are there for

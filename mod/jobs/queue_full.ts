@@ -10,7 +10,7 @@ import type { QueueCounts } from "./types.ts";
 
 /**
  * Whether one more job fits: at most `limit` may wait behind the running one.
- * With several engines on one queue (issue 11) `limit` counts the jobs
+ * With several engines on one queue (replicas) `limit` counts the jobs
  * waiting in the whole queue, however many run; with one engine that is the
  * same rule as before.
  */

@@ -4,7 +4,7 @@
  * One runner per engine, so jobs run one at a time (contract §2: "serialized
  * by one lock"). It wakes when a job is created in this process or, on a
  * shared store, by another replica, and polls as a safety net. On a shared
- * store it renews the lease of the running job (issue 11), which also
+ * store it renews the lease of the running job (so a dead worker's job fails), which also
  * brings a cancellation whose notification was missed.
  *
  * @module

@@ -64,7 +64,7 @@ export interface JobServiceOptions {
   sweepMs?: number;
   /**
    * Whether this process runs jobs (default true). A `front` replica
-   * (issue 11) only queues them and waits for the workers of the shared store.
+   * (docs/deploy.md) only queues them and waits for the workers of the shared store.
    */
   engine?: boolean;
   /** `[jobs] lease_seconds` in ms, on a store with leases (default 30 s). */

@@ -6,7 +6,7 @@
  * finish, and keeps its result for `[jobs] result_ttl_seconds`.
  *
  * The interface is shaped for several replicas sharing one PostgreSQL
- * (issue 11): claiming is an atomic state change by a named worker, progress
+ * (docs/deploy.md): claiming is an atomic state change by a named worker, progress
  * and cancellation requests are written to the job, and the events a waiter
  * subscribes to can be delivered by NOTIFY instead of in process.
  *
@@ -247,7 +247,7 @@ export interface JobStore {
   /** Releases what the store holds (the database stays open: it is not the store's). */
   close(): Promise<void>;
 
-  // Shared stores only (PostgreSQL with several replicas, issue 11).
+  // Shared stores only (PostgreSQL with several replicas).
 
   /** Starts hearing the other replicas (jobs queued, job events, request cancellations). */
   open?(): Promise<void>;

@@ -7,7 +7,7 @@ const t = (shape: number[], values: number[]): FloatTensor => ({
   data: Float32Array.from(values),
 });
 
-Deno.test("fixNodeName: torch-export scopes become kohya module paths (sd15-onnx.md §8)", () => {
+Deno.test("fixNodeName: torch-export scopes become kohya module paths (onnx-web's fix_node_name)", () => {
   strictEqual(
     fixNodeName("/down_blocks.0/attentions.0/transformer_blocks.0/attn1/to_q/MatMul"),
     "down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q_MatMul",

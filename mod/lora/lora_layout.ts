@@ -2,7 +2,7 @@
  * Reads the modules of one LoRA file in either key layout: kohya
  * (`lora_unet_…`, kohya sd-scripts; the published SD 1.5 LCM LoRA
  * `latent-consistency/lcm-lora-sdv1-5` uses it, per
- * luosiallen/latent-consistency-model issue 57) or Hugging Face
+ * luosiallen/latent-consistency-model#57) or Hugging Face
  * diffusers/PEFT (`unet.….lora_A.weight`).
  *
  * @module

@@ -1,7 +1,8 @@
 /**
  * LoRA support: kohya or diffusers/PEFT `.safetensors` files from `[lora] files`,
  * blended into the ONNX UNet(s) and text encoder at load time by patching
- * their initializers in memory (onnx-web's approach, sd15-onnx.md §8).
+ * their initializers in memory (onnx-web's approach: ssube/onnx-web
+ * `api/onnx_web/convert/diffusion/lora.py`).
  *
  * @module
  */

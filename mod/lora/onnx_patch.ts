@@ -7,7 +7,7 @@
  * {location, offset, length} of the external data file — in float32 (fp16
  * weights are widened, updated and narrowed again), and the result is handed
  * to ONNX Runtime as a patched copy beside the model (external data) or as
- * bytes (sd15-onnx.md §8, `sessionOptions.externalData`).
+ * bytes (onnxruntime-node's `sessionOptions.externalData`).
  *
  * Weight lookup is by position, not by the names onnx-web greps for: a Conv's
  * weight is input 1, a Gemm's is input 1 (`transB` says its layout), a

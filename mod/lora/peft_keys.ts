@@ -7,7 +7,7 @@
  *   `unet.<module>.lora_B.weight` ([out, rank(, 1, 1)], the up factor);
  *   `text_encoder.<module>…` for CLIP; raw PEFT state dicts
  *   (`get_peft_model_state_dict`) carry `base_model.model.<module>…` instead
- *   (luosiallen/latent-consistency-model issue 57 shows such keys), read as UNet;
+ *   (luosiallen/latent-consistency-model#57 shows such keys), read as UNet;
  * - diffusers' pre-PEFT format: `unet.<module>.lora.down.weight` /
  *   `.lora.up.weight`;
  * - an optional `<prefix>.<module>.alpha` scalar; without it alpha = rank

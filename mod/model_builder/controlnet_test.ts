@@ -21,7 +21,8 @@ const B = 2;
 const h = 8;
 const w = 8;
 
-// §2c at full size: channels 320/640/1280 and downscale ×1/×2/×4/×8 per residual;
+// SD 1.5's residual pyramid at full size: channels 320/640/1280 and downscale
+// ×1/×2/×4/×8 per residual;
 // the tiny set maps 320/640/1280 → 8/16/32.
 const FULL: [number, number][] = [
   [320, 1],
@@ -73,7 +74,7 @@ async function runControlNet(s: Session, io: ResolvedIo, x: CnInputs): Promise<T
 
 const flat = (ts: Tensor[]) => ts.map((t) => Array.from(toFloat32(t))).flat();
 
-Deno.test("controlnet: 13 residuals with the §2c pyramid; scale multiplies; cond and sample matter", async () => {
+Deno.test("controlnet: 13 residuals with SD 1.5's pyramid; scale multiplies; cond and sample matter", async () => {
   const outputs: number[][] = [];
   for (
     const path of ["controlnet/depth.onnx", "controlnet/openpose.onnx", "controlnet/inpaint.onnx"]

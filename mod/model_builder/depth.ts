@@ -1,7 +1,7 @@
 /**
  * A tiny MiDaS-like depth model: one image `x [1,3,height,width]` → relative
  * inverse depth `y [1,height,width]` (the axodox `annotators/depth.onnx` names
- * and output rank, sd15-onnx.md §4a). Brighter pixels come out "nearer"
+ * and output rank, from axodox `DepthEstimator.cpp`). Brighter pixels come out "nearer"
  * (larger): a blurred luminance plus a small seeded 3×3 conv, through
  * Softplus so the map is positive like MiDaS output.
  *

@@ -1,6 +1,7 @@
 /**
  * A tiny whole-body pose model with the DWPose contract of
- * `dw-ll_ucoco_384.onnx` (sd15-onnx.md §4c): `input [N,3,384,288]` (ImageNet
+ * `dw-ll_ucoco_384.onnx` (yzd-v/DWPose; comfyui_controlnet_aux
+ * `cv_ox_pose.py`): `input [N,3,384,288]` (ImageNet
  * mean/std normalized crops) → SimCC `simcc_x [N,133,576]`,
  * `simcc_y [N,133,768]` (2× the input width/height).
  *

@@ -74,7 +74,7 @@ Deno.test("Rng: deterministic per seed and stream, uniform in [-bound, bound)", 
   ok(Math.abs(mean) < 0.05, `mean ${mean}`);
 });
 
-Deno.test("residual pyramid at full SD 1.5 width matches sd15-onnx.md §2c at 512×512", () => {
+Deno.test("residual pyramid at full SD 1.5 width matches diffusers' UNet at 512×512", () => {
   const table: [string, number[]][] = [
     ["down_block_0_additional_residual", [2, 320, 64, 64]],
     ["down_block_1_additional_residual", [2, 320, 64, 64]],

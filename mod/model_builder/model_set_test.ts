@@ -77,7 +77,7 @@ Deno.test("buildTinyModelSet: writes the layout, a matching models.lock, and is 
       }
     }
 
-    // SD 1.5 scheduler config (sd15-onnx.md §5) and the real CLIP vocabulary.
+    // SD 1.5 scheduler config (scheduler_config.ts) and the real CLIP vocabulary.
     const sched = JSON.parse(
       await Deno.readTextFile(`${tmp}/models/sd15/scheduler/scheduler_config.json`),
     );

@@ -2,7 +2,7 @@
  * Options shared by the model builders: sizes (tiny for tests, or the real SD
  * 1.5 widths for benchmark-shaped graphs) and the export flavour, which fixes
  * names, dtypes and dynamic-axis names the way each exporter writes them
- * (sd15-onnx.md §1a diffusers script, §1b Optimum).
+ * (the diffusers script and Optimum, docs/models.md "Export flavours").
  *
  * @module
  */
@@ -45,7 +45,7 @@ export type Flavour = "diffusers" | "optimum";
  * UNet timestep input: diffusers script float `[batch]` (v0.8.0 on); the
  * script before v0.8.0 int64 `[batch]` (its dummy was `torch.LongTensor([0, 1])`,
  * so the pinned runwayml fp32 export, diffusers 0.6.0, takes it); Optimum
- * ≤1.23 int64 `[steps]`; Optimum ≥1.24 rank-0 float (sd15-onnx.md §1a, §1b).
+ * ≤1.23 int64 `[steps]`; Optimum ≥1.24 rank-0 float.
  */
 export type TimestepStyle = "float_batch" | "int64_batch" | "int64_steps" | "float_scalar";
 
@@ -71,7 +71,7 @@ export interface ExportOptions {
   vaeEncoder?: VaeEncoderOutput;
 }
 
-/** What a VAE encoder export returns (sd15-onnx.md §1a, §1b). */
+/** What a VAE encoder export returns (diffusers script, Optimum ≤ 1.22 or ≥ 1.23). */
 export type VaeEncoderOutput = "latent_sample" | "latent_parameters";
 
 /** The VAE encoder output of an export ({@link ExportOptions.vaeEncoder} or its flavour's default). */

@@ -1,7 +1,7 @@
 /**
  * `scheduler/scheduler_config.json` of SD 1.5 (runwayml/stable-diffusion-v1-5,
  * as duplicated in Charles-Elena/stable-diffusion-v1-5 and TensorStack's ONNX
- * repo; sd15-onnx.md §5): PNDM, scaled_linear betas 0.00085..0.012,
+ * repo): PNDM, scaled_linear betas 0.00085..0.012,
  * steps_offset 1, skip_prk_steps.
  *
  * @module

@@ -1,6 +1,6 @@
 /**
  * Full-size SD 1.5 graphs for benchmarks: the real operator structure and
- * widths with random weights from a seed (sd15-onnx.md §1a I/O, diffusers
+ * widths with random weights from a seed (the diffusers script's I/O, diffusers
  * `UNet2DConditionModel`, `CLIPTextModel`, `AutoencoderKL` decoder):
  *
  * - UNet: conv_in 4→320, sinusoidal time embedding → 1280 MLP, down blocks
@@ -42,8 +42,8 @@ import { Rng } from "./rng.ts";
 import { sampleInGraph } from "./vae.ts";
 
 /**
- * Real parameter counts (issue 12: UNet, text encoder; the VAE decoder and
- * encoder halves of 83,653,863).
+ * Real parameter counts (UNet, text encoder; the VAE decoder and encoder
+ * halves of the 83,653,863-parameter AutoencoderKL; docs/performance.md).
  */
 export const SD15_PARAMS = {
   unet: 859_520_964,
@@ -60,7 +60,7 @@ export interface FullOptions {
   /**
    * UNet only: also take the 13 ControlNet residuals as inputs
    * (`down_block_{0..11}_additional_residual`, `mid_block_additional_residual`:
-   * the OnnxStack/axodox ControlNet-enabled UNet, sd15-onnx.md §2c), added to
+   * the OnnxStack/axodox ControlNet-enabled UNet), added to
    * the skip connections and the mid block as diffusers `UNet2DConditionModel`
    * does with `down_block_additional_residuals`.
    */
@@ -343,7 +343,7 @@ export function buildFullUnet(seed: number, options: FullOptions = {}): FullMode
  * `controlnet_cond_embedding` (conv 3→16, six SiLU convs 16/32/96/256 with
  * three stride-2 steps, conv_out → 320, added after conv_in) and one 1×1
  * "zero conv" per residual (`controlnet_down_blocks.{0..11}`,
- * `controlnet_mid_block`). I/O as OnnxStack's export (sd15-onnx.md §2c):
+ * `controlnet_mid_block`). I/O as OnnxStack's export (`OnnxStack.Converter/ControlNet/models.py`):
  * `sample`, `timestep`, `encoder_hidden_states`, `controlnet_cond`
  * `[B, 3, 8h, 8w]`, `conditioning_scale` double `[1]` → the 13 residuals.
  */

@@ -1,6 +1,6 @@
 /**
- * The tiny VAE decoder (TAESD, madebyollin/taesd `taesd.py`; sd15-onnx.md
- * §7) with the real operator structure at any width: `tanh(x/3)·3` clamp,
+ * The tiny VAE decoder (TAESD, madebyollin/taesd `taesd.py`) with the real
+ * operator structure at any width: `tanh(x/3)·3` clamp,
  * conv 4→C, ReLU, three stages of [Block ×3, nearest ×2 upsample, bias-free
  * conv], Block, conv C→3, where Block = conv-ReLU-conv-ReLU-conv + identity
  * skip, then ReLU. The output is mapped to [-1, 1] by `x·2 − 1` as diffusers'

@@ -1,7 +1,7 @@
 /**
  * Tiny UNet and ControlNet stand-ins with the SD 1.5 contract and its spatial
  * pyramid: 12 down "skip" features + 1 mid feature at H/8, H/16, H/32, H/64
- * with the 320/640/1280 channel groups (scaled) of sd15-onnx.md §2c, so the
+ * with the 320/640/1280 channel groups (scaled) of SD 1.5's UNet, so the
  * 13 ControlNet residuals have exactly the real shapes.
  *
  * UNet: conv_in(sample) + sinusoidal timestep embedding + projection of the
@@ -12,7 +12,7 @@
  * `unet_2d_condition.py` does (~L1159-1193). The plain and residual UNets built
  * from one seed share every weight, so with zero residuals they agree.
  *
- * ControlNet (§2b convention 1): same trunk plus a conditioning embedding of
+ * ControlNet (the OnnxStack convention): same trunk plus a conditioning embedding of
  * `controlnet_cond` (8× downsampled), one 1×1 "zero conv" per residual, every
  * residual multiplied by `conditioning_scale` (a double), as diffusers
  * `controlnet.py` (~L781-788) does.
@@ -32,9 +32,9 @@ import {
 } from "./options.ts";
 import { Rng } from "./rng.ts";
 
-/** Spatial level (0 = H/8 … 3 = H/64) of residual i (0..11 down, 12 mid), §2c. */
+/** Spatial level (0 = H/8 … 3 = H/64) of residual i (0..11 down, 12 mid). */
 export const RESIDUAL_LEVEL: readonly number[] = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3];
-/** Channel group (0 = 320, 1 = 640, 2 = 1280 at full size) of residual i, §2c. */
+/** Channel group (0 = 320, 1 = 640, 2 = 1280 at full size) of residual i. */
 export const RESIDUAL_GROUP: readonly number[] = [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2];
 
 /** Residual naming: OnnxStack/axodox (`down_block_{i}_additional_residual`) or onnx-web. */

@@ -1,6 +1,6 @@
 /**
  * Tiny VAE decoder and encoder with the SD 1.5 contract and its 8× latent
- * ratio (sd15-onnx.md §1a, §1b).
+ * ratio (diffusers script, Optimum).
  *
  * Decoder: `latent_sample [B,4,h,w]` → conv → SiLU → Resize ×8 → conv → tanh →
  * `sample [B,3,8h,8w]` in [-1, 1].

@@ -1,6 +1,7 @@
 /**
- * A tiny detector with the YOLOX contract of `yolox_l.onnx` (sd15-onnx.md
- * §4c): `images [1,3,640,640]` (letterboxed RGB 0..255, pad 114, not
+ * A tiny detector with the YOLOX contract of `yolox_l.onnx` (yzd-v/DWPose;
+ * comfyui_controlnet_aux `cv_ox_det.py`): `images [1,3,640,640]`
+ * (letterboxed RGB 0..255, pad 114, not
  * normalized) → `output [1,8400,85]` in raw YOLOX format, i.e. before
  * `demo_postprocess`: per anchor (80², 40², 20² grid cells at strides 8, 16,
  * 32, row-major) `x, y` offsets in cells, `log(w/stride), log(h/stride)`,

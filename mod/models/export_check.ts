@@ -246,7 +246,10 @@ export async function checkExportFolder(dir: string): Promise<ExportCheck> {
   };
 }
 
-/** "diffusers script layout, fp32 I/O" / "Optimum layout, fp16 I/O" (sd15-onnx.md §1a, §1b). */
+/**
+ * "diffusers script layout, fp32 I/O" / "Optimum layout, fp16 I/O"
+ * (docs/models.md "Export flavours").
+ */
 function flavourOf(
   te: ResolvedIo | undefined,
   unet: ResolvedIo | undefined,

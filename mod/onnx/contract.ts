@@ -2,9 +2,10 @@
  * The I/O contract this project expects of each model, declared once, and
  * {@link checkSession}, which checks an open session against it and resolves
  * what the pipeline needs to feed it (names, dtypes, timestep shape, channel
- * counts, residual mapping). Sources: sd15-onnx.md §1 (diffusers script,
- * Optimum, Olive exports), §2b/§2c (ControlNet conventions and residual
- * names), §4 (MiDaS, YOLOX, DWPose).
+ * counts, residual mapping). Sources, restated with their public
+ * origins in docs/models.md: the diffusers script, Optimum and Olive exports;
+ * the OnnxStack/axodox and onnx-web ControlNet conventions and residual
+ * names; the MiDaS, YOLOX and DWPose annotators.
  *
  * @module
  */
@@ -58,12 +59,12 @@ const FLOAT = ["float32", "float16"] as const;
 const INT_IDS = ["int32", "int64"] as const;
 const TIMESTEP = ["float32", "float16", "int64"] as const;
 
-/** Names of residual `i` (0..11 down, 12 mid) in the OnnxStack/axodox convention (§2c). */
+/** Names of residual `i` (0..11 down, 12 mid) in the OnnxStack/axodox convention. */
 export function residualName(i: number): string {
   return i === 12 ? "mid_block_additional_residual" : `down_block_${i}_additional_residual`;
 }
 
-/** Name of residual `i` in the onnx-web "cnet" UNet (§2b convention 2). */
+/** Name of residual `i` in the onnx-web "cnet" UNet (ssube/onnx-web `cnet.py`). */
 export function onnxWebResidualName(i: number): string {
   return i === 12 ? "mid_block_additional_residual" : `down_block_${i}`;
 }
@@ -422,7 +423,7 @@ function resolveResidualOutputs(
     naming = "additional_residual";
   } else if (metas.length === 13) {
     // onnx-web exports name only the first two outputs (and misleadingly):
-    // the 13 outputs are in order, so use them by position (§2b convention 2).
+    // the 13 outputs are in order, so use them by position (onnx-web's `control.py` names only two).
     picked = [...metas];
     naming = "position";
   } else {

@@ -7,8 +7,8 @@ import {
 } from "./contract.ts";
 import type { IoMeta, SessionIo } from "./runtime.ts";
 
-// Metadata written from the export descriptions in sd15-onnx.md §1-§4 (not
-// from this project's fixture builder).
+// Metadata written from the exporters' descriptions (diffusers script, Optimum,
+// Olive, OnnxStack, onnx-web; docs/models.md), not from this project's fixture builder.
 const io = (inputs: readonly IoMeta[], outputs: readonly IoMeta[]): SessionIo => ({
   inputs,
   outputs,
@@ -26,7 +26,7 @@ const diffusersUnet = (timestep: IoMeta, float = "float32") =>
     m("encoder_hidden_states", float, ["batch", "sequence", 768]),
   ], [m("out_sample", float, ["unet_dim_0", 4, "unet_dim_2", "unet_dim_3"])]);
 
-/** §2c: [channels, downscale] of residual i at full size. */
+/** [channels, downscale] of residual i at full size (diffusers `unet_2d_condition.py`). */
 const RESIDUALS: [number, number][] = [
   [320, 1],
   [320, 1],

@@ -24,7 +24,8 @@ Deno.test("checkExecutionProvider: the CPU provider is not probed and computes f
 });
 
 Deno.test("checkExecutionProvider: cuda without its libraries fails with the explanation alone", async () => {
-  // This onnxruntime-node lists cuda but does not bundle it; the install script is never run here.
+  // This onnxruntime-node lists cuda but does not bundle it, and the tests never run its install
+  // script, so the CUDA provider libraries are absent wherever the tests run.
   const result = await checkExecutionProvider("cuda").then((r) => r, (e: Error) => e);
   if (!(result instanceof Error)) {
     // A machine where someone installed the CUDA libraries and has a GPU.

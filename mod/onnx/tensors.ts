@@ -1,7 +1,7 @@
 /**
  * Feeds in the dtype and shape a session declares, and outputs read back as
  * float32. Exports differ (int32 vs int64 `input_ids`, float vs int64 vs
- * scalar `timestep`, fp16 vs fp32 I/O; sd15-onnx.md §1), and ORT does not
+ * scalar `timestep`, fp16 vs fp32 I/O; docs/models.md "Export flavours"), and ORT does not
  * convert feeds: the optimum Python runtime casts every feed to the declared
  * type (optimum-onnx `optimum/onnxruntime/base.py` `_prepare_onnx_inputs`),
  * so this module does the same for TypeScript callers.
@@ -12,7 +12,10 @@
 import { float16BitsToFloat32, float32ToFloat16Bits } from "./fp16.ts";
 import { Tensor } from "./runtime.ts";
 
-/** How a UNet/ControlNet declares its timestep's shape (sd15-onnx.md §1b, §1d). */
+/**
+ * How a UNet/ControlNet declares its timestep's shape
+ * (Optimum's configs, diffusers' ONNX pipelines).
+ */
 export type TimestepKind = "batch" | "one" | "steps" | "scalar";
 
 /** Float element types a model may declare for float I/O. */

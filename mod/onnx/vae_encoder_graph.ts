@@ -13,8 +13,9 @@
  * - Optimum ≤ 1.22 (`optimum/exporters/utils.py`
  *   `_get_submodels_for_export_diffusion`): `{"latent_sample":
  *   vae_encoder.encode(x=sample)["latent_dist"].sample()}`, output
- *   `latent_sample` (`VaeEncoderOnnxConfig.outputs`). huggingface/optimum
- *   issue 1383 reports the `RandomNormalLike` node this leaves in the graph.
+ *   `latent_sample` (`VaeEncoderOnnxConfig.outputs`).
+ *   huggingface/optimum#1383 reports the `RandomNormalLike` node this leaves
+ *   in the graph.
  * - Optimum ≥ 1.23 (commit d3c56cd5, 2024-10-09): `{"latent_parameters":
  *   ….latent_dist.parameters}`, output `latent_parameters` (8 channels, mean ‖
  *   log-variance): no random node, nothing to rewrite.

@@ -1,7 +1,8 @@
 /**
  * The ControlNet conditioning image of a request, RGB float NCHW `[1, 3, H, W]`:
- * the depth map or pose drawing from the preprocessors (in [0, 1], sd15-onnx.md
- * §3: `VaeImageProcessor(do_normalize=False)`), or for inpainting the input
+ * the depth map or pose drawing from the preprocessors (in [0, 1], as diffusers'
+ * ControlNet pipelines' `VaeImageProcessor(do_normalize=False)` gives it), or
+ * for inpainting the input
  * image in [0, 1] with masked pixels set to −1.
  *
  * @module

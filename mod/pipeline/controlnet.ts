@@ -1,8 +1,9 @@
 /**
- * The ControlNet hook of the denoising loop (sd15-onnx.md §2b convention 1,
- * OnnxStack `ControlNetDiffuser.cs`, axodox `ControlNetInferer.cpp`): run the
- * ControlNet on the same scaled sample, timestep and text embeddings as the
- * UNet plus the control image, and bind its 12 down + 1 mid residuals to the
+ * The ControlNet hook of the denoising loop (a separate ControlNet and a
+ * ControlNet-UNet, as TensorStack-AI/OnnxStack `ControlNetDiffuser.cs` and
+ * axodox `ControlNetInferer.cpp` run them): run the ControlNet on the same
+ * scaled sample, timestep and text embeddings as the UNet plus the control
+ * image, and bind its 12 down + 1 mid residuals to the
  * residual UNet's inputs.
  *
  * @module

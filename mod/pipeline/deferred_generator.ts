@@ -1,7 +1,7 @@
 /**
  * A {@link Generator} whose engine is still starting: lets the transport
  * answer `initialize` while the model check and the Worker's sessions load
- * (seconds to minutes at full size, issue 12), and makes every call wait for
+ * (seconds to minutes at full size, docs/performance.md), and makes every call wait for
  * them.
  *
  * @module

@@ -7,7 +7,8 @@
  * diffusers `pipeline_onnx_stable_diffusion.py`,
  * `pipeline_latent_consistency_text2img.py`, `pipeline_controlnet_inpaint.py`,
  * `pipeline_stable_diffusion_img2img.py` (image_to_image.ts), AUTOMATIC1111's
- * SD upscale script (upscale.ts) (sd15-onnx.md §1d, §2b, §3, §5).
+ * SD upscale script (upscale.ts); the ControlNet hook as OnnxStack runs it
+ * (controlnet.ts); the schedulers of `src/diffusers/schedulers/`.
  *
  * @module
  */

@@ -93,7 +93,10 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
   };
 }
 
-/** File locations inside the SD 1.5 folder (diffusers ONNX layout, sd15-onnx.md §2a). */
+/**
+ * File locations inside the SD 1.5 folder (diffusers ONNX layout, as the
+ * Hugging Face SD 1.5 ONNX repositories publish it).
+ */
 export function basePaths(base: string): {
   textEncoder: string;
   unet: string;

@@ -36,7 +36,7 @@ export function checkMask(mask: Mask, width: number, height: number): void {
 /**
  * RGB in [0, 1], NCHW `[1, 3, H, W]`: `np.array(img).astype(np.float32) / 255`
  * and a transpose, as diffusers' `VaeImageProcessor(do_normalize=False)`
- * prepares ControlNet images (sd15-onnx.md §3). With `mask`, masked pixels
+ * prepares ControlNet images (`VaeImageProcessor(do_normalize=False)`). With `mask`, masked pixels
  * (mask = 1) are set to −1 on every channel: the control image of
  * control_v11p_sd15_inpaint (diffusers `docs/source/en/using-diffusers/inpaint.md`,
  * `image[image_mask > 0.5] = -1.0`).

@@ -1,7 +1,7 @@
 /**
  * The latent-space and pixel-space blending of inpainting with an ordinary
  * 4-channel UNet and the inpaint ControlNet (diffusers
- * `pipelines/controlnet/pipeline_controlnet_inpaint.py`, sd15-onnx.md §3).
+ * `pipelines/controlnet/pipeline_controlnet_inpaint.py`).
  *
  * @module
  */

@@ -68,7 +68,7 @@ export interface ModelSet {
   vaeDecoder: LoadedModel;
   /**
    * What latents are divided by before decoding: SD 1.5's 0.18215 for the
-   * full VAE, 1 for TAESD (it decodes the UNet's latents as they are, §7).
+   * full VAE, 1 for TAESD (it decodes the UNet's latents as they are: TAESD's README).
    */
   vaeDecoderScale: number;
   /**

@@ -51,7 +51,7 @@ export function truncationNote(
  * Encodes the prompts. With `withNegative` the batch is
  * `[negative, positive]`, else only the positive prompt. `input_ids` is fed
  * in the dtype the model declares (int32 for the diffusers script, int64 for
- * Optimum, sd15-onnx.md §1a/§1b).
+ * Optimum).
  */
 export async function encodePrompts(
   tokenizer: PromptTokenizer,

@@ -113,7 +113,7 @@ Deno.test("fast preset sampling: LCM LoRA (kohya layout) + lcm, 4 steps, guidanc
         [759],
         [499],
         [259],
-      ]); // LCMScheduler, 4 steps (sd15-onnx.md §5)
+      ]); // LCMScheduler, 4 steps (diffusers `scheduling_lcm.py`)
       const text = plain.runs.filter((r) => r.label === "text_encoder");
       deepStrictEqual(text.map((r) => r.feeds.input_ids.dims), [[1, 77]], "positive prompt only");
     } finally {

@@ -1,7 +1,7 @@
 /**
  * The VAE at both ends of the loop: latents → image (decoder) and, for
  * image-to-image, upscaling and inpainting, image → latents (encoder). SD 1.5's latent scaling factor is
- * 0.18215 (diffusers' ONNX pipelines hard-code it, sd15-onnx.md §1d).
+ * 0.18215 (diffusers' ONNX pipelines hard-code it, `pipeline_onnx_stable_diffusion.py`).
  *
  * @module
  */

@@ -15,7 +15,7 @@ const bodyScene = scenes.find((s) => s.name === "body")!;
 const fullScene = scenes.find((s) => s.name === "full")!;
 const NO_PARTS = { body: true, hands: false, face: false };
 
-// Reference values written out from the spec (sd15-onnx.md §4d), not imported from draw.ts.
+// Reference values written out from controlnet_aux's `open_pose/util.py`, not imported from draw.ts.
 const LIMBS = [
   [2, 3],
   [2, 6],

@@ -49,7 +49,7 @@ Deno.test("betas: within 1e-6 (relative) of torch's AVX2 and AVX-512 builds", ()
 
 Deno.test("betas: SD 1.5 published values and the float64 definition", () => {
   const ac = alphasCumprod(makeBetas("scaled_linear", 0.00085, 0.012, 1000));
-  // sd15-onnx.md §5: ac[0] ≈ 0.99915, ac[999] ≈ 0.004660, σ_min ≈ 0.029167, σ_max ≈ 14.6146
+  // From diffusers' scaled_linear betas (0.00085..0.012, 1000 steps): ac[0] ≈ 0.99915, ac[999] ≈ 0.004660, σ_min ≈ 0.029167, σ_max ≈ 14.6146
   strictEqual(Number(ac[0].toFixed(5)), 0.99915);
   strictEqual(Number(ac[999].toFixed(6)), 0.00466);
   const sigmas = sigmasFromAlphasCumprod(ac);

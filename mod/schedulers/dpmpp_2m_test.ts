@@ -32,7 +32,7 @@ Deno.test("dpmpp_2m: linspace timesteps 999, 949, …, 50 (N+1 points)", () => {
 Deno.test("dpmpp_2m: Karras N=20 sigmas and timesteps (published)", () => {
   const s = new DpmSolverMultistepScheduler(config, { karras: true });
   s.setTimesteps(20);
-  // sd15-onnx.md §5: sigmas 14.615, 11.725, 9.340, …, 0.0485, 0.0292;
+  // diffusers' DPMSolverMultistepScheduler with Karras sigmas, N = 20: sigmas 14.615, 11.725, 9.340, …, 0.0485, 0.0292;
   // timesteps 999, 962, 921, 876, 827, 772, …, 15, 6, 2, 0
   const sig = s.sigmas;
   deepStrictEqual(sig.slice(0, 3).map((v) => v.toFixed(3)), ["14.615", "11.725", "9.340"]);

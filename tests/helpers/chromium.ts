@@ -14,8 +14,8 @@ export const CHROMIUM_CANDIDATES: readonly string[] = Deno.env.get("CHROMIUM_BIN
   : ["/usr/bin/chromium"];
 
 /**
- * Flags that work on the development and CI machines (root, no display, no
- * GPU, no network beyond loopback); the profile is a new empty folder.
+ * Flags that work on a CI machine (root, no display, no GPU, no network
+ * beyond loopback); the profile is a new empty folder.
  */
 const FLAGS = [
   "--headless",

@@ -12,7 +12,7 @@
 
 import { join } from "node:path";
 
-/** The base image the Containerfile is built on here. */
+/** The base image the test builds the Containerfile on (made from Debian's packages). */
 export const BASE_IMAGE = "localhost/sd15-mcp-base:bookworm";
 
 /** Where the storage, the run state and the settings live. */

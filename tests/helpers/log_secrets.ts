@@ -1,5 +1,5 @@
 /**
- * "Nothing secret in any log line of the whole test run" (issue 10), the
+ * "Nothing secret in any log line of the whole test run", the
  * test side: `deno task test` gives the run a log directory
  * (`SD15_TEST_LOG_DIR`: `.cache/test-logs`, see test_runner.ts). Into it go:
  *

@@ -1,6 +1,6 @@
 /**
  * Server replicas as real processes (`main.ts --transport http`) on one
- * database, for the scale-out tests and benchmark (issue 11).
+ * database, for the scale-out tests and benchmark (docs/deploy.md).
  *
  * @module
  */

@@ -10,7 +10,8 @@ import { ok } from "node:assert";
 
 /**
  * runwayml/stable-diffusion-v1-5 `scheduler/scheduler_config.json` as
- * published (see /work/shared/reference/sd15-onnx.md §5).
+ * published on Hugging Face (the same PNDM config as in its mirror
+ * stable-diffusion-v1-5/stable-diffusion-v1-5, which models.lock pins).
  */
 export const SD15_CONFIG = {
   _class_name: "PNDMScheduler",
