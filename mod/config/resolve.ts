@@ -207,9 +207,9 @@ export interface PresetValues {
 /**
  * The presets. "fast": LCM-LoRA sampling as diffusers' LCM-LoRA guide runs it
  * (`LCMScheduler`, 4 steps, guidance_scale 1.0, so no unconditional batch)
- * with the tiny VAE decoder: about 30 s per 512² image on 2 CPU cores.
+ * with the tiny VAE decoder: 17–30 s per 512² image on 2 CPU cores.
  * "quality": SD 1.5's own sampling (PNDM, 25 steps, CFG 7.5, the full VAE):
- * about 7 minutes on 2 CPU cores, seconds on a GPU. "custom" (also the old
+ * 4–7 minutes on 2 CPU cores, seconds on a GPU. "custom" (also the old
  * "default"): the keys as written, with quality's values for those left out.
  * docs/performance.md measures each.
  */
