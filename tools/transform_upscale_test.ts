@@ -8,12 +8,11 @@ import assert from "node:assert/strict";
 import { ImageService } from "../mod/generation/mod.ts";
 import { encodePng, readPngText } from "../mod/image/mod.ts";
 import { startMemoryJobs } from "../mod/jobs/testing.ts";
-import type { JobService } from "../mod/jobs/mod.ts";
 import { ToolError } from "../mod/mcp/mod.ts";
 import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
 import type { GenerationRequest, RgbImage } from "../mod/pipeline/types.ts";
-import { closestUpscaleSize, createUpscaleImageTool } from "./upscale_image.ts";
-import { createTransformImageTool } from "./transform_image.ts";
+import { closestUpscaleSize, createUpscaleImageTool, upscaleImageArgs } from "./upscale_image.ts";
+import { createTransformImageTool, transformImageArgs } from "./transform_image.ts";
 
 const STRENGTHS = { transform: { subtle: 0.2, moderate: 0.45, strong: 0.85 }, upscale: 0.35 };
 
@@ -82,10 +81,7 @@ Deno.test(
 );
 
 Deno.test("transform_image: input errors are the image tools' own", () => {
-  const validate = createTransformImageTool({
-    images: undefined as unknown as ImageService,
-    jobs: undefined as unknown as JobService,
-  }).validate;
+  const validate = transformImageArgs;
   const issue = (args: Record<string, unknown>) => {
     const r = validate.safeParse(args);
     assert.equal(r.success, false, JSON.stringify(args));
@@ -158,10 +154,7 @@ Deno.test(
 );
 
 Deno.test("upscale_image: validation", () => {
-  const validate = createUpscaleImageTool({
-    images: undefined as unknown as ImageService,
-    jobs: undefined as unknown as JobService,
-  }).validate;
+  const validate = upscaleImageArgs;
   const ok = validate.parse({ input_image: "x", positive_prompt: null });
   assert.equal(ok.positive_prompt, "");
   assert.equal(ok.size, null);
