@@ -86,6 +86,7 @@ intra_op_threads = 1
 inter_op_threads = 1
 
 [generation]
+preset = "quality"               # the tiny set has no LCM LoRA for the CPU's default fast preset
 steps = 4
 EOF
 key=$(deno task --quiet keys create --config "$config" --project 1 --user 1 --permission write \
