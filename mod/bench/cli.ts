@@ -12,7 +12,7 @@ const HELP: Help = {
   usage: [
     "deno task bench [DENO BENCH FLAGS] [FILES]",
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
-    "[--fresh-reuse]",
+    "[--fresh-reuse] [--fresh-export DIR]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -40,6 +40,12 @@ const HELP: Help = {
       "--fresh-reuse",
       "full: keep the fresh-defaults scenario's models root from an earlier run (its " +
       "deno task models then finds everything in place) instead of laying it out anew",
+    ],
+    [
+      "--fresh-export DIR",
+      "full: the fresh-defaults scenario once more, with DIR (a diffusers-ONNX folder from a " +
+      "real exporter: the diffusers script, Optimum) standing in for the pinned fp32 set; " +
+      "`--only fresh-export` runs that alone",
     ],
     ["-h, --help", "print this help and exit"],
   ],

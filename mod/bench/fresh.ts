@@ -11,6 +11,13 @@
  * steady images, its peak RSS against the files it opened, and a second
  * start (the merge cached) next to a plain start without any LoRA.
  *
+ * With `exportDir` (`--fresh-export DIR`), a diffusers-ONNX folder made by a
+ * real exporter (the diffusers script or Optimum) also stands in for the
+ * pinned fp32 export at `sd15-fp32/`: `[models] base = "auto"` then picks it
+ * on the CPU provider, as it would the pinned files, so the same start-up,
+ * image times and peak RSS are measured on that exporter's graphs (the
+ * nodes ONNX Runtime plans its memory from), not the project builder's.
+ *
  * @module
  */
 
@@ -30,15 +37,39 @@ import { randomTaesdWeights, taesdSafetensors } from "../convert/taesd_testing.t
 import { benchCacheDir, type FullSet } from "./full_models.ts";
 import { processAlive } from "../lora/mod.ts";
 import { sampleRss } from "./proc_memory.ts";
+import { sha256File } from "../models/mod.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const GB = 1e9;
 
+/** The model files of a diffusers-ONNX folder that stand in for the pinned fp32 export's. */
+const EXPORT_FILES = [
+  ["text_encoder", "text_encoder/model.onnx"],
+  ["unet", "unet/model.onnx"],
+  ["unet", "unet/weights.pb"],
+  ["vae_decoder", "vae_decoder/model.onnx"],
+  ["vae_encoder", "vae_encoder/model.onnx"],
+] as const;
+
 /** The stand-ins for the downloads: lock path → where the built file is (or its bytes). */
-function standIns(fp16: FullSet, seed: number, lpb: number): Map<string, string | Uint8Array> {
+function standIns(
+  fp16: FullSet,
+  seed: number,
+  lpb: number,
+  exportDir?: string,
+): Map<string, string | Uint8Array> {
   const files = new Map<string, string | Uint8Array>();
   for (const f of fp16.files) {
     if (f.path.startsWith("sd15/")) files.set(f.path, join(fp16.root, f.path));
+  }
+  if (exportDir) {
+    for (const [, path] of EXPORT_FILES) files.set(`sd15-fp32/${path}`, join(exportDir, path));
+    // Tokenizer and scheduler files are the same CLIP and scheduler configs in every export.
+    for (const f of fp16.files) {
+      if (/^sd15\/(tokenizer|scheduler)\//.test(f.path)) {
+        files.set(f.path.replace(/^sd15\//, "sd15-fp32/"), join(fp16.root, f.path));
+      }
+    }
   }
   files.set("taesd/taesd_decoder.safetensors", taesdSafetensors(randomTaesdWeights(seed)));
   const modules = lcmLoraModules(buildFullUnet(seed, { layersPerBlock: lpb }));
@@ -61,6 +92,7 @@ async function layout(
   seed: number,
   lpb: number,
   reuse: boolean,
+  exportDir?: string,
 ): Promise<string> {
   const root = join(dir, "models");
   const lock = join(dir, "models.lock");
@@ -69,10 +101,23 @@ async function layout(
   await Deno.mkdir(root, { recursive: true });
   const byPath = new Map(fp16.files.map((f) => [f.path, f]));
   const entries = [];
-  for (const [path, source] of standIns(fp16, seed, lpb)) {
+  const component = (path: string) =>
+    EXPORT_FILES.find(([, p]) => path === `sd15-fp32/${p}`)?.[0] ??
+      (path.includes("/tokenizer/") ? "tokenizer" : "scheduler");
+  for (const [path, source] of standIns(fp16, seed, lpb, exportDir)) {
     const to = join(root, path);
     await Deno.mkdir(join(to, ".."), { recursive: true });
-    if (typeof source === "string") {
+    if (typeof source === "string" && path.startsWith("sd15-fp32/")) {
+      // The export's own files (or the built set's tokenizer), hashed as they are.
+      await Deno.link(source, to);
+      entries.push({
+        component: component(path),
+        path,
+        url: `fixture://bench/${path}`,
+        size: (await Deno.stat(to)).size,
+        sha256: await sha256File(to),
+      });
+    } else if (typeof source === "string") {
       await Deno.link(source, to);
       const f = byPath.get(path)!;
       entries.push({
@@ -212,21 +257,35 @@ async function serve(config: string, images: number) {
 }
 
 /**
- * Bytes of what the fast preset's server opens: the derived text encoder and
- * VAE encoder (image-to-image and upscaling), the merged UNet, TAESD.
+ * Bytes of what the fast preset's server opens: the base set's text encoder
+ * and VAE encoder (image-to-image and upscaling), the merged UNet, TAESD.
+ * The derived set's folders are counted from their records; the export's
+ * (`sd15-fp32/`, `--fresh-export`) from the files themselves.
  */
-async function openedBytes(root: string): Promise<number> {
+async function openedBytes(root: string, exported: boolean): Promise<number> {
   let n = 0;
-  const folders = [
-    join(root, "sd15-fp32-derived/text_encoder"),
-    join(root, "sd15-fp32-derived/vae_encoder"),
-    join(root, "taesd/vae_decoder"),
-  ];
-  for await (const e of Deno.readDir(join(root, ".merged"))) {
-    if (e.isDirectory && e.name.startsWith("unet-") && !e.name.includes(".building-")) {
-      folders.push(join(root, ".merged", e.name));
+  if (exported) {
+    for (const path of ["text_encoder/model.onnx", "vae_encoder/model.onnx"]) {
+      n += (await Deno.stat(join(root, "sd15-fp32", path))).size;
     }
   }
+  const folders = [
+    ...(exported ? [] : [
+      join(root, "sd15-fp32-derived/text_encoder"),
+      join(root, "sd15-fp32-derived/vae_encoder"),
+    ]),
+    join(root, "taesd/vae_decoder"),
+  ];
+  // The merge cache keeps the previous merge beside the current one: the newest is this run's.
+  let newest: { path: string; builtAt: string } | undefined;
+  for await (const e of Deno.readDir(join(root, ".merged"))) {
+    if (e.isDirectory && e.name.startsWith("unet-") && !e.name.includes(".building-")) {
+      const path = join(root, ".merged", e.name);
+      const builtAt = (await readDerivedRecord(path))?.builtAt ?? "";
+      if (!newest || builtAt > newest.builtAt) newest = { path, builtAt };
+    }
+  }
+  if (newest) folders.push(newest.path);
   for (const f of folders) {
     const record = await readDerivedRecord(f);
     n += (record?.files ?? []).reduce((a, x) => a + x.size, 0);
@@ -237,15 +296,24 @@ async function openedBytes(root: string): Promise<number> {
 /** Runs the scenario on the built fp16 set; returns its report and table rows. */
 export async function runFreshDefaults(
   fp16: FullSet,
-  options: { seed?: number; images?: number; layersPerBlock?: number; reuse?: boolean } = {},
+  options: {
+    seed?: number;
+    images?: number;
+    layersPerBlock?: number;
+    reuse?: boolean;
+    /** A diffusers-ONNX folder standing in for the pinned fp32 export (`--fresh-export`). */
+    exportDir?: string;
+  } = {},
 ): Promise<{ report: Record<string, unknown>; rows: string[][] }> {
-  const dir = join(benchCacheDir(), "fresh-defaults");
+  const exportDir = options.exportDir;
+  const dir = join(benchCacheDir(), exportDir ? "fresh-defaults-export" : "fresh-defaults");
   const lock = await layout(
     fp16,
     dir,
     options.seed ?? 1234,
     options.layersPerBlock ?? 2,
     options.reuse ?? false,
+    exportDir,
   );
   const config = await freshConfig(dir, lock, "config.toml");
   const models = await runModels(config);
@@ -269,12 +337,13 @@ export async function runFreshDefaults(
     { section: "models", key: "vae_decoder", value: '"tiny"' },
   ]);
   const plain = await serve(plainConfig, 1);
-  const files = await openedBytes(join(dir, "models"));
+  const files = await openedBytes(join(dir, "models"), exportDir !== undefined);
   const steady = first.imageMs.slice(1);
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const report = {
     root: dir,
     reusedLayout: options.reuse ?? false,
+    ...(exportDir ? { exportDir } : {}),
     models,
     firstStart: { ...first, filesOpened: files },
     secondStart: second,
@@ -282,7 +351,9 @@ export async function runFreshDefaults(
   };
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const rows = [[
-    "fresh defaults (config.toml + deno task models, CPU: fast preset, derived fp32 set, TAESD, LCM LoRA cached)",
+    exportDir
+      ? `fresh defaults on the export in ${exportDir} (config.toml + deno task models, CPU: fast preset, the export as the fp32 set, TAESD, LCM LoRA cached)`
+      : "fresh defaults (config.toml + deno task models, CPU: fast preset, derived fp32 set, TAESD, LCM LoRA cached)",
     `deno task models ${s(models.ms)} (peak RSS ${(models.peakRss / GB).toFixed(2)} GB)`,
     `first start: initialize ${s(first.initializeMs)}, tools/list ${s(first.toolsListMs)}, ` +
     `first image ${s(first.firstImageMs)} after the start`,

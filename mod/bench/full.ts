@@ -15,12 +15,14 @@
  * fresh-defaults scenario derived, so choosing it runs that one first;
  * `--fresh-reuse` keeps that scenario's models root from an earlier run (its
  * `deno task models` then finds everything in place) instead of laying it
- * out anew.
+ * out anew. `--fresh-export DIR` runs the fresh-defaults scenario once more
+ * with a diffusers-ONNX folder made by a real exporter (the diffusers script,
+ * Optimum) as the fp32 set (`--only fresh-export`: that run alone).
  *
  * @module
  */
 
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { Client, StdioClientTransport } from "../mcp/sdk.ts";
@@ -221,6 +223,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       lpb: { type: "string", default: "2" },
       out: { type: "string" },
       "fresh-reuse": { type: "boolean" },
+      "fresh-export": { type: "string" },
     },
   });
   const steps = v.steps!;
@@ -299,11 +302,14 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
     settings: { steps: Number(steps), size: Number(size), layersPerBlock: lpb },
     scenarios: {} as Record<string, unknown>,
   };
-  const fresh = !only || only.includes("fresh") || chosen.some((s) => s.precision === "derived");
+  const exportDir = v["fresh-export"] ? resolve(v["fresh-export"]) : undefined;
+  const exportOnly = exportDir !== undefined && only?.length === 1 && only[0] === "fresh-export";
+  const fresh = !exportOnly &&
+    (!only || only.includes("fresh") || chosen.some((s) => s.precision === "derived"));
   const want = new Set([
     ...chosen.map((s) => s.precision === "derived" ? "fp16" : s.precision),
     ...(only?.includes("startup") || !only ? ["fp32"] : []),
-    ...(fresh ? ["fp16"] : []),
+    ...(fresh || exportDir ? ["fp16"] : []),
   ]);
   for (const p of want as Set<"fp32" | "fp16">) {
     const t0 = performance.now();
@@ -334,6 +340,19 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
     rows.push(...result.rows);
     console.error(result.rows.map((r) => r.join(" | ")).join("\n"));
     sets.derived = await derivedSet(join(benchCacheDir(), "fresh-defaults", "models"));
+  }
+  if (exportDir) {
+    // The same scenario on another exporter's graphs (the fp16 set still supplies the
+    // tokenizer, the scheduler and the files the lock's derived tables name).
+    const t0 = performance.now();
+    const result = await runFreshDefaults(sets.fp16!, {
+      layersPerBlock: lpb,
+      reuse: v["fresh-reuse"] === true,
+      exportDir,
+    });
+    report.freshDefaultsExport = { ...result.report, ms: Math.round(performance.now() - t0) };
+    rows.push(...result.rows);
+    console.error(result.rows.map((r) => r.join(" | ")).join("\n"));
   }
   let extras: FullExtras | undefined;
   if (chosen.some((s) => s.extras)) {

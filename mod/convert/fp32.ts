@@ -17,6 +17,11 @@
  * memory; a model with inline weights (the text encoder, the VAE) is decoded
  * whole. Output is deterministic: the same input bytes give the same files.
  *
+ * The widened graph also loses the all-zero `baddbmm` addend that torch's
+ * exporter writes into diffusers' attention scores (`mod/onnx/zero_addend.ts`:
+ * one score-sized tensor less per attention call, 0.74 GB less peak and a
+ * quarter less time per UNet call on a full-size SD 1.5 export).
+ *
  * @module
  */
 
@@ -25,6 +30,7 @@ import { basename, dirname, join } from "node:path";
 import onnx from "onnx-proto";
 import { float16BitsToFloat32 } from "../onnx/fp16.ts";
 import { ELEM_BYTES } from "../onnx/model_info.ts";
+import { dropZeroAddends } from "../onnx/zero_addend.ts";
 
 const P = onnx.onnx;
 type Tensor = onnx.onnx.ITensorProto;
@@ -32,7 +38,7 @@ type Graph = onnx.onnx.IGraphProto;
 type TypeProto = onnx.onnx.ITypeProto;
 
 /** Bumped whenever {@link widenToFp32} writes different bytes for the same input. */
-export const FP32_CONVERTER_VERSION = 1;
+export const FP32_CONVERTER_VERSION = 2;
 
 const FLOAT = 1;
 const FLOAT16 = 10;
@@ -57,6 +63,8 @@ export interface WidenReport {
   casts: number;
   /** Graph inputs, outputs and value infos declared float16 before. */
   declarations: number;
+  /** Zero attention-score addends dropped (`mod/onnx/zero_addend.ts`). */
+  zeroAddends: number;
 }
 
 /** A model that cannot be widened; the message names the file and the tensor. */
@@ -98,9 +106,11 @@ export async function widenToFp32(modelPath: string, outDir: string): Promise<Wi
   const counts: Counts = { tensors: 0, casts: 0, declarations: 0 };
   const external = new ExternalWriter(modelPath, outDir);
   const files: WrittenFile[] = [];
+  let zeroAddends = 0;
   try {
     await widenGraph(model.graph, modelPath, counts, external);
     files.push(...external.finish());
+    zeroAddends = dropZeroAddends(model.graph).adds;
   } finally {
     external.close();
   }
@@ -111,7 +121,7 @@ export async function widenToFp32(modelPath: string, outDir: string): Promise<Wi
     size: encoded.length,
     sha256: createHash("sha256").update(encoded).digest("hex"),
   });
-  return { files, ...counts };
+  return { files, ...counts, zeroAddends };
 }
 
 /** Widens one graph (and its subgraphs) in place; external tensors are streamed to `external`. */

@@ -10,6 +10,7 @@ import {
 } from "../onnx/mod.ts";
 import { widenToFp32 } from "./fp32.ts";
 import { smallGraph } from "./testing.ts";
+import { attentionScoresModel, runAttentionScores } from "../onnx/zero_addend_testing.ts";
 
 const P = onnx.onnx;
 
@@ -179,3 +180,20 @@ async function roundedCopy(path: string, to: string): Promise<string> {
   await Deno.writeFile(to, P.ModelProto.encode(model).finish());
   return to;
 }
+
+Deno.test("widenToFp32: the zero baddbmm addend of exported attention scores is dropped, output unchanged", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "fp32_scores_" });
+  try {
+    const original = attentionScoresModel();
+    await Deno.writeFile(join(dir, "model.onnx"), original);
+    await Deno.mkdir(join(dir, "out"));
+    const report = await widenToFp32(join(dir, "model.onnx"), join(dir, "out"));
+    assert.equal(report.zeroAddends, 1);
+    const written = await Deno.readFile(join(dir, "out", "model.onnx"));
+    const ops = P.ModelProto.decode(written).graph!.node!.map((n) => n.opType);
+    assert.ok(!ops.includes("ConstantOfShape"), ops.join(","));
+    assert.deepEqual(await runAttentionScores(written), await runAttentionScores(original));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

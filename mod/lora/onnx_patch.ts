@@ -14,13 +14,23 @@
  * MatMul's is its one initializer input, stored [in, out] so the torch-layout
  * ΔW [out, in] is added transposed.
  *
+ * The patched graph also loses the all-zero `baddbmm` addend of diffusers'
+ * attention scores where torch's exporter wrote one (`mod/onnx`
+ * `dropZeroAddends`): one score-sized tensor less per attention call, so a
+ * merged UNet runs in less memory and time than its base.
+ *
  * @module
  */
 
 import { basename, dirname, join } from "node:path";
 import onnx from "onnx-proto";
 import { log } from "../log/mod.ts";
-import { type ExternalDataFile, float16BitsToFloat32, float32ToFloat16Bits } from "../onnx/mod.ts";
+import {
+  dropZeroAddends,
+  type ExternalDataFile,
+  float16BitsToFloat32,
+  float32ToFloat16Bits,
+} from "../onnx/mod.ts";
 import { GemmAdder } from "./gemm_adder.ts";
 import { fixNodeName, type LoraModule, type LoraTarget } from "./kohya_keys.ts";
 
@@ -62,7 +72,7 @@ export interface PatchedModel {
  * of the key of every cached merged model (`mod/models/merged.ts`): bump it
  * when the merge's arithmetic or output layout changes.
  */
-export const LORA_MERGE_VERSION = 1;
+export const LORA_MERGE_VERSION = 2;
 
 /** Options of {@link patchModel}. */
 export interface PatchOptions {
@@ -175,6 +185,8 @@ export async function patchModel(
     }
   });
   if (plan.size === 0) return undefined;
+  // Only a patched model is written or handed over: the graph is simplified with it.
+  const simplified = dropZeroAddends(graph).adds > 0;
 
   const locations = new Set<string>();
   for (const t of graph.initializer ?? []) {
@@ -193,6 +205,7 @@ export async function patchModel(
         options.into,
         adder,
         matched,
+        simplified,
       );
       return { ...kept, dispose: () => Promise.resolve() };
     }
@@ -200,7 +213,17 @@ export async function patchModel(
       const dir = await scratchDir(dirname(path));
       if (dir) {
         try {
-          return await patchBeside(path, bytes, model, plan, locations, dir, adder, matched);
+          return await patchBeside(
+            path,
+            bytes,
+            model,
+            plan,
+            locations,
+            dir,
+            adder,
+            matched,
+            simplified,
+          );
         } catch (e) {
           await Deno.remove(dir, { recursive: true }).catch(() => {});
           if (!(e instanceof ScratchError)) throw e;
@@ -217,7 +240,7 @@ export async function patchModel(
         }
       }
     }
-    return await patchInMemory(path, bytes, model, plan, locations, adder, matched);
+    return await patchInMemory(path, bytes, model, plan, locations, adder, matched, simplified);
   } finally {
     await adder.release();
   }
@@ -241,6 +264,7 @@ async function patchInMemory(
   locations: ReadonlySet<string>,
   adder: GemmAdder,
   matched: Set<string>[],
+  simplified: boolean,
 ): Promise<PatchedModel> {
   const external = new Map<string, Uint8Array>();
   for (const loc of locations) {
@@ -250,7 +274,7 @@ async function patchInMemory(
       throw new Error(`${path}: cannot read external data "${loc}": ${(e as Error).message}`);
     }
   }
-  const reencode = await patchPlanned(path, bytes, plan, adder, (ref, length, name) => {
+  const inlineCopied = await patchPlanned(path, bytes, plan, adder, (ref, length, name) => {
     const file = external.get(ref.location)!;
     checkBounds(path, name, ref, length, file.length);
     // A view of the file's bytes: updated in place, nothing to write back.
@@ -259,6 +283,7 @@ async function patchInMemory(
       commit: () => Promise.resolve(),
     });
   });
+  const reencode = simplified || inlineCopied;
   return {
     model: reencode ? P.ModelProto.encode(model).finish() : bytes,
     externalData: [...external].map(([p, data]) => ({ path: p, data })),
@@ -318,9 +343,10 @@ async function patchBeside(
   dir: string,
   adder: GemmAdder,
   matched: Set<string>[],
+  simplified: boolean,
 ): Promise<PatchedModel> {
   const files = new Map<string, Deno.FsFile>();
-  let reencode = false;
+  let reencode = simplified;
   try {
     for (const loc of locations) {
       const from = join(dirname(path), loc);
@@ -336,7 +362,7 @@ async function patchBeside(
       });
       files.set(loc, await Deno.open(to, { read: true, write: true }));
     }
-    reencode = await patchPlanned(path, bytes, plan, adder, async (ref, length, name) => {
+    const inlineCopied = await patchPlanned(path, bytes, plan, adder, async (ref, length, name) => {
       const file = files.get(ref.location)!;
       checkBounds(path, name, ref, length, (await file.stat()).size);
       const region = new Uint8Array(length);
@@ -350,6 +376,7 @@ async function patchBeside(
         },
       };
     });
+    reencode ||= inlineCopied;
   } finally {
     for (const f of files.values()) f.close();
   }

@@ -9,6 +9,7 @@ import { Graph } from "../model_builder/mod.ts";
 import { createSessionFromBytes, fromFloat16Bits, Tensor, toFloat16Bits } from "../onnx/mod.ts";
 import type { LoraModule } from "./kohya_keys.ts";
 import { patchModel } from "./onnx_patch.ts";
+import { attentionScoresModel, Q, runAttentionScores } from "../onnx/zero_addend_testing.ts";
 
 Deno.test("patchModel: an embedded fp16 MatMul weight gets fp16(W + ΔWᵀ) and runs", async () => {
   // y = Cast32(Cast16(x) · W), W fp16 [in=4, out=3].
@@ -78,6 +79,43 @@ Deno.test("patchModel: an embedded fp16 MatMul weight gets fp16(W + ΔWᵀ) and 
         modules: [{ ...module, target: "text_encoder" }],
       }]),
       undefined,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("patchModel: the patched graph loses the zero baddbmm addend of its attention scores", async () => {
+  // W and the update in small binary fractions, so W + ΔWᵀ is exact in float32 either way.
+  const n = Q[2];
+  const w = Float32Array.from({ length: n * n }, (_, i) => ((i * 7) % 9 - 4) / 8);
+  const up = Float32Array.from({ length: n }, (_, o) => (o % 3) / 4);
+  const down = Float32Array.from({ length: n }, (_, i) => (i % 4 - 1) / 2);
+  const merged = w.map((v, k) => v + up[k % n] * down[Math.floor(k / n)]);
+  const dir = await Deno.makeTempDir({ prefix: "lora_scores_" });
+  try {
+    const path = join(dir, "model.onnx");
+    await Deno.writeFile(path, attentionScoresModel({ projection: w }));
+    const patched = await patchModel(path, "unet", [{
+      path: "t.safetensors",
+      weight: 1,
+      modules: [{
+        key: "lora_unet_attn_to_q",
+        target: "unet",
+        base: "attn_to_q",
+        up: { shape: [n, 1], data: up },
+        down: { shape: [1, n], data: down },
+        alpha: 1,
+      }],
+    }]);
+    ok(patched);
+    deepStrictEqual(patched.patched, ["to_q.weight"]);
+    const ops = onnx.onnx.ModelProto.decode(patched.model).graph!.node!.map((x) => x.opType);
+    ok(!ops.includes("ConstantOfShape") && !ops.includes("Add"), ops.join(","));
+    // The same graph built with the merged weight, zero addend and all.
+    deepStrictEqual(
+      await runAttentionScores(patched.model),
+      await runAttentionScores(attentionScoresModel({ projection: merged })),
     );
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -3,7 +3,8 @@
  * `onnxruntime-node` import is in `runtime.ts`), the tensor class and device
  * tensors, the execution providers' start-up check and their errors, fp16
  * bit conversion, feeds in the declared dtype, the per-component I/O
- * contract, and the load-time rewrite that makes a VAE encoder deterministic.
+ * contract, the load-time rewrite that makes a VAE encoder deterministic, and
+ * the one that drops the zero addend of exported attention scores.
  *
  * @module
  */
@@ -86,3 +87,4 @@ export {
   type VaeEncoderGraph,
   VaeEncoderGraphError,
 } from "./vae_encoder_graph.ts";
+export { dropZeroAddends, type ZeroAddendReport } from "./zero_addend.ts";

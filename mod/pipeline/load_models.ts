@@ -32,6 +32,7 @@ import {
 import { log } from "../log/mod.ts";
 import { LoraSet } from "../lora/mod.ts";
 import { ClipTokenizer } from "../tokenizer/mod.ts";
+import { collectGarbage } from "./collect_garbage.ts";
 import type { ControlNetModel } from "./controlnet.ts";
 import { basePaths, type EngineConfig } from "./engine_config.ts";
 import { errorMessage } from "./errors.ts";
@@ -268,6 +269,8 @@ export async function loadModels(
       set.poseDetector = await load("pose_detector", cn.openpose.detector);
       set.poseEstimator = await load("pose_estimator", cn.openpose.estimator);
     }
+    // What loading left in this isolate's heap must not still be resident at the first image.
+    collectGarbage();
     return set;
   } catch (e) {
     await Promise.allSettled(opened.map((m) => m.session.release()));
