@@ -48,45 +48,10 @@ SRC = Path(sys.argv[1]).resolve()
 OUT = Path(sys.argv[2]).resolve()
 
 work = tempfile.mkdtemp(prefix="diffusers-export-")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import diffusers_offline  # noqa: E402
 
-
-def stub(name, files):
-    """Writes a stand-in package `name` into the temporary folder when it is not installed."""
-    try:
-        __import__(name)
-    except ImportError:
-        os.makedirs(os.path.join(work, name), exist_ok=True)
-        for file, text in files.items():
-            with open(os.path.join(work, name, file), "w") as f:
-                f.write(text)
-
-
-HUB = '''import re as _re
-def _identity(*a, **k):
-    return a[0] if len(a) == 1 and callable(a[0]) and not k else None
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    if name.isupper():
-        return _re.compile("x") if "REGEX" in name else "/nonexistent"
-    return _identity
-'''
-stub("huggingface_hub", {f"{m}.py": HUB for m in ("__init__", "constants", "utils", "file_download")})
-UNUSED = "def __getattr__(name):\n    raise NotImplementedError(name)\n"
-stub("safetensors", {"__init__.py": '__version__ = "0.4.1"\n' + UNUSED, "torch.py": UNUSED})
-stub("tqdm", {
-    "__init__.py": "class tqdm:\n    def __init__(self, *a, **k):\n        pass\n",
-    "auto.py": "from . import tqdm\n",
-})
-stub("filelock", {"__init__.py": "def __getattr__(name):\n    return None\n"})
-stub("regex", {"__init__.py": "from re import *\n"})
-try:
-    import packaging.version  # noqa: F401
-except ImportError:
-    import pip._vendor.packaging as vendored
-
-    os.symlink(os.path.dirname(vendored.__file__), os.path.join(work, "packaging"))
-sys.path.insert(0, work)
+diffusers_offline.stub_missing(work)
 sys.path.insert(0, str(SRC / "src"))
 
 from diffusers.models import AutoencoderKL, UNet2DConditionModel  # noqa: E402

@@ -27,7 +27,8 @@ checkout:
 
 The few modules diffusers imports at package level but never uses here
 (huggingface_hub, tqdm, filelock, regex, packaging) are stubbed in a
-temporary folder when they are missing; the package `__init__` is replaced
+temporary folder when they are missing (`mod/bench/diffusers_offline.py`);
+the package `__init__` is replaced
 by one that defines only `__version__`, so no model class is imported.
 Arrays are base64 of little-endian float32.
 """
@@ -56,44 +57,10 @@ with open(os.path.join(pkg, "dependency_versions_check.py"), "w") as f:
     f.write("def dep_version_check(pkg, hint=None):\n    pass\n")
 
 
-def stub(name, text):
-    try:
-        __import__(name)
-    except ImportError:
-        os.makedirs(os.path.join(work, name), exist_ok=True)
-        with open(os.path.join(work, name, "__init__.py"), "w") as f:
-            f.write(text)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import diffusers_offline  # noqa: E402
 
-
-HUB = '''import re as _re
-def _identity(*a, **k):
-    return a[0] if len(a) == 1 and callable(a[0]) and not k else None
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    if name.isupper():
-        return _re.compile("x") if "REGEX" in name else "/nonexistent"
-    return _identity
-'''
-stub("huggingface_hub", HUB)
-for sub in ("constants", "utils", "file_download"):
-    path = os.path.join(work, "huggingface_hub", sub + ".py")
-    if os.path.isdir(os.path.join(work, "huggingface_hub")) and not os.path.exists(path):
-        with open(path, "w") as f:
-            f.write(HUB)
-stub("tqdm", "class tqdm:\n    def __init__(self, *a, **k):\n        pass\n")
-if os.path.isdir(os.path.join(work, "tqdm")):
-    with open(os.path.join(work, "tqdm", "auto.py"), "w") as f:
-        f.write("from . import tqdm\n")
-stub("filelock", "def __getattr__(name):\n    return None\n")
-stub("regex", "from re import *\n")
-try:
-    import packaging.version  # noqa: F401
-except ImportError:
-    import pip._vendor.packaging as vendored
-
-    os.symlink(os.path.dirname(vendored.__file__), os.path.join(work, "packaging"))
-sys.path.insert(0, work)
+diffusers_offline.stub_missing(work)
 
 import PIL.Image  # noqa: E402,F401
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler  # noqa: E402
