@@ -29,8 +29,9 @@ Needs torch and onnx (Debian bookworm: python3-torch 1.13.1, python3-onnx
 1.12; torch < 2.0 has no `scaled_dot_product_attention`, so diffusers runs
 `AttnProcessor`, whose `baddbmm` the exporter writes with an all-zero addend:
 what `mod/onnx/zero_addend.ts` removes). The few modules diffusers imports
-but never uses here (huggingface_hub, safetensors, tqdm, filelock, regex,
-packaging) are stubbed in a temporary folder when they are missing.
+but never uses for an export (huggingface_hub, safetensors, tqdm, filelock, regex,
+packaging) are stubbed in a temporary folder when they are missing
+(`mod/bench/diffusers_offline.py`).
 About 3 minutes and 10 GB of memory on a 2-core x86-64 VM.
 """
 import importlib.util

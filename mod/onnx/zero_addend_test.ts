@@ -46,7 +46,7 @@ for (
   const [name, v] of [
     ["a fill of 1", { fill: 1 }],
     ["an infinite beta (0·∞ is NaN)", { beta: Infinity }],
-    // Equal in value (k0 = q0 here), but not provably so from the graph.
+    // Equal in value (k0 = q0 in this graph), but not provably so from the graph.
     ["a shape built from k's first dimension", { shape: [["k", 0], ["q", 1], ["k", 1]] }],
     ["the Add as the graph output", { addIsOutput: true }],
   ] as Array<[string, AttentionVariant]>
