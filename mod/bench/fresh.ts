@@ -42,14 +42,23 @@ import { sha256File } from "../models/mod.ts";
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const GB = 1e9;
 
-/** The model files of a diffusers-ONNX folder that stand in for the pinned fp32 export's. */
-const EXPORT_FILES = [
-  ["text_encoder", "text_encoder/model.onnx"],
-  ["unet", "unet/model.onnx"],
-  ["unet", "unet/weights.pb"],
-  ["vae_decoder", "vae_decoder/model.onnx"],
-  ["vae_encoder", "vae_encoder/model.onnx"],
-] as const;
+/** The model folders of a diffusers-ONNX export that stand in for the pinned fp32 export's. */
+const EXPORT_FOLDERS = ["text_encoder", "unet", "vae_decoder", "vae_encoder"] as const;
+
+/**
+ * The files of an export's model folders, as lock paths under `sd15-fp32/`
+ * → component: each `model.onnx` with the external data beside it
+ * (`weights.pb` from the diffusers script, `model.onnx_data` from Optimum).
+ */
+function exportFiles(exportDir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const folder of EXPORT_FOLDERS) {
+    for (const e of Deno.readDirSync(join(exportDir, folder))) {
+      if (e.isFile) files.set(`sd15-fp32/${folder}/${e.name}`, folder);
+    }
+  }
+  return files;
+}
 
 /** The stand-ins for the downloads: lock path → where the built file is (or its bytes). */
 function standIns(
@@ -63,7 +72,9 @@ function standIns(
     if (f.path.startsWith("sd15/")) files.set(f.path, join(fp16.root, f.path));
   }
   if (exportDir) {
-    for (const [, path] of EXPORT_FILES) files.set(`sd15-fp32/${path}`, join(exportDir, path));
+    for (const path of exportFiles(exportDir).keys()) {
+      files.set(path, join(exportDir, path.slice("sd15-fp32/".length)));
+    }
     // Tokenizer and scheduler files are the same CLIP and scheduler configs in every export.
     for (const f of fp16.files) {
       if (/^sd15\/(tokenizer|scheduler)\//.test(f.path)) {
@@ -101,9 +112,9 @@ async function layout(
   await Deno.mkdir(root, { recursive: true });
   const byPath = new Map(fp16.files.map((f) => [f.path, f]));
   const entries = [];
+  const exported = exportDir ? exportFiles(exportDir) : new Map<string, string>();
   const component = (path: string) =>
-    EXPORT_FILES.find(([, p]) => path === `sd15-fp32/${p}`)?.[0] ??
-      (path.includes("/tokenizer/") ? "tokenizer" : "scheduler");
+    exported.get(path) ?? (path.includes("/tokenizer/") ? "tokenizer" : "scheduler");
   for (const [path, source] of standIns(fp16, seed, lpb, exportDir)) {
     const to = join(root, path);
     await Deno.mkdir(join(to, ".."), { recursive: true });
@@ -265,8 +276,10 @@ async function serve(config: string, images: number) {
 async function openedBytes(root: string, exported: boolean): Promise<number> {
   let n = 0;
   if (exported) {
-    for (const path of ["text_encoder/model.onnx", "vae_encoder/model.onnx"]) {
-      n += (await Deno.stat(join(root, "sd15-fp32", path))).size;
+    for (const folder of ["text_encoder", "vae_encoder"]) {
+      for await (const e of Deno.readDir(join(root, "sd15-fp32", folder))) {
+        if (e.isFile) n += (await Deno.stat(join(root, "sd15-fp32", folder, e.name))).size;
+      }
     }
   }
   const folders = [
