@@ -8,11 +8,10 @@
 
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { initializeRequest } from "./helpers/json_rpc.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 const LIST = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} });
 const INIT = JSON.stringify(initializeRequest(0, "browser"));
@@ -28,12 +27,7 @@ Deno.test("http CORS: preflight and actual responses for allowed Origins, 403 fo
       `[server]\nallowed_origins = ["https://app.example"]\n`,
     ),
   );
-  const config = await loadConfig({
-    path: temp.path,
-    overrides: { transport: "http" },
-    env: { DATABASE_URL: tdb.url },
-  });
-  const app = await startApp(config);
+  const app = await startAppFromConfig(temp.path, tdb.url);
   const port = app.http!.port;
   const url = `http://127.0.0.1:${port}/mcp`;
   const preflight = (origin: string) =>

@@ -7,8 +7,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { RgbImage } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
@@ -16,6 +14,7 @@ import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 async function pixels(png: Uint8Array): Promise<Uint8Array> {
   const decoded = await decodeImageInput("input_image", png.toBase64());
@@ -61,12 +60,7 @@ Deno.test("a fixed seed gives identical pixels over stdio and HTTP; batches use 
     }
 
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     let viaHttp: Uint8Array;
     let otherPrompt: Uint8Array;
     try {

@@ -8,8 +8,6 @@
 
 import assert from "node:assert/strict";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import type { RgbImage } from "../mod/pipeline/types.ts";
@@ -18,6 +16,7 @@ import { openTestDatabase } from "./helpers/postgres.ts";
 import { pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 type Result = Awaited<ReturnType<Client["callTool"]>>;
 
@@ -126,12 +125,7 @@ Deno.test("transform, upscale and inpaint: one seed gives the same pixels twice,
     }
 
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     try {
       const client = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
       try {

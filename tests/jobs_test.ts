@@ -10,8 +10,6 @@
 
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
@@ -150,12 +148,7 @@ Deno.test("jobs: a call longer than max_wait_seconds hands off; get_generation r
 
     // max_wait_seconds = 0 waits until done: the plain result, as before jobs (over HTTP).
     const key = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
-    const config = await loadConfig({
-      path: direct.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(direct.path, tdb.url);
     try {
       const client = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
       try {
@@ -246,12 +239,7 @@ Deno.test("jobs over HTTP: another key cannot see, fetch or cancel a job; /healt
     const owner = await createKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
     const other = await createKey(tdb.db, { projectId: null, userId: 2, permission: "write" });
     const reader = await createKey(tdb.db, { projectId: null, userId: 1, permission: "read" });
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     const port = app.http!.port;
     const a = await connectHttp(port, { "MCP-API-Key": owner.key });
     const b = await connectHttp(port, { "MCP-API-Key": other.key });
@@ -382,12 +370,7 @@ Deno.test("jobs over HTTP: after a kill -9 and a restart on the same PostgreSQL,
     await drained;
     await first.close().catch(() => {});
 
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     try {
       const client = await connectHttp(app.http!.port, { "MCP-API-Key": key.key });
       try {

@@ -26,6 +26,7 @@ import {
   usedBytes,
 } from "./helpers/tmpfs.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -94,12 +95,7 @@ async function embeddedHarness(configText?: (text: string) => string): Promise<H
 async function serverHarness(): Promise<Harness> {
   const tdb: TestDatabase = await openTestDatabase("key_store_faults");
   const temp = await writeTinyConfig("", MANY_CLIENTS);
-  const config = await loadConfig({
-    path: temp.path,
-    overrides: { transport: "http" },
-    env: { DATABASE_URL: tdb.url },
-  });
-  const app = await startApp(config);
+  const app = await startAppFromConfig(temp.path, tdb.url);
   return {
     mode: "server",
     port: app.http!.port,

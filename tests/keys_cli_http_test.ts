@@ -12,6 +12,7 @@ import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { registerPrintedKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { runKeysCli } from "./helpers/keys_cli.ts";
 import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 async function keys(databaseUrl: string, ...args: string[]): Promise<string> {
   const output = await runKeysCli(args, { env: { DATABASE_URL: databaseUrl }, quiet: true });
@@ -41,12 +42,7 @@ Deno.test("a CLI-created key works over HTTP and stops working after keys revoke
     assert.match(key, /^guinness_[A-Za-z0-9]+_[A-Za-z0-9]{32,}$/);
     const prefix = key.split("_")[1];
 
-    const config = await loadConfig({
-      path: temp.path,
-      overrides: { transport: "http" },
-      env: { DATABASE_URL: tdb.url },
-    });
-    const app = await startApp(config);
+    const app = await startAppFromConfig(temp.path, tdb.url);
     try {
       const client = await connectHttp(app.http!.port, { authorization: `Bearer ${key}` });
       assert.equal((await client.listTools()).tools.length, IMAGE_TOOL_NAMES.length);

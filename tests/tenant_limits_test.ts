@@ -12,8 +12,6 @@
 
 import assert from "node:assert/strict";
 import type net from "node:net";
-import { startApp } from "../mod/app/mod.ts";
-import { loadConfig } from "../mod/config/mod.ts";
 import { paddedScanFlood, scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "../mod/image/sharp.ts";
 import { openFrom, type RawResponse, requestFrom } from "./helpers/from_address.ts";
@@ -22,6 +20,7 @@ import { ownTcpListeners, ownUnixSockets } from "./helpers/own_sockets.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
+import { startAppFromConfig } from "./helpers/app_from_config.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -150,12 +149,7 @@ async function startTenantApp(tdb: TestDatabase, toml = "") {
       `[controlnet.depth]\nenabled = true\n[controlnet.inpaint]\nenabled = true\n`,
     { header_timeout_seconds: 3 },
   );
-  const config = await loadConfig({
-    path: temp.path,
-    overrides: { transport: "http" },
-    env: { DATABASE_URL: tdb.url },
-  });
-  const app = await startApp(config);
+  const app = await startAppFromConfig(temp.path, tdb.url);
   return {
     http: app.http,
     async shutdown() {

@@ -6,11 +6,11 @@
  * @module
  */
 
-import { type App, startApp } from "../../mod/app/mod.ts";
-import { loadConfig } from "../../mod/config/mod.ts";
+import type { App } from "../../mod/app/mod.ts";
 import { createTestKey } from "./log_secrets.ts";
 import { openTestDatabase } from "./postgres.ts";
 import { writeTinyConfig } from "./tiny_config.ts";
+import { startAppFromConfig } from "./app_from_config.ts";
 
 /** A running HTTP app and its keys. */
 export interface HttpApp {
@@ -28,12 +28,7 @@ export async function startHttpApp(label: string, sections = ""): Promise<HttpAp
   const write = await createTestKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
   const read = await createTestKey(tdb.db, { projectId: 1, userId: 1, permission: "read" });
   const temp = await writeTinyConfig(sections);
-  const config = await loadConfig({
-    path: temp.path,
-    overrides: { transport: "http" },
-    env: { DATABASE_URL: tdb.url },
-  });
-  const app = await startApp(config);
+  const app = await startAppFromConfig(temp.path, tdb.url);
   return {
     app,
     port: app.http!.port,
