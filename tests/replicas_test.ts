@@ -15,6 +15,7 @@
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
 import type { Database } from "../mod/db/mod.ts";
+import { LEASE_LAPSED_REASON } from "../mod/jobs/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
 import { type Replica, startReplica, until } from "./helpers/replica.ts";
@@ -344,7 +345,7 @@ Deno.test({
               assert.equal(r.isError, undefined, texts(r));
             }
             const rows = (await jobRows(tdb.db)).slice(before);
-            assert.equal(rows[0].error, "the worker running it stopped");
+            assert.equal(rows[0].error, LEASE_LAPSED_REASON);
             assert.ok(rows.slice(1).every((r) => r.state === "succeeded" && ranOn(r, survivor)));
           } finally {
             await client.close();

@@ -13,10 +13,10 @@ import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { checkImageRequest, ImageService, runImageRequest } from "../generation/mod.ts";
 import { holdSpareDecoders } from "../image/mod.ts";
 import {
+  gatherHealth,
   type HttpServerHandle,
   startHealthServer,
   startHttpServer,
-  withDatabase,
 } from "../http/mod.ts";
 import {
   JobService,
@@ -143,6 +143,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         url: config.auth.databaseUrl,
         embeddedDir: `${config.server.dataDir}/postgres`,
         applicationName: replicaApplicationName(replica),
+        // No statement waits for ever on a stalled database (docs/database.md).
+        queryTimeoutMs: Math.max(config.auth.dbTimeoutMs, 1_000),
       });
     } catch (error) {
       await generator.close();
@@ -338,17 +340,21 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     trustedProxies: config.server.trustedProxies,
     forwardedHeader: config.server.forwardedHeader,
   };
+  // Every database read of /healthz is bounded, so it answers within db_timeout_ms even
+  // while the database is stalled (it answers 503 then).
+  const dbTimeoutMs = config.auth.dbTimeoutMs;
+  const health = (fields: () => Promise<Record<string, unknown>>) => () =>
+    gatherHealth({ timeoutMs: dbTimeoutMs, probe: () => probeDatabase(db!, dbTimeoutMs), fields });
   let http: HttpServerHandle;
   try {
     http = role === "worker"
       ? await startHealthServer({
         ...listen,
-        health: async () =>
-          withDatabase(await probeDatabase(db!), {
-            role,
-            ...(await jobs.health()),
-            generation: sampling,
-          }),
+        health: health(async () => ({
+          role,
+          ...(await jobs.health(dbTimeoutMs)),
+          generation: sampling,
+        })),
       })
       : await startHttpServer({
         ...listen,
@@ -364,15 +370,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
             ready,
             cancelled: call.cancelled,
           }),
-        // The probe is bounded, so a database fault never stops /healthz; it answers 503 then.
-        health: async () =>
-          withDatabase(await probeDatabase(db!), {
-            ...(await jobs.health()),
-            tools: tools.length,
-            role,
-            // A front runs no job: its workers' /healthz say which preset they run.
-            ...(role !== "front" ? { generation: sampling } : {}),
-          }),
+        health: health(async () => ({
+          ...(await jobs.health(dbTimeoutMs)),
+          tools: tools.length,
+          role,
+          // A front runs no job: its workers' /healthz say which preset they run.
+          ...(role !== "front" ? { generation: sampling } : {}),
+        })),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),

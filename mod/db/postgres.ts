@@ -17,6 +17,7 @@ import {
   type QueryOptions,
   type Row,
   type SqlParam,
+  type TransactionOptions,
 } from "./database.ts";
 import { hidePaths, scrubSecrets } from "./redact.ts";
 
@@ -153,7 +154,7 @@ export function connectPostgres(options: PostgresOptions): Database {
       const text = hide(error.message);
       return text === error.message
         ? error
-        : new DatabaseError(text, error.code, error.unavailable);
+        : new DatabaseError(text, error.code, error.unavailable, error.settled);
     }
     const raw = error as { code?: unknown; message?: unknown } | undefined;
     const code = typeof raw?.code === "string" ? raw.code : "UNKNOWN";
@@ -183,10 +184,23 @@ export function connectPostgres(options: PostgresOptions): Database {
         throw wrap(error);
       }
     }
-    // An abandoned query may still fail later; that rejection is expected and
-    // must not surface as an unhandled one (which would end the process). The
-    // query is not cancelled: postgres.js's cancel() can itself reject unhandled.
-    pending.catch(() => {});
+    try {
+      return await bounded(pending, timeoutMs);
+    } catch (error) {
+      throw wrap(error);
+    }
+  };
+
+  /**
+   * Waits for `pending` at most `timeoutMs`. An abandoned statement is not
+   * cancelled (postgres.js's cancel() opens a connection of its own, which a
+   * stalled server does not answer either, and can itself reject unhandled):
+   * it may still run, and the error's `settled` says when it no longer can.
+   * Its eventual rejection is expected and must not surface as an unhandled
+   * one (which would end the process).
+   */
+  const bounded = async <T>(pending: Promise<T>, timeoutMs: number): Promise<T> => {
+    const settled = pending.then(() => {}, () => {});
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -196,6 +210,7 @@ export function connectPostgres(options: PostgresOptions): Database {
               `database unavailable (${options.description}): no answer within ${timeoutMs} ms`,
               "TIMEOUT",
               true,
+              settled,
             ),
           ),
         timeoutMs,
@@ -203,8 +218,6 @@ export function connectPostgres(options: PostgresOptions): Database {
     });
     try {
       return await Promise.race([pending, timeout]);
-    } catch (error) {
-      throw wrap(error);
     } finally {
       clearTimeout(timer);
     }
@@ -231,18 +244,25 @@ export function connectPostgres(options: PostgresOptions): Database {
     ) {
       return run<T>(sql, text, params, queryOptions);
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(
+      fn: (tx: Queryable) => Promise<T>,
+      txOptions: TransactionOptions = {},
+    ): Promise<T> {
+      const pending = sql.begin(async (tx) => {
+        const queryable: Queryable = {
+          query: <R extends Row = Row>(
+            text: string,
+            params: readonly SqlParam[] = [],
+            queryOptions: QueryOptions = {},
+          ) => run<R>(tx, text, params, queryOptions),
+        };
+        return await fn(queryable);
+      }) as Promise<T>;
+      // Bounded as a whole: postgres.js sends ROLLBACK after a failed statement and waits
+      // for its answer, which a stalled server never gives until it resumes.
+      const timeoutMs = txOptions.timeoutMs ?? options.queryTimeoutMs;
       try {
-        return await sql.begin(async (tx) => {
-          const queryable: Queryable = {
-            query: <R extends Row = Row>(
-              text: string,
-              params: readonly SqlParam[] = [],
-              queryOptions: QueryOptions = {},
-            ) => run<R>(tx, text, params, queryOptions),
-          };
-          return await fn(queryable);
-        }) as T;
+        return timeoutMs === undefined ? await pending : await bounded(pending, timeoutMs);
       } catch (error) {
         // Errors thrown by `fn` itself (not database errors) pass through unchanged.
         if (error instanceof DatabaseError || !(error instanceof Error) || "code" in error) {

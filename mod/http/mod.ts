@@ -20,7 +20,16 @@ export {
   type ForwardedHeader,
   parseAddressRange,
 } from "./client_address.ts";
-export { DATABASE_UNAVAILABLE, type HealthFields, healthResponse, withDatabase } from "./health.ts";
+export {
+  DATABASE_UNAVAILABLE,
+  type DatabaseState,
+  databaseUnavailableReason,
+  gatherHealth,
+  type GatherHealthOptions,
+  type HealthFields,
+  healthResponse,
+  withDatabase,
+} from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
 export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
 export {

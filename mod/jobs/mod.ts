@@ -8,7 +8,7 @@
  * @module
  */
 
-export { callerOf, JobService, LEASE_EXPIRED_REASON, ownerOf } from "./service.ts";
+export { callerOf, JobService, ownerOf } from "./service.ts";
 export { handOffDescription } from "./result.ts";
 export type { JobHealth, JobServiceOptions } from "./service.ts";
 export { MemoryJobStore } from "./memory_store.ts";

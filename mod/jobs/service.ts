@@ -31,7 +31,7 @@ import type {
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
-import { isTerminal } from "./types.ts";
+import { isTerminal, LEASE_LAPSED_REASON } from "./types.ts";
 
 /** Options of {@link JobService}. */
 export interface JobServiceOptions {
@@ -71,9 +71,6 @@ export interface JobServiceOptions {
   leaseMs?: number;
 }
 
-/** Why a job whose worker stopped renewing its lease failed. */
-export const LEASE_EXPIRED_REASON = "the worker running it stopped";
-
 /** `/healthz` numbers: no prompts, no owners. */
 export interface JobHealth {
   /** Whether the engine runs a job, how many wait (null: store unreachable), the limit. */
@@ -95,6 +92,16 @@ export interface JobHealth {
 /** A database error that means "unreachable now" (see `DatabaseError.unavailable`). */
 function isUnavailable(error: unknown): boolean {
   return (error as { unavailable?: unknown } | null)?.unavailable === true;
+}
+
+/**
+ * How a tool's text names an unreachable database: without the error's own
+ * message, which names the database (its host, or the embedded cluster).
+ */
+function databaseAway(error: unknown): string {
+  return (error as { code?: unknown } | null)?.code === "TIMEOUT"
+    ? "the database did not answer in time (it is stalled or unreachable)"
+    : "the database is unavailable";
 }
 
 /**
@@ -187,7 +194,7 @@ export class JobService {
     if (expire) {
       const leaseMs = this.#o.leaseMs ?? 30_000;
       this.#leaseSweep = setInterval(() => {
-        expire(LEASE_EXPIRED_REASON).then((ids) => {
+        expire(LEASE_LAPSED_REASON).then((ids) => {
           if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
         }, (error) => log("debug", "jobs", "could not check leases", { error: String(error) }));
       }, Math.max(100, Math.min(leaseMs / 2, 5000)));
@@ -205,7 +212,16 @@ export class JobService {
    */
   async assertRoom(context: ToolContext, images = 1): Promise<void> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
-    await this.#o.store.assertRoom(callerOf(context.scope), images);
+    try {
+      await this.#o.store.assertRoom(callerOf(context.scope), images);
+    } catch (error) {
+      if (!isUnavailable(error)) throw error;
+      throw new ToolError(
+        "busy",
+        `${databaseAway(error)}, so no generation was queued; call again once the server's ` +
+          `/healthz answers 200`,
+      );
+    }
   }
 
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
@@ -216,7 +232,18 @@ export class JobService {
     // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
     this.#watchJob(id);
     try {
-      await this.#o.store.create({ id, ...caller, request });
+      try {
+        await this.#o.store.create({ id, ...caller, request });
+      } catch (error) {
+        if (!isUnavailable(error)) throw error;
+        // The commit may have reached the database just before it stopped answering.
+        throw new ToolError(
+          "busy",
+          `${databaseAway(error)} while this generation was being queued, so it may not have ` +
+            `been: once the server's /healthz answers 200, list_generations shows it (id ${id}) ` +
+            `if it was; call this tool again only if it is not listed`,
+        );
+      }
       this.#runner.wake();
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
     } finally {
@@ -309,23 +336,22 @@ export class JobService {
     return cancelled;
   }
 
-  /** Queue depth and the running job's progress. */
-  async health(): Promise<JobHealth> {
-    let waiting: number | null = null;
+  /**
+   * Queue depth and the running job's progress; `timeoutMs` bounds the one
+   * database read (`/healthz` answers within `auth.db_timeout_ms`).
+   */
+  async health(timeoutMs?: number): Promise<JobHealth> {
+    let counts: { queued: number; running: number } | null = null;
     try {
-      waiting = (await this.#o.store.counts()).queued;
+      counts = await this.#o.store.counts(timeoutMs);
     } catch (error) {
-      log("warn", "jobs", "queue depth unavailable", { error: String(error) });
+      // `/healthz` says the database is unavailable; a line per probe would flood the log.
+      log("debug", "jobs", "queue depth unavailable", { error: String(error) });
     }
-    let shared: JobHealth["shared"];
-    if (this.#o.store.onQueued) {
-      try {
-        const counts = await this.#o.store.counts();
-        shared = { running: counts.running, waiting: counts.queued };
-      } catch {
-        shared = null;
-      }
-    }
+    const waiting = counts?.queued ?? null;
+    const shared: JobHealth["shared"] = this.#o.store.onQueued
+      ? (counts ? { running: counts.running, waiting: counts.queued } : null)
+      : undefined;
     const current = this.#runner.current;
     const limit = this.#o.queueLimit;
     if (!current) {
@@ -451,10 +477,20 @@ export class JobService {
       clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
-    const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
-    if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
-    if (isTerminal(record.state)) return jobResult(record);
-    return await this.#status(record, record.state === "queued" ? note : undefined);
+    try {
+      const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
+      if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
+      if (isTerminal(record.state)) return jobResult(record);
+      return await this.#status(record, record.state === "queued" ? note : undefined);
+    } catch (error) {
+      if (!isUnavailable(error)) throw error;
+      return errorResult(
+        `${databaseAway(error)}, so the state of generation ${id} cannot be read now. It stays ` +
+          `stored: a queued generation runs once the database answers again, and one that was ` +
+          `running ends as failed if the database was away longer than jobs.lease_seconds. Call ` +
+          `get_generation with job_id "${id}" once the server's /healthz answers 200.`,
+      );
+    }
   }
 
   /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */
