@@ -232,6 +232,9 @@ export function connectPostgres(options: PostgresOptions): Database {
         : postgres(socketOptions(dedicated, options.target));
     },
     wrap,
+    // A LISTEN sent to a stalled server must not hold up its caller for good either.
+    (pending) =>
+      options.queryTimeoutMs === undefined ? pending : bounded(pending, options.queryTimeoutMs),
   );
   let closing: Promise<void> | undefined;
   return {
@@ -350,6 +353,7 @@ class Listener {
     onclose: () => void,
   ) => Sql;
   readonly #wrap: (error: unknown) => DatabaseError;
+  readonly #bound: <T>(pending: Promise<T>) => Promise<T>;
   #sql: Sql | null = null;
   readonly #channels = new Map<string, Set<(payload: string) => void>>();
   #retry: ReturnType<typeof setTimeout> | undefined;
@@ -358,9 +362,11 @@ class Listener {
   constructor(
     open: (onnotify: (channel: string, payload: string) => void, onclose: () => void) => Sql,
     wrap: (error: unknown) => DatabaseError,
+    bound: <T>(pending: Promise<T>) => Promise<T>,
   ) {
     this.#open = open;
     this.#wrap = wrap;
+    this.#bound = bound;
   }
 
   #connection(): Sql {
@@ -398,7 +404,9 @@ class Listener {
     set.add(onNotify);
     if (first) {
       try {
-        await this.#connection().unsafe(Listener.#statement("LISTEN", channel));
+        await this.#bound(
+          this.#connection().unsafe(Listener.#statement("LISTEN", channel)).then(() => {}),
+        );
       } catch (error) {
         set.delete(onNotify);
         if (set.size === 0) this.#channels.delete(channel);

@@ -413,7 +413,7 @@ export class PostgresJobStore implements JobStore {
    * stalled database does not collect claims that all land when it resumes.
    */
   async claim(worker: string): Promise<ClaimedJob | null> {
-    await this.#releaseUnanswered();
+    // Nothing is sent while a claim is still on its way: the database has not answered it.
     for (const [token, claim] of this.#unanswered) {
       const waited = Date.now() - claim.sentAt;
       if (!claim.settled && waited < this.#leaseMs) {
@@ -425,6 +425,7 @@ export class PostgresJobStore implements JobStore {
         );
       }
     }
+    await this.#releaseUnanswered();
     const token = crypto.randomUUID();
     const sentAt = Date.now();
     let row;
