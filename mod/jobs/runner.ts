@@ -259,11 +259,14 @@ export class JobRunner {
   }
 
   /**
-   * Renews the lease every third of it while the job runs, and stops the job
-   * when the lease is lost: the store says it no longer holds, or no renewal
-   * has been answered for a whole lease (counted from when the last answered
-   * one was sent, so this worker gives up no later than the database's own
-   * lease ends, and before another replica's sweep can end the job).
+   * Renews the lease every third of it while the job runs (and while it
+   * winds down after a cancellation: stopping takes up to a step), retrying
+   * every second after a renewal failed, and stops the job when the lease is
+   * lost: the store says the claim no longer holds, or no renewal has been
+   * answered for a whole lease. That is counted from when the last answered
+   * renewal was sent, so this worker gives up no later than the database's
+   * own lease ends; a renewal still on its way at that moment decides (the
+   * database may have resumed just before, and then extended the lease).
    */
   #holdLease(
     claim: JobClaim,
@@ -274,37 +277,57 @@ export class JobRunner {
     const renew = this.#o.store.renew?.bind(this.#o.store);
     const leaseMs = this.#o.leaseMs;
     if (!renew || !leaseMs) return { stop() {} };
-    let lapse: ReturnType<typeof setTimeout> | undefined;
-    const heldUntil = (sentAt: number) => {
-      clearTimeout(lapse);
-      lapse = setTimeout(
-        () => lose(`no lease renewal was answered for ${leaseMs} ms (jobs.lease_seconds)`),
-        Math.max(0, sentAt + leaseMs - Date.now()),
-      );
-    };
-    heldUntil(claimedAt);
+    const every = Math.max(100, leaseMs / 3);
+    /** When the last answered renewal (or the claim) was sent: the lease holds past it. */
+    let lastHeld = claimedAt;
+    let failing = false;
     let busy = false;
-    const renewal = setInterval(async () => {
-      if (busy || controller.signal.aborted) return;
+    let lost = false;
+    /** The lease ran out while a renewal was on its way: its answer decides. */
+    let overdue = false;
+    let lapse: ReturnType<typeof setTimeout> | undefined;
+    const gone = (why: string) => {
+      if (lost) return;
+      lost = true;
+      lose(why);
+    };
+    const lapsed = () =>
+      gone(`no lease renewal was answered for ${leaseMs} ms (jobs.lease_seconds)`);
+    const arm = () => {
+      clearTimeout(lapse);
+      lapse = setTimeout(() => {
+        if (busy) overdue = true;
+        else lapsed();
+      }, Math.max(0, lastHeld + leaseMs - Date.now()));
+    };
+    arm();
+    const tick = async () => {
+      if (busy || lost || (!failing && Date.now() - lastHeld < every)) return;
       busy = true;
       const sentAt = Date.now();
       try {
         const lease = await renew(claim);
         if (!lease.held) {
-          lose("lost the lease of the running job");
-        } else {
-          heldUntil(sentAt);
-          if (lease.cancelRequested) {
+          gone("lost the lease of the running job");
+        } else if (!lost) {
+          failing = false;
+          overdue = false;
+          lastHeld = sentAt;
+          arm();
+          if (lease.cancelRequested && !controller.signal.aborted) {
             controller.abort(new Error("cancelled with cancel_generation"));
           }
         }
       } catch (error) {
         // The database is away: the job goes on until the lease runs out (the timer above).
+        failing = true;
         log("debug", "jobs", "could not renew the lease", { job: claim.id, error: String(error) });
       } finally {
         busy = false;
+        if (overdue) lapsed();
       }
-    }, Math.max(100, leaseMs / 3));
+    };
+    const renewal = setInterval(() => void tick(), Math.min(every, 1_000));
     return {
       stop() {
         clearInterval(renewal);
