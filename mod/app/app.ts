@@ -143,8 +143,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         url: config.auth.databaseUrl,
         embeddedDir: `${config.server.dataDir}/postgres`,
         applicationName: replicaApplicationName(replica),
-        // No statement waits for ever on a stalled database (docs/database.md).
-        queryTimeoutMs: Math.max(config.auth.dbTimeoutMs, 1_000),
+        // No statement waits for ever on a stalled database (docs/database.md); those a
+        // client waits on (key lookups, /healthz) have db_timeout_ms of their own.
+        queryTimeoutMs: Math.max(config.auth.dbTimeoutMs, config.jobs.leaseMs),
       });
     } catch (error) {
       await generator.close();

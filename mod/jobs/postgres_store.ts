@@ -7,8 +7,9 @@
  * Shaped for a queue shared by replicas (docs/deploy.md): the queue is the
  * `state = 'queued'` rows in `seq` order, claimed with `FOR UPDATE SKIP
  * LOCKED` by a named worker; progress and cancellation requests are written
- * to the job row; the `worker` and `lease_expires_at` columns are there for
- * leases. Events reach subscribers in this process directly; a second
+ * to the job row; the `worker`, `lease_expires_at` and `lease_token`
+ * columns are there for leases (every write of a running job carries its
+ * claim's token: docs/database.md, "A stalled database"). Events reach subscribers in this process directly; a second
  * process would hear them through LISTEN/NOTIFY on the same rows.
  *
  * Binary data (decoded input images, result PNGs) travels as base64 text

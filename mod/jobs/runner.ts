@@ -248,7 +248,9 @@ export class JobRunner {
         job: job.id,
         error: (error as Error)?.stack ?? String(error),
       });
-      outcome = { state: "failed", error: (error as Error)?.message ?? String(error) };
+      outcome = current.leaseLost
+        ? { state: "failed", error: LEASE_LAPSED_REASON }
+        : { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
       lease.stop();
       unsubscribe();
