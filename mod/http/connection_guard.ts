@@ -31,18 +31,21 @@
  *
  * Across connections:
  * - **connection cap**: past `maxConnections` open connections, a new one
- *   is answered 503 with `retry-after` and closed at once.
+ *   is refused with 503.
  * - **per-client share**: one client (an IPv4 address or IPv6 /64) may hold
  *   at most `maxConnectionsPerClient` of them and open at most
  *   `clientConnectionsPerSecond` a second (bursts of twice that); beyond,
- *   429 with `retry-after` and the connection closes (`peer_limits.ts`).
- *   A connection from a trusted proxy is counted for the client it names,
- *   once its head names it.
+ *   429 (`peer_limits.ts`). A connection from a trusted proxy is counted
+ *   for the client it names, once its head names it.
  * - **heads**: at most `maxPendingHeads` connections may be waiting for
  *   their request head; one more closes the oldest of them (503), so that
  *   connections which send nothing, from however many addresses, cannot
  *   keep a new client out: its head arrives long before it is the oldest.
  *
+ * A refused connection is never just closed: `refusal.ts` answers it (after
+ * its request head, so that the client reads the answer) with the status,
+ * `retry-after` where waiting helps, and a JSON-RPC error naming the
+ * setting and its value, at most `maxConnections` answers at a time.
  * Refusals are logged once, then at most every 10 s per reason with how
  * many were left out, so that a flood does not flood the log.
  *
@@ -64,6 +67,7 @@ import { PeerLimits } from "./peer_limits.ts";
 import {
   findHeadEnd,
   type LateBytes,
+  LINGER_MS,
   MAX_HEAD_BYTES,
   type Refusal,
   RefusalDesk,
@@ -280,7 +284,7 @@ export class ConnectionGuard {
           retryAfterSeconds: 1,
         },
         null,
-        true,
+        LINGER_MS,
       );
     }
   }
@@ -388,7 +392,7 @@ export class ConnectionGuard {
             retryAfterSeconds: 1,
           },
           null,
-          true,
+          Infinity,
         );
       }
       const c: Connection = {
@@ -429,11 +433,12 @@ export class ConnectionGuard {
 
   /**
    * Answers `refusal` to an admitted connection whose response has not
-   * begun, and closes it (`refusal.ts`); `why` is logged unless null. With
-   * `awaitHead`, a connection still in its head phase is answered once its
-   * head has ended, within what is left of its header deadline.
+   * begun, and closes it (`refusal.ts`); `why` is logged unless null. A
+   * connection still in its head phase is answered once its head has ended,
+   * within what is left of its header deadline and at most `awaitHeadMs`
+   * (0: at once).
    */
-  #refuse(c: Connection, refusal: Refusal, why: string | null, awaitHead = false): void {
+  #refuse(c: Connection, refusal: Refusal, why: string | null, awaitHeadMs = 0): void {
     if (why !== null) log("warn", "http", `connection closed: ${why}`);
     c.closed = true; // the relay stops; the desk owns the client socket from here
     this.#forget(c);
@@ -442,7 +447,7 @@ export class ConnectionGuard {
     } catch { /* gone */ }
     const left = c.openedAt + this.#options.headerTimeoutMs - Date.now();
     c.late = this.#desk.answer(c.client, refusalResponse(refusal), {
-      waitForHeadMs: awaitHead && c.phase === "head" ? Math.max(0, left) : 0,
+      waitForHeadMs: c.phase === "head" ? Math.max(0, Math.min(left, awaitHeadMs)) : 0,
       before: c.head,
     });
   }
