@@ -228,7 +228,15 @@ export class ConnectionGuard {
     });
     this.#trusted = new AddressSet(options.trustedProxies ?? []);
     this.#forwardedHeader = options.forwardedHeader ?? "x-forwarded-for";
-    this.#desk = new RefusalDesk({ capacity: options.maxAnswering ?? options.maxConnections });
+    const capacity = options.maxAnswering ?? options.maxConnections;
+    this.#desk = new RefusalDesk({
+      capacity,
+      onUnanswered: () =>
+        this.#refusals.note(
+          `closed unanswered: ${capacity} refusals were being answered (server.max_connections)`,
+          { answering: capacity },
+        ),
+    });
     const tick = Math.max(
       50,
       Math.min(1000, options.headerTimeoutMs / 4, options.idleTimeoutMs / 4),

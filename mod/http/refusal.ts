@@ -226,12 +226,15 @@ export interface RefusalDeskOptions {
   capacity: number;
   /** Longest an answer waits for the client to close after its last byte (default {@link LINGER_MS}). */
   lingerMs?: number;
+  /** Called for each refusal closed unanswered (to log it, rate-limited). */
+  onUnanswered?: () => void;
 }
 
 /** Answers refused connections; see the module documentation. */
 export class RefusalDesk {
   readonly #capacity: number;
   readonly #lingerMs: number;
+  readonly #onUnanswered: () => void;
   readonly #open = new Set<Answer>();
   /** Answers still waiting for their request head, oldest first. */
   readonly #waiting = new Set<Answer>();
@@ -242,6 +245,7 @@ export class RefusalDesk {
   constructor(options: RefusalDeskOptions) {
     this.#capacity = Math.max(0, Math.floor(options.capacity));
     this.#lingerMs = options.lingerMs ?? LINGER_MS;
+    this.#onUnanswered = options.onUnanswered ?? (() => {});
   }
 
   /** See {@link RefusalStats}. */
@@ -266,6 +270,7 @@ export class RefusalDesk {
     }
     if (this.#closed || this.#open.size >= this.#capacity) {
       this.#stats.unanswered++;
+      if (!this.#closed) this.#onUnanswered();
       close(conn);
       return null;
     }
@@ -299,6 +304,7 @@ export class RefusalDesk {
     if (this.#waiting.delete(answer)) {
       answer.dropped = true;
       this.#stats.unanswered++;
+      if (!this.#closed) this.#onUnanswered();
     }
     this.#open.delete(answer);
     close(answer.conn);
