@@ -225,7 +225,8 @@ export class JobService {
     let hint: string | null = null;
     try {
       const held: HeldJob[] = [];
-      for (const job of await this.#o.store.list(caller, 200)) {
+      // Jobs run in creation order, so the ones still holding room are among the newest.
+      for (const job of await this.#o.store.list(caller, 50)) {
         if (isTerminal(job.state)) continue;
         const counts = error.whose === "key"
           ? job.owner === caller.owner
