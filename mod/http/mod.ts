@@ -31,6 +31,7 @@ export {
   withDatabase,
 } from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
+export type { RefusalStats } from "./refusal.ts";
 export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
 export {
   CORS_ALLOW_HEADERS,

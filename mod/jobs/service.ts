@@ -11,7 +11,10 @@
  *
  * A job belongs to the API key that made it (its owner) and, when that key
  * is bound to a project, to the project: every key of the project may list
- * and fetch it, only its owner may cancel it.
+ * and fetch it, only its owner may cancel it. A call refused by a per-key or
+ * per-project limit is told when to retry: which of the jobs holding the
+ * room must end first, and when that should be from this engine's timings
+ * (`quota.ts`).
  *
  * @module
  */
@@ -20,6 +23,7 @@ import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
 import { newJobId } from "./job_id.ts";
+import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
 import type {
@@ -31,7 +35,7 @@ import type {
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
-import { isTerminal, LEASE_LAPSED_REASON } from "./types.ts";
+import { isTerminal, jobsAhead, LEASE_LAPSED_REASON } from "./types.ts";
 
 /** Options of {@link JobService}. */
 export interface JobServiceOptions {
@@ -212,16 +216,66 @@ export class JobService {
    */
   async assertRoom(context: ToolContext, images = 1): Promise<void> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
+    const caller = callerOf(context.scope);
     try {
-      await this.#o.store.assertRoom(callerOf(context.scope), images);
+      await this.#o.store.assertRoom(caller, images);
     } catch (error) {
-      if (!isUnavailable(error)) throw error;
+      if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
       throw new ToolError(
         "busy",
         `${databaseAway(error)}, so no generation was queued; call again once the server's ` +
           `/healthz answers 200`,
       );
     }
+  }
+
+  /**
+   * Rethrows `error`; a per-key or per-project refusal gets
+   * {@link retryHint}'s sentence added (when the jobs holding the room can
+   * be read; the refusal stands without it otherwise).
+   */
+  async #withRetryHint(error: unknown, caller: JobOwner): Promise<never> {
+    if (!(error instanceof QuotaError) || error.frees === null) throw error;
+    let hint: string | null = null;
+    try {
+      const held: HeldJob[] = [];
+      // Jobs run in creation order, so the ones still holding room are among the newest.
+      for (const job of await this.#o.store.list(caller, 50)) {
+        if (isTerminal(job.state)) continue;
+        const counts = error.whose === "key"
+          ? job.owner === caller.owner
+          : job.project !== null && job.project === caller.project;
+        if (!counts) continue;
+        const own = job.owner === caller.owner;
+        if (job.state === "running") {
+          const live = this.#runner.current;
+          const progress = live?.id === job.id ? live.progress ?? job.progress : job.progress;
+          held.push({
+            id: job.id,
+            own,
+            images: job.images,
+            progress: progress ? { step: progress.step, steps: progress.steps } : null,
+            place: null,
+            etaMs: this.#remainingMs({ ...job, progress, id: job.id }),
+          });
+        } else {
+          const position = await this.#o.store.position(job.seq);
+          held.push({
+            id: job.id,
+            own,
+            images: job.images,
+            progress: null,
+            place: jobsAhead(position) + 1,
+            etaMs: this.#queuedMs(job, position),
+          });
+        }
+      }
+      hint = retryHint(error, held, !this.#runner.timer.measuredImage);
+    } catch (reason) {
+      log("debug", "jobs", "no retry hint for a refusal", { error: String(reason) });
+    }
+    if (hint === null) throw error;
+    throw new QuotaError(`${error.message}. ${hint}`, error.whose, error.frees);
   }
 
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
@@ -235,7 +289,7 @@ export class JobService {
       try {
         await this.#o.store.create({ id, ...caller, request });
       } catch (error) {
-        if (!isUnavailable(error)) throw error;
+        if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
         // The commit may have reached the database just before it stopped answering.
         throw new ToolError(
           "busy",

@@ -425,3 +425,72 @@ Deno.test("a database that stops answering: calls get a text that says what happ
     await jobs.dispose();
   }
 });
+
+Deno.test("a call over the key's share is told which of its jobs must end first, and when", async () => {
+  const s = scripted();
+  const jobs = new JobService({
+    store: new MemoryJobStore({
+      queueLimit: 10,
+      resultTtlMs: 60_000,
+      maxResultBytes: 1 << 20,
+      perOwner: {
+        perKey: { jobs: 2, images: 10, resultBytes: 1 << 20 },
+        perProject: { jobs: 10, images: 10 },
+      },
+    }),
+    execute: s.execute,
+    checkRequest: (r) => checkImageRequest(r, { maxCount: 10 }),
+    maxWaitMs: 30,
+    resultTtlSeconds: 60,
+    queueLimit: 10,
+    stepsPerImage: 2,
+    worker: "t",
+  });
+  await jobs.start();
+  const idOf = (r: { structuredContent?: Record<string, unknown> }) =>
+    (r.structuredContent as { job_id: string }).job_id;
+  try {
+    const first = idOf(await jobs.submit(request(), context("k1")));
+    await s.started();
+    const second = idOf(await jobs.submit(request(), context("k1")));
+    // Nothing measured yet: the running job is named, without a time.
+    await assert.rejects(jobs.submit(request(), context("k1")), (e: Error) => {
+      assert.match(e.message, /jobs\.max_jobs_per_key = 2/);
+      assert.match(
+        e.message,
+        new RegExp(
+          `When to retry: generation ${first} \\(running, step 1 of 2\\) must end first; ` +
+            `this server has not measured a step yet, so there is no time estimate\\. .*` +
+            `call get_generation with job_id "${first}": it waits for the job to end, then retry\\.$`,
+        ),
+      );
+      return true;
+    });
+    // The image tools' early check says the same.
+    await assert.rejects(jobs.assertRoom(context("k1")), /When to retry: generation/);
+    // Another key is not refused, and is not told about k1's jobs.
+    const other = await jobs.submit(request(), context("k2"));
+    assert.equal(other.isError, undefined);
+    // Once an image has been measured, the hint has a time: the first job ends, the second runs.
+    s.reset();
+    s.release();
+    await s.started();
+    const third = idOf(await jobs.submit(request(), context("k1")));
+    await assert.rejects(jobs.submit(request(), context("k1")), (e: Error) => {
+      assert.match(
+        e.message,
+        new RegExp(
+          `When to retry: generation ${second} \\(running, step 1 of 2\\) must end first, in ` +
+            `about [^(]+ \\(estimated from this server's measured step times\\)\\. Retry then, ` +
+            `or call get_generation with job_id "${second}"`,
+        ),
+      );
+      return true;
+    });
+    assert.notEqual(third, second);
+    for (let i = 0; i < 4; i++) s.release();
+  } finally {
+    await jobs.cancelOwn(false);
+    await jobs.dispose();
+  }
+});
