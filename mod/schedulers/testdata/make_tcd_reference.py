@@ -31,7 +31,7 @@ kernel's (the project's, `betas.ts`) in the last float32 bit at 682 of the
 rounding rather than asking for equal bits:
 
     tmp=$(mktemp -d); git -C diffusers archive v0.27.2 src/diffusers | tar -x -C "$tmp"
-    /usr/bin/python3 make_tcd_reference.py "$tmp/src"
+    /usr/bin/python3 make_tcd_reference.py "$tmp/src" && deno fmt tcd_reference.json
 
 The modules diffusers imports at package level but never uses here are
 stubbed in a temporary folder when they are missing
@@ -182,16 +182,8 @@ data = {
     "loops": loops,
     "img2img": img2img,
 }
-# One line per list item: readable diffs without one line per number.
 with open(OUT, "w") as f:
-    f.write("{\n")
-    for i, (key, value) in enumerate(data.items()):
-        f.write(f" {json.dumps(key)}: ")
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            f.write("[\n" + ",\n".join("  " + json.dumps(v) for v in value) + "\n ]")
-        else:
-            f.write(json.dumps(value))
-        f.write(",\n" if i < len(data) - 1 else "\n")
-    f.write("}\n")
+    json.dump(data, f, indent=2)
+    f.write("\n")
 shutil.rmtree(work)
 print(f"wrote {len(schedules)} schedules, {len(loops)} loops, {len(img2img)} img2img runs to {OUT}")
