@@ -7,12 +7,15 @@
 
 import { type Help, printHelp, wantsHelp } from "../cli/mod.ts";
 import { runFullBench } from "./full.ts";
+import { runDiffusersCheck } from "./full_diffusers.ts";
 
 const HELP: Help = {
   usage: [
     "deno task bench [DENO BENCH FLAGS] [FILES]",
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
     "[--fresh-reuse] [--fresh-export DIR]",
+    "deno task bench --diffusers-check --export DIR --diffusers SRC --tcd SRC [--runs turbo-1,turbo-2,fast-4] " +
+    "[--eta E] [--seed N] [--python PATH] [--out FILE]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -47,12 +50,21 @@ const HELP: Help = {
       "real exporter: the diffusers script, Optimum) standing in for the pinned fp32 set; " +
       "`--only fresh-export` runs that alone",
     ],
+    [
+      "--diffusers-check",
+      "the few-step presets' images against diffusers' own StableDiffusionPipeline on a " +
+      "diffusers-script export (mod/bench/full_diffusers.ts; --diffusers: a v0.25.0 checkout, " +
+      "--tcd: a v0.27.2 one); results in docs/performance.md",
+    ],
     ["-h, --help", "print this help and exit"],
   ],
 };
 
 async function main(args: string[]): Promise<number> {
   if (wantsHelp(args)) return printHelp(HELP);
+  if (args.includes("--diffusers-check")) {
+    return await runDiffusersCheck(args.filter((a) => a !== "--diffusers-check"));
+  }
   if (args.includes("--full")) return await runFullBench(args.filter((a) => a !== "--full"));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bench", "-P=test", ...args],
