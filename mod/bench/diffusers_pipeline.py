@@ -199,7 +199,7 @@ with torch.no_grad():
         )
         if group["lora"]:
             pipe.load_lora_weights(read_safetensors(group["lora"]))
-            pipe.fuse_lora()
+            pipe.fuse_lora(fuse_text_encoder=False)  # UNet-only LoRAs; no text encoder here
         load_s = time.time() - t0
         for run in group["runs"]:
             cls = {"tcd": TCDScheduler, "lcm": LCMScheduler}[run["scheduler"]]
