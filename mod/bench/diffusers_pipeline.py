@@ -11,7 +11,7 @@ few-step scheduler, so `full_diffusers.ts` can hold the project's images
 - TCD_SRC: a diffusers v0.27.2 checkout (`git archive v0.27.2 src`), whose
   `schedulers/scheduling_tcd.py` (`TCDScheduler`, first released in v0.27) is
   loaded into the v0.25.0 package as `diffusers.schedulers.scheduling_tcd`.
-  v0.25.0 rather than a release that has both: from v0.26 diffusers loads
+  v0.25.0 rather than a release that has both: from v0.27 diffusers loads
   LoRAs only through PEFT, which cannot be installed where the Python package
   index is unreachable; v0.25.0 still has the LoRA-compatible layers
   (`load_lora_weights` → `unet.load_attn_procs`, `fuse_lora`).
