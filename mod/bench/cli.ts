@@ -38,7 +38,11 @@ const HELP: Help = {
       "stand-ins), `startup` = the start-up run",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
-    ["--out FILE", "full: where the JSON results go (default .cache/bench/full.json)"],
+    [
+      "--out FILE",
+      "full: where the JSON results go (default .cache/bench/full.json; diffusers-check: " +
+      ".cache/bench/diffusers.json)",
+    ],
     [
       "--fresh-reuse",
       "full: keep the fresh-defaults scenario's models root from an earlier run (its " +
@@ -53,9 +57,15 @@ const HELP: Help = {
     [
       "--diffusers-check",
       "the few-step presets' images against diffusers' own StableDiffusionPipeline on a " +
-      "diffusers-script export (mod/bench/full_diffusers.ts; --diffusers: a v0.25.0 checkout, " +
-      "--tcd: a v0.27.2 one); results in docs/performance.md",
+      "diffusers-script export (mod/bench/full_diffusers.ts); results in docs/performance.md",
     ],
+    ["--export DIR", "diffusers-check: the folder diffusers_export.py wrote"],
+    ["--diffusers SRC", "diffusers-check: a diffusers v0.25.0 source checkout (src/, scripts/)"],
+    ["--tcd SRC", "diffusers-check: a diffusers v0.27.2 checkout, for its TCDScheduler"],
+    ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
+    ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
+    ["--seed N", "diffusers-check: the seed of every run (default 42)"],
+    ["--python PATH", "diffusers-check: the Python with torch (default /usr/bin/python3)"],
     ["-h, --help", "print this help and exit"],
   ],
 };
