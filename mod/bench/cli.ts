@@ -7,12 +7,15 @@
 
 import { type Help, printHelp, wantsHelp } from "../cli/mod.ts";
 import { runFullBench } from "./full.ts";
+import { runDiffusersCheck } from "./full_diffusers.ts";
 
 const HELP: Help = {
   usage: [
     "deno task bench [DENO BENCH FLAGS] [FILES]",
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
     "[--fresh-reuse] [--fresh-export DIR]",
+    "deno task bench --diffusers-check --export DIR --diffusers SRC --tcd SRC [--runs turbo-1,turbo-2,fast-4] " +
+    "[--eta E] [--seed N] [--python PATH] [--out FILE]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -35,7 +38,11 @@ const HELP: Help = {
       "stand-ins), `startup` = the start-up run",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
-    ["--out FILE", "full: where the JSON results go (default .cache/bench/full.json)"],
+    [
+      "--out FILE",
+      "full: where the JSON results go (default .cache/bench/full.json; diffusers-check: " +
+      ".cache/bench/diffusers.json)",
+    ],
     [
       "--fresh-reuse",
       "full: keep the fresh-defaults scenario's models root from an earlier run (its " +
@@ -47,12 +54,27 @@ const HELP: Help = {
       "real exporter: the diffusers script, Optimum) standing in for the pinned fp32 set; " +
       "`--only fresh-export` runs that alone",
     ],
+    [
+      "--diffusers-check",
+      "the few-step presets' images against diffusers' own StableDiffusionPipeline on a " +
+      "diffusers-script export (mod/bench/full_diffusers.ts); results in docs/performance.md",
+    ],
+    ["--export DIR", "diffusers-check: the folder diffusers_export.py wrote"],
+    ["--diffusers SRC", "diffusers-check: a diffusers v0.25.0 source checkout (src/, scripts/)"],
+    ["--tcd SRC", "diffusers-check: a diffusers v0.27.2 checkout, for its TCDScheduler"],
+    ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
+    ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
+    ["--seed N", "diffusers-check: the seed of every run (default 42)"],
+    ["--python PATH", "diffusers-check: the Python with torch (default /usr/bin/python3)"],
     ["-h, --help", "print this help and exit"],
   ],
 };
 
 async function main(args: string[]): Promise<number> {
   if (wantsHelp(args)) return printHelp(HELP);
+  if (args.includes("--diffusers-check")) {
+    return await runDiffusersCheck(args.filter((a) => a !== "--diffusers-check"));
+  }
   if (args.includes("--full")) return await runFullBench(args.filter((a) => a !== "--full"));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bench", "-P=test", ...args],
