@@ -31,13 +31,17 @@ export function pngSize(png: Uint8Array): [number, number] {
 }
 
 /**
- * Most characters of one text block of an image or job result: a status, an
- * `[i/N]` caption or a link's text is a few lines. (Clients cut whole
- * results at about 10 KB of text: github/copilot-cli#1732, openai/codex#6544.)
+ * Most characters of one text block of an image or job result: a status,
+ * an `[i/N]` caption or a link's text is a few lines, a list of jobs one
+ * line each (the list stops at 7,000 characters).
  */
-export const MAX_TEXT_BLOCK = 1_000;
+export const MAX_TEXT_BLOCK = 7_000;
 
-/** Most characters of all text of one result of up to 10 images (the default `max_count`). */
+/**
+ * Most characters of all text of one result (of up to 10 images, the
+ * default `max_count`): clients cut a result's text at about 10 KB
+ * (github/copilot-cli#1732, openai/codex#6544).
+ */
 export const MAX_RESULT_TEXT = 8_192;
 
 /** Most bytes one inline image may decode to: Codex turns a larger one into text (openai/codex#44126). */
