@@ -22,7 +22,7 @@ import { findChromium, type FrameContext, launchChromium, Page } from "./helpers
 import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
-import { pngs } from "./helpers/results.ts";
+import { imageEntries, pngs } from "./helpers/results.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
@@ -50,6 +50,7 @@ const SNAPSHOT = `(() => {
         naturalHeight: img.naturalHeight,
         shownWidth: img.getBoundingClientRect().width,
         src: img.src.slice(0, 22),
+        fullSize: text(f.querySelector("[data-field=full-size]")),
         fields: Object.fromEntries([...f.querySelectorAll("dd[data-field]")]
           .map((d) => [d.dataset.field, d.textContent])),
       };
@@ -76,6 +77,8 @@ interface Figure {
   naturalHeight: number;
   shownWidth: number;
   src: string;
+  /** A preview's note about its full-size PNG ("Preview" while it is read), or null. */
+  fullSize: string | null;
   fields: Record<string, string>;
 }
 interface Snapshot {
@@ -161,7 +164,7 @@ if ("missing" in found) {
     console.log(`apps browser test: screenshots in ${artifacts}`);
     const browser = await launchChromium(found.path);
     // A generation of 4 steps finishes within the wait; one of 500 is handed off after 0.5 s.
-    const fast = await startServer("apps_fast", `[generation]\nsteps = 4\n`);
+    const fast = await startServer("apps_fast", `[generation]\nsteps = 4\nmax_count = 20\n`);
     const slow = await startServer(
       "apps_slow",
       `[generation]\nsteps = 500\nmax_wait_seconds = 0.5\n`,
@@ -346,6 +349,53 @@ if ("missing" in found) {
         );
         await shot(page, "narrow-dark");
       });
+
+      await t.step(
+        "a batch past the inline budget: previews, each replaced by its full PNG where the host reads it",
+        async () => {
+          // Tiny-model PNGs of ~58 KB each: fifteen pass the 750,000-byte inline budget together.
+          const { page, result, snapshot } = await open(fast, "generate_image", {
+            positive_prompt: "a field of flowers",
+            count: 15,
+          });
+          const answered = await result;
+          const entries = imageEntries(answered);
+          assert.equal(entries.length, 15);
+          assert.ok(entries.filter((e) => e.link).length >= 8, "most are previews");
+          const shown = await until(
+            "the figures, each preview resolved or explained",
+            snapshot,
+            (s) =>
+              s.runs[0]?.figures.length === 15 &&
+              s.runs[0].figures.every((f) => f.complete && f.fullSize !== "Preview"),
+            120_000,
+          );
+          assert.deepEqual(shown.runs[0].texts, [], "the links are not notes");
+          let read = 0;
+          for (const [i, figure] of shown.runs[0].figures.entries()) {
+            const seed = entries[i].caption?.match(/seed (\d+)/)?.[1];
+            assert.ok(seed, entries[i].caption ?? "no caption");
+            if (entries[i].link && figure.fullSize !== null) {
+              // The server does not serve the PNG to this host: the preview stays and says where it is.
+              assert.match(
+                figure.fullSize,
+                new RegExp(
+                  `^Preview; the full-size PNG is ${
+                    entries[i].link!.replace(/[/.]/g, "\\$&")
+                  }, which could not be read here: `,
+                ),
+              );
+              continue;
+            }
+            // The PNG itself, inline or read through the host, with its metadata.
+            assert.equal(figure.src, "data:image/png;base64,");
+            assert.deepEqual([figure.naturalWidth, figure.fields.seed], [512, seed]);
+            if (entries[i].link) read++;
+          }
+          console.log(`apps browser: ${read} full PNGs read through the host`);
+          await shot(page, "batch-previews");
+        },
+      );
 
       let finishedJob = "";
       await t.step(
