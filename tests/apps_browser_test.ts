@@ -17,11 +17,13 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
+import { INLINE_IMAGE_BUDGET } from "../mod/jobs/mod.ts";
 import { startAppsHost } from "./helpers/apps_host.ts";
 import { findChromium, type FrameContext, launchChromium, Page } from "./helpers/chromium.ts";
 import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
+import { untilEnded } from "./helpers/job_results.ts";
 import { imageEntries, pngs } from "./helpers/results.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
 
@@ -164,7 +166,10 @@ if ("missing" in found) {
     console.log(`apps browser test: screenshots in ${artifacts}`);
     const browser = await launchChromium(found.path);
     // A generation of 4 steps finishes within the wait; one of 500 is handed off after 0.5 s.
-    const fast = await startServer("apps_fast", `[generation]\nsteps = 4\nmax_count = 20\n`);
+    const fast = await startServer(
+      "apps_fast",
+      `[generation]\nsteps = 4\nmax_count = 40\n[jobs]\nmax_images_per_key = 100\nmax_images_per_project = 100\n`,
+    );
     const slow = await startServer(
       "apps_slow",
       `[generation]\nsteps = 500\nmax_wait_seconds = 0.5\n`,
@@ -353,20 +358,32 @@ if ("missing" in found) {
       await t.step(
         "a batch past the inline budget: previews, each replaced by its full PNG where the host reads it",
         async () => {
-          // Tiny-model PNGs of ~58 KB each: fifteen pass the 750,000-byte inline budget together.
+          // Enough tiny-model images (each about the size of this one) to pass the budget together.
+          const [one] = pngs(
+            await fast.client.callTool({
+              name: "generate_image",
+              arguments: { positive_prompt: "a field of flowers", size: "square_512" },
+            }),
+          );
+          const count = Math.min(40, Math.ceil(INLINE_IMAGE_BUDGET / one.length) + 3);
+          assert.ok(count * one.length > INLINE_IMAGE_BUDGET * 1.1, `${count} x ${one.length}`);
           const { page, result, snapshot } = await open(fast, "generate_image", {
             positive_prompt: "a field of flowers",
-            count: 15,
+            size: "square_512",
+            count,
           });
           const answered = await result;
-          const entries = imageEntries(answered);
-          assert.equal(entries.length, 15);
-          assert.ok(entries.filter((e) => e.link).length >= 8, "most are previews");
+          // On a busy machine the call may hand off; the view then follows the job to its images.
+          const job = answered.structuredContent?.job_id as string | undefined;
+          const final = job ? await untilEnded(fast.client, job) : answered;
+          const entries = imageEntries(final);
+          assert.equal(entries.length, count, JSON.stringify(final).slice(0, 500));
+          assert.ok(entries.some((e) => e.link), "previews with links");
           const shown = await until(
             "the figures, each preview resolved or explained",
             snapshot,
             (s) =>
-              s.runs[0]?.figures.length === 15 &&
+              s.runs[0]?.figures.length === count &&
               s.runs[0].figures.every((f) => f.complete && f.fullSize !== "Preview"),
             120_000,
           );

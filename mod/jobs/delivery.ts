@@ -97,6 +97,8 @@ export async function deliverResult(
       continue;
     }
     const png = Uint8Array.fromBase64(images[i].data);
+    // A share is at least 7,500 bytes (the default budget over `max_count` 100), far above
+    // the ~1 KB of the smallest preview `previewWithin` makes before it gives up.
     const preview = await previewWithin(png, share);
     fates[i] = { keep: false, png, preview };
     left -= preview.bytes.length;
