@@ -21,8 +21,11 @@
 
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
-import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { callerOf } from "./caller.ts";
+export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
+import { deliverResult } from "./delivery.ts";
 import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
@@ -73,6 +76,8 @@ export interface JobServiceOptions {
   engine?: boolean;
   /** `[jobs] lease_seconds` in ms, on a store with leases (default 30 s). */
   leaseMs?: number;
+  /** Bytes of images a result carries inline (default `INLINE_IMAGE_BUDGET`, delivery.ts). */
+  inlineImageBytes?: number;
 }
 
 /** `/healthz` numbers: no prompts, no owners. */
@@ -122,16 +127,6 @@ async function untilReachable<T>(read: () => Promise<T>, signal: AbortSignal): P
       await new Promise((r) => setTimeout(r, 500));
     }
   }
-}
-
-/** Who owns the jobs of a call: its API key over HTTP, this process over stdio. */
-export function ownerOf(scope: Scope | undefined): string {
-  return scope ? `key:${scope.keyPrefix}` : `stdio:${Deno.pid}`;
-}
-
-/** The caller as an owner of jobs: its owner name and its key's project. */
-export function callerOf(scope: Scope | undefined): JobOwner {
-  return { owner: ownerOf(scope), project: scope?.projectId ?? null };
 }
 
 /** See the module documentation. */
@@ -349,7 +344,7 @@ export class JobService {
     }
     const record = await this.#o.store.get(id, caller);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
-    const result = jobResult(record);
+    const result = await this.#deliver(jobResult(record), record, context);
     const note = outcome === "removed"
       ? `generation ${id} left the queue before it started; nothing was generated`
       : `generation ${id} had already ended (${record.state}); nothing to cancel`;
@@ -534,7 +529,7 @@ export class JobService {
     try {
       const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
       if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
-      if (isTerminal(record.state)) return jobResult(record);
+      if (isTerminal(record.state)) return await this.#deliver(jobResult(record), record, context);
       return await this.#status(record, record.state === "queued" ? note : undefined);
     } catch (error) {
       if (!isUnavailable(error)) throw error;
@@ -545,6 +540,14 @@ export class JobService {
           `get_generation with job_id "${id}" once the server's /healthz answers 200.`,
       );
     }
+  }
+
+  /** A finished job's result as this caller's client takes it (delivery.ts). */
+  #deliver(result: ToolResult, job: JobSummary, context: ToolContext): Promise<ToolResult> {
+    return deliverResult(result, job, {
+      protocolVersion: context.protocolVersion,
+      inlineBytes: this.#o.inlineImageBytes,
+    });
   }
 
   /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */

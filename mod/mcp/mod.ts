@@ -8,6 +8,7 @@
 export * from "./tool.ts";
 export { RESOURCE_NOT_FOUND } from "./resource.ts";
 export type { ResourceDefinition } from "./resource.ts";
+export type { ResourceTemplateDefinition, TemplateResourceContents } from "./resource.ts";
 export { toolMetaFor } from "./extension.ts";
 export type { ClientExtensionCapabilities, McpExtension } from "./extension.ts";
 export { createMcpServer, SERVER_INFO } from "./server.ts";
