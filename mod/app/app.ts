@@ -89,6 +89,7 @@ async function loadEngine(config: ResolvedConfig, signal?: AbortSignal): Promise
     await verifyConfiguredModels(config, { signal });
     const merged = await prepareMergedModels(config, { signal });
     signal?.throwIfAborted();
+    log("info", "app", "model files in place; opening them in the inference worker");
     return await createGenerator(config, merged);
   })();
   signal?.addEventListener("abort", () => void loading.then((g) => g.close(), () => {}), {
@@ -361,6 +362,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
   let http: HttpServerHandle;
   try {
+    // Stopped while the database opened: never start listening.
+    overrides.signal?.throwIfAborted();
     http = role === "worker"
       ? await startHealthServer({
         ...listen,
