@@ -547,7 +547,9 @@ Deno.test({
       await t.step(
         "a flood of random unknown prefixes queues behind a valid key instead of refusing it",
         async () => {
-          const flooded = make();
+          // A wait far longer than the flood takes to drain on any machine: queued, not refused
+          // (the bounded wait has its own steps above).
+          const flooded = make({ dbTimeoutMs: 600_000 });
           ok((await authenticate({ ...token, "MCP-API-Key": readKey.key }, flooded)).ok);
           const flood = Array.from(
             { length: 300 },
