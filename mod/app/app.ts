@@ -92,10 +92,14 @@ async function loadEngine(config: ResolvedConfig, signal?: AbortSignal): Promise
     log("info", "app", "model files in place; opening them in the inference worker");
     return await createGenerator(config, merged);
   })();
-  signal?.addEventListener("abort", () => void loading.then((g) => g.close(), () => {}), {
-    once: true,
-  });
-  return await untilAborted(loading, signal);
+  // An engine abandoned by the stop is closed once it is up; one already handed over is the app's.
+  let handedOver = false;
+  signal?.addEventListener("abort", () => {
+    if (!handedOver) void loading.then((g) => g.close(), () => {});
+  }, { once: true });
+  const generator = await untilAborted(loading, signal);
+  handedOver = true;
+  return generator;
 }
 
 /** The engine of a `front` replica: it loads no models and never runs a job. */

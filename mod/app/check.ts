@@ -33,10 +33,12 @@ export async function checkSetup(
   lines.push(`model files ok: sizes and sha256 match ${config.models.lock}`);
   // The same Worker the server starts (createGenerator), typed so its load report is readable.
   const starting = createWorkerGenerator({ config: engineConfigOf(config) });
-  signal?.addEventListener("abort", () => void starting.then((g) => g.close(), () => {}), {
-    once: true,
-  });
+  let handedOver = false;
+  signal?.addEventListener("abort", () => {
+    if (!handedOver) void starting.then((g) => g.close(), () => {});
+  }, { once: true });
   const generator = await untilAborted(starting, signal);
+  handedOver = true;
   try {
     const info = generator.info;
     const files = Object.keys(info.models).length;
