@@ -175,11 +175,15 @@ function idleFlood(port: number, addresses: string[], perAddress: number, reopen
 }
 
 /** The app over HTTP on `tdb` with the tiny models, guided and inpaint enabled, and `toml`. */
-async function startTenantApp(tdb: TestDatabase, toml = "") {
+async function startTenantApp(
+  tdb: TestDatabase,
+  toml = "",
+  server: Record<string, number> = { header_timeout_seconds: 3 },
+) {
   const temp = await writeTinyConfig(
     `${toml}[generation]\nsteps = 2\n` +
       `[controlnet.depth]\nenabled = true\n[controlnet.inpaint]\nenabled = true\n`,
-    { header_timeout_seconds: 3 },
+    server,
   );
   const app = await startAppFromConfig(temp.path, tdb.url);
   return {
@@ -205,8 +209,6 @@ Deno.test({
     const listenersBefore = ownTcpListeners();
     const app = await startTenantApp(tdb);
     const port = app.http!.port;
-    const tool = (from: string, key: string, name: string, args: Record<string, unknown>) =>
-      mcp(from, port, key, call(name, args));
     try {
       await t.step(
         "the inner server is no TCP port: a Unix socket in a 0700 directory",
@@ -326,101 +328,113 @@ Deno.test({
       await t.step(
         "the 8,000-scan JPEG is refused as corrupt at once; one key's slow decodes leave a slot to another key, served ahead of their backlog",
         async () => {
-          // The finding's file: a real progressive JPEG, one 0x00 before the first SOS, its
-          // smallest scan repeated to 8,000 scans (19.8 MB).
-          const evil = (await paddedScanFlood()).padded;
-          assert.ok(evil.length > 15_000_000, `${evil.length} bytes`);
-          const started = performance.now();
-          const refused = toolResult(
-            await tool("127.0.0.4", attacker.key, "generate_guided_image", {
-              positive_prompt: "x",
-              control_mode: "depth",
-              input_image: evil.toBase64(),
-            }),
-          );
-          const refusedMs = performance.now() - started;
-          assert.equal(refused.isError, true);
-          assert.match(refused.text, /input_image: the JPEG is corrupt: byte 0x00 at offset \d+/);
-          console.error(`the 19.8 MB JPEG was refused in ${refusedMs.toFixed(0)} ms`);
-
-          // Slow but valid: 100 scans over a 16-megapixel frame (about 0.9 s to decode and
-          // resize on a 2-core x86-64 VM), four at a time from the attacker, each refused only
-          // after its decode (an all-black mask), so they hold decode slots and queue no job.
-          const heavy = scanFloodJpeg({ size: 4096, acScans: 99 }).toBase64();
-          // Refused after its decode (an all-black mask), or, on a machine too busy to decode
-          // within the product's decode timeout, by that timeout: either way it held a slot (the
-          // timeout runs inside the slot) and queued no job.
-          const DECODED = /mask_image has no pixel brighter|took longer than \d+ s to decode/;
-          const black = await solidPng({ r: 0, g: 0, b: 0 });
-          const small = await solidPng({ r: 90, g: 120, b: 200 });
-          const victimCall = () =>
-            tool("127.0.0.5", owner.key, "inpaint_image", {
-              positive_prompt: "x",
-              input_image: small,
-              mask_image: black,
-            });
-          // The victim's own cost, for the log: two decode processes.
-          const alone = await measure(5, victimCall);
-          let stopped = false;
-          const attackMs: number[] = [];
-          /** When each of the attacker's calls was answered (its decodes end one at a time). */
-          const attackDone: number[] = [];
-          const attackLoop = async () => {
-            while (!stopped) {
-              const t0 = performance.now();
-              const r = toolResult(
-                await tool("127.0.0.4", attacker.key, "inpaint_image", {
-                  positive_prompt: "x",
-                  input_image: heavy,
-                  mask_image: black,
-                }),
-              );
-              attackDone.push(performance.now());
-              attackMs.push(performance.now() - t0);
-              assert.match(r.text, DECODED);
-            }
-          };
-          const attacks = Array.from({ length: 4 }, attackLoop);
+          // Its own app, whose request heads may take long to arrive: this process is the
+          // clients and the server at once, and building a 26 MB request stalls both for a while
+          // on a busy machine (the idle-connection flood above needs the 3 s head timeout).
+          const decodeApp = await startTenantApp(tdb, "", { header_timeout_seconds: 60 });
+          const tool = (from: string, key: string, name: string, args: Record<string, unknown>) =>
+            mcp(from, decodeApp.http!.port, key, call(name, args));
           try {
-            await sleep(1_000);
-            // Each victim call's span, to count the attacker's calls answered within it.
-            const spans: Array<[number, number]> = [];
-            const latencies = await measure(
-              15,
-              async () => {
-                const from = performance.now();
-                const r = await victimCall();
-                spans.push([from, performance.now()]);
-                return r;
-              },
-              (r) => assert.match(toolResult(r).text, DECODED),
+            // The finding's file: a real progressive JPEG, one 0x00 before the first SOS, its
+            // smallest scan repeated to 8,000 scans (19.8 MB).
+            const evil = (await paddedScanFlood()).padded;
+            assert.ok(evil.length > 15_000_000, `${evil.length} bytes`);
+            const started = performance.now();
+            const refused = toolResult(
+              await tool("127.0.0.4", attacker.key, "generate_guided_image", {
+                positive_prompt: "x",
+                control_mode: "depth",
+                input_image: evil.toBase64(),
+              }),
             );
-            const attackMedian = [...attackMs].sort((a, b) => a - b)[attackMs.length >> 1];
-            console.error(
-              `decodes: attacker calls ${attackMs.length}, median ${
-                attackMedian?.toFixed(0)
-              } ms; ` +
-                `victim alone ${alone.map((l) => l.toFixed(0)).join(" ")} ms, under attack p99 ` +
-                `${p99(latencies).toFixed(0)} ms (${latencies.map((l) => l.toFixed(0)).join(" ")})`,
-            );
-            // Its calls queue behind its own one slot: some finished while the victim measured.
-            assert.ok(attackMs.length >= 1, "no decode of the attacker finished");
-            // The attacker's four calls share its one decode slot, so they end one decode apart.
-            // A victim call queued behind them (a decode running and two waiting ahead of it on
-            // two shared slots) would span at least three of those ends; one served by the free
-            // slot spans at most two — one, unless the machine is so busy that its own small
-            // decode lasts as long as the attacker's (both then run into the decode timeout) —
-            // whatever the machine's speed.
-            const overlaps = spans.map(([from, to]) =>
-              attackDone.filter((t) => t > from && t < to).length
-            );
-            assert.ok(
-              overlaps.every((n) => n <= 2),
-              `attacker calls answered during each victim call: ${overlaps.join(" ")}`,
-            );
+            const refusedMs = performance.now() - started;
+            assert.equal(refused.isError, true);
+            assert.match(refused.text, /input_image: the JPEG is corrupt: byte 0x00 at offset \d+/);
+            console.error(`the 19.8 MB JPEG was refused in ${refusedMs.toFixed(0)} ms`);
+
+            // Slow but valid: 100 scans over a 16-megapixel frame (about 0.9 s to decode and
+            // resize on a 2-core x86-64 VM), four at a time from the attacker, each refused only
+            // after its decode (an all-black mask), so they hold decode slots and queue no job.
+            const heavy = scanFloodJpeg({ size: 4096, acScans: 99 }).toBase64();
+            // Refused after its decode (an all-black mask), or, on a machine too busy to decode
+            // within the product's decode timeout, by that timeout: either way it held a slot (the
+            // timeout runs inside the slot) and queued no job.
+            const DECODED = /mask_image has no pixel brighter|took longer than \d+ s to decode/;
+            const black = await solidPng({ r: 0, g: 0, b: 0 });
+            const small = await solidPng({ r: 90, g: 120, b: 200 });
+            const victimCall = () =>
+              tool("127.0.0.5", owner.key, "inpaint_image", {
+                positive_prompt: "x",
+                input_image: small,
+                mask_image: black,
+              });
+            // The victim's own cost, for the log: two decode processes.
+            const alone = await measure(5, victimCall);
+            let stopped = false;
+            const attackMs: number[] = [];
+            /** When each of the attacker's calls was answered (its decodes end one at a time). */
+            const attackDone: number[] = [];
+            const attackLoop = async () => {
+              while (!stopped) {
+                const t0 = performance.now();
+                const r = toolResult(
+                  await tool("127.0.0.4", attacker.key, "inpaint_image", {
+                    positive_prompt: "x",
+                    input_image: heavy,
+                    mask_image: black,
+                  }),
+                );
+                attackDone.push(performance.now());
+                attackMs.push(performance.now() - t0);
+                assert.match(r.text, DECODED);
+              }
+            };
+            const attacks = Array.from({ length: 4 }, attackLoop);
+            try {
+              await sleep(1_000);
+              // Each victim call's span, to count the attacker's calls answered within it.
+              const spans: Array<[number, number]> = [];
+              const latencies = await measure(
+                15,
+                async () => {
+                  const from = performance.now();
+                  const r = await victimCall();
+                  spans.push([from, performance.now()]);
+                  return r;
+                },
+                (r) => assert.match(toolResult(r).text, DECODED),
+              );
+              const attackMedian = [...attackMs].sort((a, b) => a - b)[attackMs.length >> 1];
+              console.error(
+                `decodes: attacker calls ${attackMs.length}, median ${
+                  attackMedian?.toFixed(0)
+                } ms; ` +
+                  `victim alone ${alone.map((l) => l.toFixed(0)).join(" ")} ms, under attack p99 ` +
+                  `${p99(latencies).toFixed(0)} ms (${
+                    latencies.map((l) => l.toFixed(0)).join(" ")
+                  })`,
+              );
+              // Its calls queue behind its own one slot: some finished while the victim measured.
+              assert.ok(attackMs.length >= 1, "no decode of the attacker finished");
+              // The attacker's four calls share its one decode slot, so they end one decode apart.
+              // A victim call queued behind them (a decode running and two waiting ahead of it on
+              // two shared slots) would span at least three of those ends; one served by the free
+              // slot spans at most two — one, unless the machine is so busy that its own small
+              // decode lasts as long as the attacker's (both then run into the decode timeout) —
+              // whatever the machine's speed.
+              const overlaps = spans.map(([from, to]) =>
+                attackDone.filter((t) => t > from && t < to).length
+              );
+              assert.ok(
+                overlaps.every((n) => n <= 2),
+                `attacker calls answered during each victim call: ${overlaps.join(" ")}`,
+              );
+            } finally {
+              stopped = true;
+              await Promise.all(attacks);
+            }
           } finally {
-            stopped = true;
-            await Promise.all(attacks);
+            await decodeApp.shutdown();
           }
         },
       );
