@@ -280,12 +280,23 @@ export async function ensureDerived(
   if (check.ok) return { record: check.record };
   await Deno.mkdir(dirname(dir), { recursive: true });
   await sweepScratch(dir);
-  const scratch = await Deno.makeTempDir({
-    dir: dirname(dir),
-    prefix: `${basename(dir)}${BUILDING}${Deno.pid}-`,
-  });
-  buildStarted(scratch);
   const { signal } = options;
+  signal?.throwIfAborted();
+  const scratch = join(
+    dirname(dir),
+    `${basename(dir)}${BUILDING}${Deno.pid}-${
+      crypto.randomUUID().replaceAll("-", "").slice(0, 16)
+    }`,
+  );
+  // Known before it exists and made synchronously: a stop at any moment either finds it
+  // registered (and removes it before the process exits) or finds nothing to remove.
+  buildStarted(scratch);
+  try {
+    Deno.mkdirSync(scratch, { mode: 0o700 });
+  } catch (e) {
+    buildDone(scratch);
+    throw e;
+  }
   try {
     const started = performance.now();
     const out = await untilAborted(build(scratch), signal);
