@@ -26,7 +26,7 @@ import {
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
-import { prepareMergedModels, verifyConfiguredModels } from "../models/mod.ts";
+import { prepareMergedModels, untilAborted, verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
@@ -38,12 +38,22 @@ export interface App {
   http?: Deno.NetAddr;
   /** Resolves when the server stops on its own (stdin closed, or after {@link App.shutdown}). */
   finished: Promise<void>;
+  /** Resolves once the models are loaded (the tools are usable); rejects with the start-up error. */
+  ready: Promise<void>;
   /** Stops accepting work, lets the running generation finish (bounded), releases everything. */
   shutdown(): Promise<void>;
 }
 
-/** Test seams: replace the engine. */
+/** Options of {@link startApp}: a start-up stop, and test seams. */
 export interface AppOverrides {
+  /**
+   * A stop asked for while the models load (SIGTERM, SIGINT): the load is
+   * abandoned at once — a derived build or merge in progress leaves no
+   * folder behind (`mod/models/unfinished.ts`), an engine still opening its
+   * sessions is closed when it is up — and the server shuts down, rejecting
+   * {@link App.finished} with the signal's reason.
+   */
+  signal?: AbortSignal;
   /**
    * Used instead of loading the ONNX engine from the configured model files;
    * a promise stands for an engine still starting (a rejection is a failed start).
@@ -69,11 +79,27 @@ const CLIENT_GONE_GRACE_MS = 5000;
 /**
  * Checks the model files against models.lock (building derived ones that are
  * missing or stale), takes the LoRA-merged models from their cache (merging
- * once when it has none), then starts the engine.
+ * once when it has none), then starts the engine. When `signal` aborts it
+ * rejects at once: what cannot be interrupted (hashing a file, ONNX Runtime
+ * creating a session in the Worker) goes on unobserved until the process
+ * exits, and an engine that comes up after all is closed.
  */
-async function loadEngine(config: ResolvedConfig): Promise<Generator> {
-  await verifyConfiguredModels(config);
-  return await createGenerator(config, await prepareMergedModels(config));
+async function loadEngine(config: ResolvedConfig, signal?: AbortSignal): Promise<Generator> {
+  const loading = (async () => {
+    await verifyConfiguredModels(config, { signal });
+    const merged = await prepareMergedModels(config, { signal });
+    signal?.throwIfAborted();
+    log("info", "app", "model files in place; opening them in the inference worker");
+    return await createGenerator(config, merged);
+  })();
+  // An engine abandoned by the stop is closed once it is up; one already handed over is the app's.
+  let handedOver = false;
+  signal?.addEventListener("abort", () => {
+    if (!handedOver) void loading.then((g) => g.close(), () => {});
+  }, { once: true });
+  const generator = await untilAborted(loading, signal);
+  handedOver = true;
+  return generator;
 }
 
 /** The engine of a `front` replica: it loads no models and never runs a job. */
@@ -96,7 +122,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   // A front replica loads no models: its jobs run on the replicas that have an engine.
   const engine: Generator | Promise<Generator> = role === "front"
     ? NO_ENGINE
-    : overrides.generator ?? loadEngine(config);
+    : overrides.generator ?? loadEngine(config, overrides.signal);
   // The transport answers while the models load; tools wait for `ready`.
   const generator = deferredGenerator(Promise.resolve(engine));
   const ready = generator.ready;
@@ -310,7 +336,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     ready.catch(() => void shutdown());
     await server.connect(transport);
     log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
-    return { finished, shutdown };
+    return { finished, ready, shutdown };
   }
 
   const authenticator = createAuthenticator({
@@ -348,6 +374,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     gatherHealth({ timeoutMs: dbTimeoutMs, probe: () => probeDatabase(db!, dbTimeoutMs), fields });
   let http: HttpServerHandle;
   try {
+    // Stopped while the database opened: never start listening.
+    overrides.signal?.throwIfAborted();
     http = role === "worker"
       ? await startHealthServer({
         ...listen,
@@ -405,5 +433,5 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     })();
   ready.catch(() => void shutdown());
   log("info", "app", `replica ${replica} serving as ${role}`, { queue: store.kind });
-  return { http: http.addr, finished, shutdown };
+  return { http: http.addr, finished, ready, shutdown };
 }

@@ -92,10 +92,16 @@ interface Slot {
  * models root cannot be written (the engine then merges in memory at start-up,
  * as before the cache). The files it reads must have been verified.
  *
+ * `signal` (a shutdown during start-up) abandons a merge in progress: its
+ * scratch folder is removed and the signal's reason thrown (`derived.ts`).
+ *
  * @throws LoraError naming the file when a LoRA cannot be read or matches no
  *   node of any model; an Error naming the model when an update does not fit
  */
-export async function prepareMergedModels(config: MergeConfig): Promise<MergedPaths | undefined> {
+export async function prepareMergedModels(
+  config: MergeConfig,
+  options: { signal?: AbortSignal } = {},
+): Promise<MergedPaths | undefined> {
   const files = config.lora.files;
   if (files.length === 0) return undefined;
   const cache = join(config.models.root, MERGED_DIR);
@@ -138,7 +144,7 @@ export async function prepareMergedModels(config: MergeConfig): Promise<MergedPa
         weights: patched.patched.length,
       });
       return { files: names.sort().map((name) => ({ name })), info };
-    });
+    }, { signal: options.signal });
     // The folder's modification time says when it was last used (the sweep keeps the newest).
     if (!built) await Deno.utime(dir, new Date(), new Date()).catch(() => {});
     const info = record.info as MergeInfo;
