@@ -19,6 +19,8 @@ import {
   explainProviderFailure,
   explainRunFailure,
 } from "./providers.ts";
+import { sessionThreads } from "./threads.ts";
+import { processUsableCores, type UsableCores } from "./usable_cores.ts";
 
 /**
  * Keeps float16 tensor data as `Uint16Array` bit patterns. onnxruntime-common
@@ -72,9 +74,16 @@ export type ExecutionMode = "sequential" | "parallel";
 export interface SessionOptions {
   /** Execution provider; default "cpu". ORT falls back to CPU per node for unsupported ops. */
   executionProvider?: ExecutionProvider;
-  /** Threads inside one operator; 0 or absent = ORT's default (one per physical core). */
+  /**
+   * Threads inside one operator; 0 or absent = every core the process may
+   * use (its CPU affinity and cgroup quota, `usable_cores.ts`), not ONNX
+   * Runtime's own count of physical cores.
+   */
   intraOpThreads?: number;
-  /** Threads across operators; 0 or absent = ORT's default. */
+  /**
+   * Threads across operators, used by the "parallel" execution mode only;
+   * 0 or absent = the usable cores there (`threads.ts`).
+   */
   interOpThreads?: number;
   /** Graph optimization level; default "all". */
   graphOptimization?: GraphOptimization;
@@ -212,7 +221,7 @@ export class Session implements SessionIo {
  */
 export async function createSession(path: string, options: SessionOptions = {}): Promise<Session> {
   const label = options.label ?? path.split(/[\\/]/).slice(-2).join("/");
-  return await open(path, toOrtOptions(options), label, options.executionProvider ?? "cpu");
+  return await open(path, ortSessionOptions(options), label, options.executionProvider ?? "cpu");
 }
 
 /**
@@ -225,7 +234,7 @@ export async function createSessionFromBytes(
   externalData: readonly ExternalDataFile[] = [],
   options: SessionOptions = {},
 ): Promise<Session> {
-  const ortOptions = toOrtOptions(options);
+  const ortOptions = ortSessionOptions(options);
   if (externalData.length > 0) {
     (ortOptions as { externalData?: unknown }).externalData = externalData.map((f) => ({
       path: f.path,
@@ -327,22 +336,23 @@ export function releaseDeviceTensor(tensor: Tensor | undefined): void {
   if (tensor && isDeviceTensor(tensor)) tensor.dispose();
 }
 
-function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOptions {
+/**
+ * The options handed to `InferenceSession.create` for `options`; thread
+ * counts of 0 are resolved against `cores` (this process's by default).
+ * Exported for tests.
+ */
+export function ortSessionOptions(
+  options: SessionOptions,
+  cores: UsableCores = processUsableCores(),
+): ort.InferenceSession.SessionOptions {
   const provider = options.executionProvider ?? "cpu";
   const out: ort.InferenceSession.SessionOptions = {
     executionProviders: [provider],
     graphOptimizationLevel: options.graphOptimization ?? "all",
   };
-  const intra = options.intraOpThreads ?? 0;
-  const inter = options.interOpThreads ?? 0;
-  if (!Number.isInteger(intra) || intra < 0) {
-    throw new Error(`intraOpThreads must be an integer >= 0, got ${intra}`);
-  }
-  if (!Number.isInteger(inter) || inter < 0) {
-    throw new Error(`interOpThreads must be an integer >= 0, got ${inter}`);
-  }
-  if (intra > 0) out.intraOpNumThreads = intra;
-  if (inter > 0) out.interOpNumThreads = inter;
+  const threads = sessionThreads(options, cores);
+  out.intraOpNumThreads = threads.intraOp;
+  if (threads.interOp > 0) out.interOpNumThreads = threads.interOp;
   // Read by the Node binding (onnxruntime `js/node/src/session_options_helper.cc`).
   if (options.cpuMemArena !== undefined) out.enableCpuMemArena = options.cpuMemArena;
   if (options.memoryPattern !== undefined) out.enableMemPattern = options.memoryPattern;

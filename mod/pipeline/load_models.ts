@@ -27,6 +27,8 @@ import {
   readModelInfo,
   type ResolvedIo,
   type SessionOptions,
+  sessionThreads,
+  threadsText,
   type VaeEncoderGraph,
 } from "../onnx/mod.ts";
 import { log } from "../log/mod.ts";
@@ -139,6 +141,17 @@ export async function loadModels(
   if (provider !== "cpu") {
     log("info", "pipeline", "execution provider ready", { provider, float16: device.float16 });
   }
+  // Every session gets these (mod/onnx `ortSessionOptions` resolves 0 the same way).
+  const threads = sessionThreads(config.runtime);
+  log("info", "pipeline", `ONNX Runtime sessions compute on ${threadsText(threads)}`, {
+    intraOpThreads: threads.intraOp,
+    interOpThreads: threads.interOp,
+    configured: {
+      intraOpThreads: config.runtime.intraOpThreads,
+      interOpThreads: config.runtime.interOpThreads,
+    },
+    usableCores: threads.usableCores,
+  });
   const options: SessionOptions = {
     executionProvider: config.runtime.executionProvider,
     intraOpThreads: config.runtime.intraOpThreads,
