@@ -298,6 +298,7 @@ function engineConfig(
       cpuMemArena: false,
       memoryPattern: true,
       executionMode: "sequential",
+      optimizedCache: null,
     },
     generation,
     controlnet: {

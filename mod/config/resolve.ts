@@ -117,6 +117,11 @@ export interface ResolvedConfig {
     memoryPattern: boolean;
     /** `execution_mode`: ORT's node scheduling. */
     executionMode: "sequential" | "parallel";
+    /**
+     * `optimized_cache`: the folder where ORT's optimised graphs are kept for
+     * later starts (`<models root>/.optimized`), or null when it is off.
+     */
+    optimizedCache: string | null;
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -255,6 +260,9 @@ export function samplingText(s: SamplingSummary): string {
   return `${s.preset} preset (${s.scheduler}, ${s.steps} steps, guidance ${s.guidanceScale}, ` +
     `${s.vaeDecoder} VAE)`;
 }
+
+/** The folder of ONNX Runtime's optimised graphs under the models root (`[runtime] optimized_cache`). */
+export const OPTIMIZED_DIR = ".optimized";
 
 /** `preset = "auto"`: fast on the CPU provider, quality on GPU providers. */
 export function autoPreset(provider: "cpu" | "cuda" | "webgpu"): "fast" | "quality" {
@@ -430,6 +438,7 @@ export function resolveConfig(
       cpuMemArena: raw.runtime.cpu_mem_arena,
       memoryPattern: raw.runtime.memory_pattern,
       executionMode: raw.runtime.execution_mode,
+      optimizedCache: raw.runtime.optimized_cache ? join(root, OPTIMIZED_DIR) : null,
     },
     generation: {
       defaultSize: raw.generation.default_size,

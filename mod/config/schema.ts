@@ -79,6 +79,7 @@ const runtime = z.strictObject({
   cpu_mem_arena: z.boolean().default(false),
   memory_pattern: z.boolean().default(true),
   execution_mode: z.enum(["sequential", "parallel"]).default("sequential"),
+  optimized_cache: z.boolean().default(true),
 });
 
 const generation = z.strictObject({

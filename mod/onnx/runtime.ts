@@ -19,6 +19,7 @@ import {
   explainProviderFailure,
   explainRunFailure,
 } from "./providers.ts";
+import { openThroughCache } from "./optimized_cache.ts";
 import { sessionThreads } from "./threads.ts";
 import { processUsableCores, type UsableCores } from "./usable_cores.ts";
 
@@ -110,6 +111,19 @@ export interface SessionOptions {
    * {@link releaseDeviceTensor} once the last run that reads them is done.
    */
   outputLocations?: Readonly<Record<string, OutputLocation>>;
+  /**
+   * A folder where ONNX Runtime's optimised graph of a model opened by path
+   * is kept, so that later starts open it without optimising again
+   * (`optimized_cache.ts`). Models opened from bytes are optimised as usual.
+   */
+  optimizedCache?: string;
+  /**
+   * Writes the graph ONNX Runtime optimised while opening to `path` (its
+   * `optimizedModelFilePath`), every initializer of 1 KiB or more into
+   * `externalData` beside it, and with `prepacked` also the weights its CPU
+   * kernels pre-pack. What the cache builds with.
+   */
+  saveOptimized?: { path: string; externalData: string; prepacked: boolean };
 }
 
 /** One external-data file handed over in memory (for byte loads). */
@@ -220,6 +234,17 @@ export class Session implements SessionIo {
  * recorded in the model.
  */
 export async function createSession(path: string, options: SessionOptions = {}): Promise<Session> {
+  if (options.optimizedCache !== undefined) {
+    return await openThroughCache(path, options, {
+      open: openPath,
+      version: `onnxruntime-node ${ort.env.versions.node ?? "?"}, ` +
+        `onnxruntime-common ${ort.env.versions.common}`,
+    });
+  }
+  return await openPath(path, options);
+}
+
+async function openPath(path: string, options: SessionOptions): Promise<Session> {
   const label = options.label ?? path.split(/[\\/]/).slice(-2).join("/");
   return await open(path, ortSessionOptions(options), label, options.executionProvider ?? "cpu");
 }
@@ -363,6 +388,23 @@ export function ortSessionOptions(
       );
     }
     out.executionMode = options.executionMode;
+  }
+  const save = options.saveOptimized;
+  if (save) {
+    out.optimizedModelFilePath = save.path;
+    // ONNX Runtime warns that an "all"-level graph is specific to this machine; the cache
+    // keys it by the CPU (optimized_cache.ts), so the warning would only be noise at each
+    // first start. Errors still throw.
+    out.logSeverityLevel = 3;
+    // Session config entries (onnxruntime_session_options_config_keys.h), read by the Node
+    // binding from `extra` (onnxruntime js/node/src/session_options_helper.cc).
+    out.extra = {
+      session: {
+        optimized_model_external_initializers_file_name: save.externalData,
+        optimized_model_external_initializers_min_size_in_bytes: "1024",
+        save_external_prepacked_constant_initializers: save.prepacked ? "1" : "0",
+      },
+    };
   }
   const locations = options.outputLocations;
   if (locations && Object.keys(locations).length > 0) {

@@ -49,6 +49,7 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
       cpuMemArena: false,
       memoryPattern: true,
       executionMode: "sequential",
+      optimizedCache: null,
     },
     generation: {
       steps: 3,

@@ -160,6 +160,8 @@ export async function loadModels(
     cpuMemArena: config.runtime.cpuMemArena,
     memoryPattern: config.runtime.memoryPattern,
     executionMode: config.runtime.executionMode,
+    // Later starts open the graphs ONNX Runtime optimised at the first (mod/onnx optimized_cache.ts).
+    ...(config.runtime.optimizedCache ? { optimizedCache: config.runtime.optimizedCache } : {}),
   };
   const opened: LoadedModel[] = [];
   const loraFiles = config.lora?.files ?? [];
