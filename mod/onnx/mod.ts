@@ -95,6 +95,7 @@ export {
   type ThreadSettings,
   threadsText,
 } from "./threads.ts";
+export { GLIBC_TUNABLES, type HugePages, hugePages, MALLOC_HUGETLB } from "./huge_pages.ts";
 export {
   processUsableCores,
   type ReadText,

@@ -21,7 +21,10 @@ import {
   ExecutionProviderError,
   exposeLatentParameters,
   type ExternalDataFile,
+  GLIBC_TUNABLES,
+  hugePages,
   LATENT_PARAMETERS,
+  MALLOC_HUGETLB,
   noFloat16Text,
   type ProviderCheck,
   readModelInfo,
@@ -143,6 +146,7 @@ export async function loadModels(
   }
   // Every session gets these (mod/onnx `ortSessionOptions` resolves 0 the same way).
   const threads = sessionThreads(config.runtime);
+  const pages = hugePages();
   log("info", "pipeline", `ONNX Runtime sessions compute on ${threadsText(threads)}`, {
     intraOpThreads: threads.intraOp,
     interOpThreads: threads.interOp,
@@ -151,7 +155,16 @@ export async function loadModels(
       interOpThreads: config.runtime.interOpThreads,
     },
     usableCores: threads.usableCores,
+    hugePages: pages,
   });
+  if (pages.system === "madvise" && !pages.malloc) {
+    log(
+      "info",
+      "pipeline",
+      "tensors get 4 KiB pages: the first image after a start and every run pay more page " +
+        `faults; \`deno task serve\` sets ${GLIBC_TUNABLES}=${MALLOC_HUGETLB} (docs/performance.md)`,
+    );
+  }
   const options: SessionOptions = {
     executionProvider: config.runtime.executionProvider,
     intraOpThreads: config.runtime.intraOpThreads,
