@@ -119,6 +119,7 @@ async function main(): Promise<void> {
       executionMode: "sequential",
       // Every in-process scenario optimises at its start, as they were measured before the cache.
       optimizedCache: null,
+      warmUp: false,
     },
     generation: {
       steps,

@@ -299,6 +299,7 @@ function engineConfig(
       memoryPattern: true,
       executionMode: "sequential",
       optimizedCache: null,
+      warmUp: false,
     },
     generation,
     controlnet: {

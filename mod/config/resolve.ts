@@ -122,6 +122,13 @@ export interface ResolvedConfig {
      * later starts (`<models root>/.optimized`), or null when it is off.
      */
     optimizedCache: string | null;
+    /**
+     * `warm_up`: one image of one step at the default size before the engine
+     * reports ready; "auto" resolves to true for few-step sampling (at most
+     * {@link WARM_UP_AUTO_STEPS} steps), where a first run's cost is a large
+     * share of an image.
+     */
+    warmUp: boolean;
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -260,6 +267,9 @@ export function samplingText(s: SamplingSummary): string {
   return `${s.preset} preset (${s.scheduler}, ${s.steps} steps, guidance ${s.guidanceScale}, ` +
     `${s.vaeDecoder} VAE)`;
 }
+
+/** `warm_up = "auto"` warms up sampling of at most this many steps (the fast and one-step presets). */
+export const WARM_UP_AUTO_STEPS = 8;
 
 /** The folder of ONNX Runtime's optimised graphs under the models root (`[runtime] optimized_cache`). */
 export const OPTIMIZED_DIR = ".optimized";
@@ -439,6 +449,9 @@ export function resolveConfig(
       memoryPattern: raw.runtime.memory_pattern,
       executionMode: raw.runtime.execution_mode,
       optimizedCache: raw.runtime.optimized_cache ? join(root, OPTIMIZED_DIR) : null,
+      warmUp: raw.runtime.warm_up === "auto"
+        ? (g.steps ?? values.steps) <= WARM_UP_AUTO_STEPS
+        : raw.runtime.warm_up,
     },
     generation: {
       defaultSize: raw.generation.default_size,

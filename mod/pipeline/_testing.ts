@@ -50,6 +50,7 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
       memoryPattern: true,
       executionMode: "sequential",
       optimizedCache: null,
+      warmUp: false,
     },
     generation: {
       steps: 3,
