@@ -41,7 +41,7 @@ import { join } from "node:path";
 import { log } from "../log/mod.ts";
 import { sha256File } from "../models/sha256_file.ts";
 import { readModelInfo } from "./model_info.ts";
-import type { Session, SessionOptions } from "./runtime.ts";
+import type { ExternalDataFile, Session, SessionOptions } from "./runtime.ts";
 import { processExists, readSystemText } from "./system_files.ts";
 
 /** Version of the cache layout and key; a change makes every cached graph stale. */
@@ -62,9 +62,25 @@ const SOURCES = "sources.json";
 export interface CacheRuntime {
   /** Opens a model file as `createSession` does without a cache. */
   open(path: string, options: SessionOptions): Promise<Session>;
+  /** Opens a model from bytes as `createSessionFromBytes` does without a cache. */
+  openBytes(
+    bytes: Uint8Array,
+    externalData: readonly ExternalDataFile[],
+    options: SessionOptions,
+  ): Promise<Session>;
   /** The ONNX Runtime build, for the key. */
   version: string;
 }
+
+/**
+ * The model to open: a file (its `.onnx` and the external data it names are
+ * hashed, once per change), or bytes rewritten in memory (hashed at every
+ * start) with the file they were read from (`from`: names the cache's folder
+ * and lets the sweep see when it is gone).
+ */
+export type CacheSource =
+  | { path: string }
+  | { bytes: Uint8Array; externalData: readonly ExternalDataFile[]; from: string };
 
 /** Everything that changes an optimised graph. */
 export interface OptimizedKey {
@@ -141,7 +157,7 @@ function processCpu(): string | null {
  * without one.
  */
 export async function openThroughCache(
-  path: string,
+  model: CacheSource,
   options: SessionOptions,
   runtime: CacheRuntime,
   onOutcome?: (outcome: CacheOutcome) => void,
@@ -149,9 +165,13 @@ export async function openThroughCache(
   const dir = options.optimizedCache!;
   const plain: SessionOptions = { ...options, optimizedCache: undefined, saveOptimized: undefined };
   const label = options.label ?? "model";
+  const openSource = (o: SessionOptions) =>
+    "path" in model
+      ? runtime.open(model.path, o)
+      : runtime.openBytes(model.bytes, model.externalData, o);
   const bypass = async (why: string) => {
     onOutcome?.({ state: "bypassed", why });
-    return await runtime.open(path, plain);
+    return await openSource(plain);
   };
   const level = options.graphOptimization ?? "all";
   if (level === "disabled") return await bypass("graph optimisation is disabled");
@@ -163,7 +183,7 @@ export async function openThroughCache(
 
   let plan: Plan;
   try {
-    plan = await planFor(path, dir, label, {
+    plan = await planFor(model, dir, label, {
       format: OPTIMIZED_CACHE_VERSION,
       runtime: runtime.version,
       provider,
@@ -174,7 +194,7 @@ export async function openThroughCache(
     });
   } catch (e) {
     log("warn", "onnx", "the optimised-graph cache cannot be used; optimising at this start", {
-      model: path,
+      model: "path" in model ? model.path : model.from,
       cache: dir,
       error: errorText(e),
     });
@@ -213,7 +233,7 @@ export async function openThroughCache(
     });
     await removeFolder(plan.folder);
   }
-  return await build(path, plan, plain, runtime, onOutcome);
+  return await build(openSource, plan, plain, onOutcome);
 }
 
 /** Where a model's graph is cached and under which key. */
@@ -231,18 +251,27 @@ interface Plan {
 }
 
 async function planFor(
-  path: string,
+  model: CacheSource,
   dir: string,
   label: string,
   key: OptimizedKey,
 ): Promise<Plan> {
-  const source = await Deno.realPath(path);
+  const source = await Deno.realPath("path" in model ? model.path : model.from);
+  await Deno.mkdir(dir, { recursive: true });
+  if (!("path" in model)) {
+    // Rewritten in memory: the bytes themselves are the key (a rewrite of another version of
+    // the file, or by another version of the rewrite, is other bytes).
+    key.sources.push({ name: "(bytes)", size: model.bytes.length, sha256: digest(model.bytes) });
+    for (const f of model.externalData) {
+      key.sources.push({ name: f.path, size: f.data.length, sha256: digest(f.data) });
+    }
+    return planned(dir, label, key, source);
+  }
   const folderOfModel = source.slice(0, source.lastIndexOf("/") + 1);
   const names = [
     source.slice(folderOfModel.length),
     ...(await readModelInfo(source)).externalData.map((e) => e.location),
   ];
-  await Deno.mkdir(dir, { recursive: true });
   const memo = await loadSources(dir);
   let changed = false;
   for (const name of names) {
@@ -264,6 +293,10 @@ async function planFor(
     key.sources.push({ name, size: known.size, sha256: known.sha256 });
   }
   if (changed) await saveSources(dir, memo);
+  return planned(dir, label, key, source);
+}
+
+function planned(dir: string, label: string, key: OptimizedKey, source: string): Plan {
   const slot = `${label.replace(/[^A-Za-z0-9_]/g, "_")}-${digest(source).slice(0, 8)}`;
   return { dir, slot, folder: join(dir, `${slot}-${digest(key).slice(0, 16)}`), key, source };
 }
@@ -291,10 +324,9 @@ async function checkFolder(
 }
 
 async function build(
-  path: string,
+  openSource: (options: SessionOptions) => Promise<Session>,
   plan: Plan,
   plain: SessionOptions,
-  runtime: CacheRuntime,
   onOutcome?: (outcome: CacheOutcome) => void,
 ): Promise<Session> {
   const label = plain.label ?? "model";
@@ -311,12 +343,12 @@ async function build(
       error: errorText(e),
     });
     onOutcome?.({ state: "bypassed", why: errorText(e) });
-    return await runtime.open(path, plain);
+    return await openSource(plain);
   }
   const t0 = performance.now();
   let session: Session;
   try {
-    session = await runtime.open(path, {
+    session = await openSource({
       ...plain,
       saveOptimized: {
         path: join(scratch, OPTIMIZED_MODEL),
@@ -335,7 +367,7 @@ async function build(
       },
     );
     onOutcome?.({ state: "bypassed", why: errorText(e) });
-    return await runtime.open(path, plain);
+    return await openSource(plain);
   }
   const ms = Math.round(performance.now() - t0);
   try {
@@ -481,7 +513,9 @@ async function removeFolder(path: string, why?: string): Promise<void> {
 
 function digest(value: unknown): string {
   return createHash("sha256")
-    .update(typeof value === "string" ? value : JSON.stringify(value))
+    .update(
+      typeof value === "string" || value instanceof Uint8Array ? value : JSON.stringify(value),
+    )
     .digest("hex");
 }
 

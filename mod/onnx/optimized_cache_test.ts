@@ -11,7 +11,13 @@ import {
   OPTIMIZED_RECORD,
   type OptimizedRecord,
 } from "./optimized_cache.ts";
-import { createSession, type Session, type SessionOptions, Tensor } from "./runtime.ts";
+import {
+  createSession,
+  createSessionFromBytes,
+  type Session,
+  type SessionOptions,
+  Tensor,
+} from "./runtime.ts";
 import { floatTensor, toFloat32 } from "./tensors.ts";
 
 const unet = buildUnet(11, TINY_DIMS, { flavour: "diffusers", io: "float32" });
@@ -49,6 +55,10 @@ function recordingRuntime(): CacheRuntime & { calls: Array<{ path: string; o: Se
       calls.push({ path, o });
       return createSession(path, { ...o, optimizedCache: undefined });
     },
+    openBytes: (bytes, externalData, o) => {
+      calls.push({ path: "(bytes)", o });
+      return createSessionFromBytes(bytes, externalData, { ...o, optimizedCache: undefined });
+    },
   };
 }
 
@@ -62,7 +72,7 @@ async function open(
 ): Promise<{ session: Session; outcome: CacheOutcome }> {
   let outcome: CacheOutcome | undefined;
   const session = await openThroughCache(
-    model,
+    { path: model },
     { ...OPTIONS, ...extra, optimizedCache: cache },
     runtime,
     (o) => outcome = o,
@@ -233,6 +243,7 @@ Deno.test("optimised-graph cache: written beside its final name and moved there 
     const runtime = recordingRuntime();
     const watching: CacheRuntime = {
       version: runtime.version,
+      openBytes: runtime.openBytes,
       open: async (path, o) => {
         const session = await runtime.open(path, o);
         if (o.saveOptimized) {
@@ -312,4 +323,59 @@ Deno.test("cpuIdentity: vendor, family, model and flags decide it; unreadable is
   ok(cpuIdentity(arm, "aarch64") !== null);
   strictEqual(cpuIdentity("processor\t: 0\n", "x86_64"), null);
   strictEqual(cpuIdentity(null), null);
+});
+
+Deno.test("optimised-graph cache: a model rewritten in memory is cached by its bytes, named by the file it came from", async () => {
+  const { dir, model, cache } = await setup();
+  try {
+    const ext = [{ path: "weights.pb", data: unet.external!.data }];
+    const runtime = recordingRuntime();
+    const outcomes: CacheOutcome[] = [];
+    const openBytes = (data: Uint8Array) =>
+      openThroughCache(
+        { bytes: unet.model, externalData: [{ path: "weights.pb", data }], from: model },
+        { ...OPTIONS, optimizedCache: cache },
+        runtime,
+        (o) => outcomes.push(o),
+      );
+    const a = await openBytes(unet.external!.data);
+    const expected = await outputOf(a);
+    await a.release();
+    strictEqual(runtime.calls[0].path, "(bytes)");
+    const [folder] = await folders(cache);
+    ok(folder.startsWith("unet-"), folder);
+    const record = JSON.parse(
+      await Deno.readTextFile(join(cache, folder, OPTIMIZED_RECORD)),
+    ) as OptimizedRecord;
+    strictEqual(record.source, await Deno.realPath(model));
+    deepStrictEqual(record.key.sources.map((x) => [x.name, x.size]), [
+      ["(bytes)", unet.model.length],
+      ["weights.pb", unet.external!.data.length],
+    ]);
+    const b = await openBytes(unet.external!.data);
+    deepStrictEqual(runtime.calls[1].path, join(cache, folder, OPTIMIZED_MODEL));
+    deepStrictEqual(await outputOf(b), expected);
+    await b.release();
+    // Other bytes (another rewrite, other weights) are another key.
+    const c = await openBytes(unet.external!.data.map((v, i) => (i === 0 ? v ^ 1 : v)));
+    await c.release();
+    deepStrictEqual(outcomes.map((o) => o.state), ["built", "hit", "built"]);
+
+    // createSessionFromBytes caches only with the file the bytes came from.
+    const d = await createSessionFromBytes(unet.model, ext, {
+      ...OPTIONS,
+      optimizedCache: join(dir, "c2"),
+    });
+    await d.release();
+    strictEqual(await Deno.stat(join(dir, "c2")).catch(() => null), null);
+    const e = await createSessionFromBytes(unet.model, ext, {
+      ...OPTIONS,
+      optimizedCache: join(dir, "c3"),
+      readFrom: model,
+    });
+    await e.release();
+    strictEqual((await folders(join(dir, "c3"))).length, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

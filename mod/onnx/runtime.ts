@@ -19,7 +19,7 @@ import {
   explainProviderFailure,
   explainRunFailure,
 } from "./providers.ts";
-import { openThroughCache } from "./optimized_cache.ts";
+import { type CacheRuntime, openThroughCache } from "./optimized_cache.ts";
 import { sessionThreads } from "./threads.ts";
 import { processUsableCores, type UsableCores } from "./usable_cores.ts";
 
@@ -114,9 +114,15 @@ export interface SessionOptions {
   /**
    * A folder where ONNX Runtime's optimised graph of a model opened by path
    * is kept, so that later starts open it without optimising again
-   * (`optimized_cache.ts`). Models opened from bytes are optimised as usual.
+   * (`optimized_cache.ts`). Models opened from bytes need `readFrom` as well.
    */
   optimizedCache?: string;
+  /**
+   * For a model opened from bytes: the file they were read from (and
+   * rewritten). With `optimizedCache`, such a model's optimised graph is
+   * cached too, keyed by the bytes; without it, it is optimised at every open.
+   */
+  readFrom?: string;
   /**
    * Writes the graph ONNX Runtime optimised while opening to `path` (its
    * `optimizedModelFilePath`), every initializer of 1 KiB or more into
@@ -235,14 +241,18 @@ export class Session implements SessionIo {
  */
 export async function createSession(path: string, options: SessionOptions = {}): Promise<Session> {
   if (options.optimizedCache !== undefined) {
-    return await openThroughCache(path, options, {
-      open: openPath,
-      version: `onnxruntime-node ${ort.env.versions.node ?? "?"}, ` +
-        `onnxruntime-common ${ort.env.versions.common}`,
-    });
+    return await openThroughCache({ path }, options, CACHE_RUNTIME);
   }
   return await openPath(path, options);
 }
+
+/** What the optimised-graph cache opens models with. */
+const CACHE_RUNTIME: CacheRuntime = {
+  open: (path, options) => openPath(path, options),
+  openBytes: (bytes, externalData, options) => openBytes(bytes, externalData, options),
+  version: `onnxruntime-node ${ort.env.versions.node ?? "?"}, ` +
+    `onnxruntime-common ${ort.env.versions.common}`,
+};
 
 async function openPath(path: string, options: SessionOptions): Promise<Session> {
   const label = options.label ?? path.split(/[\\/]/).slice(-2).join("/");
@@ -258,6 +268,21 @@ export async function createSessionFromBytes(
   bytes: Uint8Array,
   externalData: readonly ExternalDataFile[] = [],
   options: SessionOptions = {},
+): Promise<Session> {
+  if (options.optimizedCache !== undefined && options.readFrom !== undefined) {
+    return await openThroughCache(
+      { bytes, externalData, from: options.readFrom },
+      options,
+      CACHE_RUNTIME,
+    );
+  }
+  return await openBytes(bytes, externalData, options);
+}
+
+async function openBytes(
+  bytes: Uint8Array,
+  externalData: readonly ExternalDataFile[],
+  options: SessionOptions,
 ): Promise<Session> {
   const ortOptions = ortSessionOptions(options);
   if (externalData.length > 0) {

@@ -100,7 +100,8 @@ export const defaultOpener: SessionOpener = (path, options) => createSession(pat
 
 /** Opens a model held in memory with `mod/onnx`'s `createSessionFromBytes`. */
 export const defaultBytesOpener: BytesOpener = (model, options) =>
-  createSessionFromBytes(model.bytes, model.externalData, options);
+  // `readFrom`: with the optimised-graph cache on, the rewritten graph is cached by its bytes.
+  createSessionFromBytes(model.bytes, model.externalData, { ...options, readFrom: model.path });
 
 /** Reads a JSON object, with errors naming the file. */
 async function readJsonObject(path: string): Promise<Record<string, unknown>> {
