@@ -145,6 +145,9 @@ export function cpuIdentity(cpuinfo: string | null, arch: string = Deno.build.ar
 
 let cpu: string | null | undefined;
 
+/** Cache folders this process has already warned about. */
+const warned = new Set<string>();
+
 function processCpu(): string | null {
   return cpu === undefined ? (cpu = cpuIdentity(readSystemText("/proc/cpuinfo"))) : cpu;
 }
@@ -193,11 +196,15 @@ export async function openThroughCache(
       sources: [],
     });
   } catch (e) {
-    log("warn", "onnx", "the optimised-graph cache cannot be used; optimising at this start", {
-      model: "path" in model ? model.path : model.from,
-      cache: dir,
-      error: errorText(e),
-    });
+    // Once per folder and process: every model of a start would say the same.
+    if (!warned.has(dir)) {
+      warned.add(dir);
+      log("warn", "onnx", "the optimised-graph cache cannot be used; optimising at this start", {
+        model: "path" in model ? model.path : model.from,
+        cache: dir,
+        error: errorText(e),
+      });
+    }
     return await bypass(errorText(e));
   }
 
