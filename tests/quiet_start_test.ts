@@ -79,7 +79,8 @@ Deno.test("a warm deno task serve makes no registry lookups and prints no Downlo
     assert.deepEqual(warm.stderr.trimEnd().split("\n"), [taskLine]);
 
     // Not merely hidden by -q: the task's command without it looks nothing up either.
-    const [deno, ...taskArgs] = manifest.tasks.serve.split(" ");
+    // The words of the command, after the environment assignments it starts with.
+    const [deno, ...taskArgs] = manifest.tasks.serve.split(" ").filter((w) => !/^[A-Z_]+=/.test(w));
     assert.equal(deno, "deno");
     const loud = await run(app, fresh(), [...taskArgs.filter((a) => a !== "-q"), "--version"]);
     assert.equal(loud.code, 0, loud.stderr);

@@ -26,6 +26,7 @@ import {
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
+import { sessionThreads } from "../onnx/mod.ts";
 import { prepareMergedModels, untilAborted, verifyConfiguredModels } from "../models/mod.ts";
 import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
@@ -128,6 +129,14 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
   const sampling = samplingSummary(config);
+  // What the engine's sessions compute on: intra_op_threads = 0 is the cores this process may use.
+  const threads = sessionThreads(config.runtime);
+  const runtime = {
+    executionProvider: config.runtime.executionProvider,
+    intraOpThreads: threads.intraOp,
+    interOpThreads: threads.interOp,
+    usableCores: threads.usableCores.count,
+  };
   log("info", "app", `generation: ${samplingText(sampling)}`, {
     preset: sampling.preset,
     chosen_by: sampling.chosenBy === "auto"
@@ -383,6 +392,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           role,
           ...(await jobs.health(dbTimeoutMs)),
           generation: sampling,
+          runtime,
         })),
       })
       : await startHttpServer({
@@ -404,7 +414,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           tools: tools.length,
           role,
           // A front runs no job: its workers' /healthz say which preset they run.
-          ...(role !== "front" ? { generation: sampling } : {}),
+          ...(role !== "front" ? { generation: sampling, runtime } : {}),
         })),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.

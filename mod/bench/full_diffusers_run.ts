@@ -79,6 +79,9 @@ async function main(): Promise<void> {
       cpuMemArena: false,
       memoryPattern: true,
       executionMode: "sequential",
+      // Each comparison image is made once from fresh sessions: no cache, no warm-up.
+      optimizedCache: null,
+      warmUp: false,
     },
     generation: {
       steps: first.steps,

@@ -119,6 +119,18 @@ export interface ResolvedConfig {
     memoryPattern: boolean;
     /** `execution_mode`: ORT's node scheduling. */
     executionMode: "sequential" | "parallel";
+    /**
+     * `optimized_cache`: the folder where ORT's optimised graphs are kept for
+     * later starts (`<models root>/.optimized`), or null when it is off.
+     */
+    optimizedCache: string | null;
+    /**
+     * `warm_up`: one image of one step at the default size before the engine
+     * reports ready; "auto" resolves to true for few-step sampling (at most
+     * {@link WARM_UP_AUTO_STEPS} steps), where a first run's cost is a large
+     * share of an image.
+     */
+    warmUp: boolean;
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -303,6 +315,12 @@ export function samplingText(s: SamplingSummary): string {
     `guidance ${s.guidanceScale}, ${s.vaeDecoder} VAE)`;
 }
 
+/** `warm_up = "auto"` warms up sampling of at most this many steps (the fast and one-step presets). */
+export const WARM_UP_AUTO_STEPS = 8;
+
+/** The folder of ONNX Runtime's optimised graphs under the models root (`[runtime] optimized_cache`). */
+export const OPTIMIZED_DIR = ".optimized";
+
 /** `preset = "auto"`: fast on the CPU provider, quality on GPU providers. */
 export function autoPreset(provider: "cpu" | "cuda" | "webgpu"): "fast" | "quality" {
   return provider === "cpu" ? "fast" : "quality";
@@ -483,6 +501,10 @@ export function resolveConfig(
       cpuMemArena: raw.runtime.cpu_mem_arena,
       memoryPattern: raw.runtime.memory_pattern,
       executionMode: raw.runtime.execution_mode,
+      optimizedCache: raw.runtime.optimized_cache ? join(root, OPTIMIZED_DIR) : null,
+      warmUp: raw.runtime.warm_up === "auto"
+        ? (g.steps ?? values.steps) <= WARM_UP_AUTO_STEPS
+        : raw.runtime.warm_up,
     },
     generation: {
       defaultSize: raw.generation.default_size,

@@ -81,6 +81,8 @@ const runtime = z.strictObject({
   cpu_mem_arena: z.boolean().default(false),
   memory_pattern: z.boolean().default(true),
   execution_mode: z.enum(["sequential", "parallel"]).default("sequential"),
+  optimized_cache: z.boolean().default(true),
+  warm_up: z.union([z.boolean(), z.literal("auto")]).default("auto"),
 });
 
 const generation = z.strictObject({
