@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import { GALLERY_HTML, GALLERY_URI, MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { TINY_CONFIG } from "./helpers/paths.ts";

@@ -21,13 +21,19 @@ import {
 import {
   JobService,
   type JobStore,
+  JobTasks,
   MemoryJobStore,
   PostgresJobStore,
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
 import { prepareMergedModels, verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
+import {
+  createMcpServer,
+  DenoStdioTransport,
+  serveStdioConnection,
+  watchParent,
+} from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -179,6 +185,8 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const tools = createTools(config, images, jobs);
   // MCP Apps: the gallery view of the image and job tools' results (tool results stay as they are).
   const views = { resources: [GALLERY_RESOURCE], extensions: [MCP_APPS_EXTENSION] };
+  // Every server instance, of either era and transport: the same tools, view and tasks (jobs).
+  const served = { tools, ...views, tasks: new JobTasks(jobs), instructions: INSTRUCTIONS, ready };
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   let rejectFinished!: (error: unknown) => void;
@@ -233,8 +241,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, ...views, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
+    // The SDK owns the connection: the opening message picks the era, one server serves it.
+    // Reading starts now; every callback below is in place before the first read completes.
+    const connection = serveStdioConnection(
+      (era) => createMcpServer({ ...served, era }),
+      transport,
+    );
     /** stdin ended or the client is gone: no call can follow, so no hand-off can be fetched. */
     let unreachable = false;
     /** Cancels this process's jobs that nobody can fetch (with `keepWatched`, open calls' are kept). */
@@ -262,7 +275,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           for (const arm of rearms) arm();
         }
         await drain();
-        await server.close().catch(() => {});
+        await connection.close().catch(() => {});
         parentWatch.stop();
         await generator.close();
         await settleFinished();
@@ -281,7 +294,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       parentWatch.stop();
       // Its jobs, handed off or not: nobody will fetch them.
       void cancelUnreachable(false);
-      void server.close().catch(() => {});
+      void connection.close().catch(() => {});
       void shutdown();
     };
     let abandoned = false;
@@ -303,9 +316,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       if (transport.openRequests > 0) transport.probe();
       void shutdown();
     };
-    transport.onclose = () => void shutdown();
+    const sdkOnClose = transport.onclose;
+    transport.onclose = () => {
+      sdkOnClose?.();
+      void shutdown();
+    };
     ready.catch(() => void shutdown());
-    await server.connect(transport);
     log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
     return { finished, shutdown };
   }
@@ -356,14 +372,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         authenticator,
         authFailureResponse,
         createServer: (scope, call) =>
-          createMcpServer({
-            tools,
-            ...views,
-            scope,
-            instructions: INSTRUCTIONS,
-            ready,
-            cancelled: call.cancelled,
-          }),
+          createMcpServer({ ...served, scope, era: call.era, cancelled: call.cancelled }),
         // The probe is bounded, so a database fault never stops /healthz; it answers 503 then.
         health: async () =>
           withDatabase(await probeDatabase(db!), {

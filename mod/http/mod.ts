@@ -22,7 +22,7 @@ export {
 } from "./client_address.ts";
 export { DATABASE_UNAVAILABLE, type HealthFields, healthResponse, withDatabase } from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
-export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
+export type { HttpServerHandle, HttpServerOptions, McpCall } from "./server.ts";
 export {
   CORS_ALLOW_HEADERS,
   CORS_ALLOW_METHODS,

@@ -216,8 +216,13 @@ export class JobService {
     // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
     this.#watchJob(id);
     try {
-      await this.#o.store.create({ id, ...caller, request });
+      const created = await this.#o.store.create({ id, ...caller, request });
       this.#runner.wake();
+      if (context.startTask) {
+        // A task: the client polls for it (mod/jobs/tasks.ts), so the call answers at once.
+        context.startTask({ id, createdAt: created.createdAt });
+        return { content: [] };
+      }
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
     } finally {
       this.#unwatchJob(id);
@@ -455,6 +460,15 @@ export class JobService {
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     if (isTerminal(record.state)) return jobResult(record);
     return await this.#status(record, record.state === "queued" ? note : undefined);
+  }
+
+  /**
+   * Estimated ms until `job` (queued, at `position`, or running) is done,
+   * from this engine's timings; null without measurements or when it ended.
+   */
+  estimateMs(job: JobSummary, position: QueuePosition | null): number | null {
+    if (job.state === "running") return this.#remainingMs({ ...job, id: job.id });
+    return job.state === "queued" && position ? this.#queuedMs(job, position) : null;
   }
 
   /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */
