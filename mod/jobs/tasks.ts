@@ -37,6 +37,24 @@ function taskState(job: JobSummary): TaskState {
   }
 }
 
+/** What an ended job came to, in a sentence (where a cancelled one stopped, why one failed). */
+function outcome(job: JobSummary): string {
+  const p = job.progress;
+  const at = p
+    ? ` at step ${p.step} of ${p.steps}${
+      job.images > 1 ? ` of image ${p.image} of ${job.images}` : ""
+    }`
+    : "";
+  switch (job.state) {
+    case "cancelled":
+      return `cancelled${p ? at : " before it started"}`;
+    case "failed":
+      return job.error ?? "failed";
+    default:
+      return `completed: ${job.images} image${job.images > 1 ? "s" : ""}`;
+  }
+}
+
 /** See the module documentation. */
 export class JobTasks implements TaskBackend {
   readonly #jobs: JobService;
@@ -69,11 +87,7 @@ export class JobTasks implements TaskBackend {
     return {
       id: job.id,
       state,
-      statusMessage: !ended
-        ? progress ? await this.#progress(job) : job.state
-        : state === "failed" && job.error !== null
-        ? job.error
-        : state,
+      statusMessage: !ended ? (progress ? await this.#progress(job) : job.state) : outcome(job),
       createdAt: job.createdAt,
       updatedAt: job.finishedAt ?? job.startedAt ?? job.createdAt,
       ttlMs: job.expiresAt ? job.expiresAt.getTime() - job.createdAt.getTime() : null,
