@@ -40,7 +40,7 @@ import {
 } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import { checkMessage } from "../mcp/message_checks.ts";
-import type { McpServer } from "../mcp/sdk.ts";
+import type { McpFactoryContext, McpServer } from "../mcp/sdk.ts";
 import { createMcpHandler, isLegacyRequest } from "../mcp/sdk.ts";
 import type { ProtocolEra } from "../mcp/tasks.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
@@ -157,19 +157,26 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const perKey = new Map<string, number>();
   // The request the SDK hands the factory is the one admitted below, carrying its caller.
   const admitted = new WeakMap<Request, Admitted>();
-  const mcp = createMcpHandler((context) => {
+  const factory = (context: McpFactoryContext) => {
     const call = context.requestInfo && admitted.get(context.requestInfo);
     if (!call) throw new Error("an MCP server was asked for a request that was not admitted");
     return options.createServer(call.scope, {
       era: context.era,
       cancelled: context.era === "modern" ? () => true : () => call.cancelled,
     });
-  }, {
-    // Streams from the start: progress flows, and keep-alive comments hold idle proxies open.
-    responseMode: "sse",
-    maxRequestBodySize: maxBody,
-    onerror: (error) => log("debug", "http", "MCP request refused", { error: error.message }),
-  });
+  };
+  const entry = (responseMode: "sse" | "auto") =>
+    createMcpHandler(factory, {
+      responseMode,
+      maxRequestBodySize: maxBody,
+      onerror: (error) => log("debug", "http", "MCP request refused", { error: error.message }),
+    });
+  // A 2026-07-28 tool call streams from the start: its progress flows, and keep-alive
+  // comments every 15 s hold proxies that drop a silent response; every other request
+  // is answered with one JSON body, an error with its HTTP status (400 for -32021).
+  // (The 2025 era streams every request, as the SDK's stateless transport does.)
+  const calls = entry("sse");
+  const others = entry("auto");
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
@@ -279,6 +286,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         }));
       }
     }
+    const mcp = message.method === "tools/call" ? calls : others;
     const response = await mcp.fetch(forwarded, {
       parsedBody,
       authInfo: {
@@ -336,7 +344,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       finished: served.finished,
       shutdown: async (graceMs: number) => {
         await served.shutdown(graceMs);
-        await mcp.close();
+        await Promise.all([calls.close(), others.close()]);
       },
       cancelRequest(owner, requestId) {
         const done = inFlight.cancel(owner, requestId);

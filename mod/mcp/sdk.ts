@@ -8,8 +8,10 @@
  */
 
 export {
+  CLIENT_CAPABILITIES_META_KEY as CLIENT_CAPABILITIES_KEY,
   createMcpHandler,
   isLegacyRequest,
+  MissingRequiredClientCapabilityError,
   parseJSONRPCMessage,
   ProtocolError,
   ProtocolErrorCode,

@@ -19,6 +19,7 @@ import {
   type ResourceTemplateDefinition,
 } from "./resource.ts";
 import {
+  CLIENT_CAPABILITIES_KEY,
   type McpHandlerContext,
   type McpRequest,
   type McpServer,
@@ -48,9 +49,6 @@ import { formatValidationError } from "./validation.ts";
 
 /** Name and version reported in `initialize` and in every 2026-07-28 result's `_meta`. */
 export const SERVER_INFO = { name: "generate-image-sd15-mcp", version: "0.1.0" } as const;
-
-/** The `_meta` key of a 2026-07-28 request that carries the client's capabilities. */
-const CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities";
 
 /** Marks a `tools/call` whose `arguments` was present but not an object. */
 const NOT_AN_OBJECT = "__argumentsNotAnObject";

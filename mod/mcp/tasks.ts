@@ -27,7 +27,14 @@
  */
 
 import { z } from "zod";
-import { type McpServer, ProtocolError, ProtocolErrorCode } from "./sdk.ts";
+import {
+  CLIENT_CAPABILITIES_KEY,
+  type McpHandlerContext,
+  type McpServer,
+  MissingRequiredClientCapabilityError,
+  ProtocolError,
+  ProtocolErrorCode,
+} from "./sdk.ts";
 import type { Scope, StartedTask, ToolResult } from "./tool.ts";
 
 /** The extension identifier of 2026-07-28 tasks. */
@@ -195,8 +202,25 @@ async function cancelFor(
   return { outcome, task };
 }
 
+/**
+ * 2026-07-28: the `tasks/*` methods are for clients that declared the
+ * extension on the request; any other gets -32021 naming it (SEP-2663
+ * "Capability Negotiation").
+ */
+function assertDeclared(ctx: McpHandlerContext): void {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  const capabilities = envelope?.[CLIENT_CAPABILITIES_KEY] as
+    | { extensions?: Record<string, unknown> }
+    | undefined;
+  if (capabilities?.extensions?.[TASKS_EXTENSION_ID] !== undefined) return;
+  throw new MissingRequiredClientCapabilityError({
+    requiredCapabilities: { extensions: { [TASKS_EXTENSION_ID]: {} } },
+  });
+}
+
 const TaskIdParams = z.looseObject({ taskId: z.string() });
-const UpdateParams = z.looseObject({ taskId: z.string(), inputResponses: z.unknown() });
+// (`inputResponses` is lifted out of the params by the SDK, into `ctx.mcpReq.inputResponses`.)
+const UpdateParams = z.looseObject({ taskId: z.string() });
 const ListParams = z.looseObject({ cursor: z.string().optional() });
 
 /** Registers the `tasks/*` methods of `era` on `server` for the caller `scope`. */
@@ -207,7 +231,8 @@ export function registerTaskHandlers(
   scope: Scope | undefined,
 ): void {
   if (era === "modern") {
-    server.setRequestHandler("tasks/get", { params: TaskIdParams }, async ({ taskId }) => {
+    server.setRequestHandler("tasks/get", { params: TaskIdParams }, async ({ taskId }, ctx) => {
+      assertDeclared(ctx);
       const task = await visible(backend, taskId, scope);
       const status = wireStatus(task.state, era);
       return {
@@ -216,12 +241,14 @@ export function registerTaskHandlers(
       };
     });
     // An acknowledgement, the cancellation itself eventually consistent (SEP-2663 "Task Cancellation").
-    server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async ({ taskId }) => {
+    server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async ({ taskId }, ctx) => {
+      assertDeclared(ctx);
       await cancelFor(backend, taskId, scope, false);
       return {};
     });
     // This server never asks for input: every response is for no outstanding request, and ignored.
-    server.setRequestHandler("tasks/update", { params: UpdateParams }, async ({ taskId }) => {
+    server.setRequestHandler("tasks/update", { params: UpdateParams }, async ({ taskId }, ctx) => {
+      assertDeclared(ctx);
       await visible(backend, taskId, scope);
       return {};
     });
