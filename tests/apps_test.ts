@@ -71,9 +71,10 @@ async function assertGalleryServed(client: Client) {
     text: GALLERY_HTML,
     _meta: { ui: { prefersBorder: true } },
   }]);
+  // Resource not found: -32602 in both eras (MCP 2026-07-28's code, which the SDK sends to all).
   await assert.rejects(
     client.readResource({ uri: "ui://generate-image-sd15-mcp/nothing.html" }),
-    /-32002.*Resource not found: ui:\/\/generate-image-sd15-mcp\/nothing\.html/,
+    /-32602.*Resource not found: ui:\/\/generate-image-sd15-mcp\/nothing\.html/,
   );
   assert.deepEqual((await client.listResourceTemplates()).resourceTemplates, []);
 }

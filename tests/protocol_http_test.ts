@@ -356,10 +356,13 @@ Deno.test("http 2026-07-28: closing a call's response stream cancels its job", a
       await assert.rejects(call);
       await until(() => gated.state.aborted, "the engine to stop");
       assert.equal(gated.state.abortedAtStep, 1);
-      const listed = await watcher.callTool({ name: "list_generations", arguments: {} });
-      const [job] = (listed.structuredContent as { generations: Array<{ state: string }> })
-        .generations;
-      assert.equal(job.state, "cancelled");
+      const state = async () => {
+        const listed = await watcher.callTool({ name: "list_generations", arguments: {} });
+        return (listed.structuredContent as { generations: Array<{ state: string }> })
+          .generations[0].state;
+      };
+      await until(async () => await state() !== "running", "the job to end");
+      assert.equal(await state(), "cancelled");
     } finally {
       await session.close();
       await watcher.close();

@@ -157,6 +157,8 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const perKey = new Map<string, number>();
   // The request the SDK hands the factory is the one admitted below, carrying its caller.
   const admitted = new WeakMap<Request, Admitted>();
+  /** Set once the shutdown began: it aborts every request's signal, and calls are let finish. */
+  let draining = false;
   const factory = (context: McpFactoryContext) => {
     const call = context.requestInfo && admitted.get(context.requestInfo);
     if (!call) throw new Error("an MCP server was asked for a request that was not admitted");
@@ -242,13 +244,17 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     }
     const parsedBody = checked.message;
     const legacy = await isLegacyRequest(request, parsedBody, { maxRequestBodySize: maxBody });
-    // The body is read: the SDK gets it parsed, and a request of its own whose
-    // signal also aborts when the client cancels (2025 era) or the exchange ends.
+    // The body is read: the SDK gets it parsed, and a request of its own whose signal
+    // aborts when the client goes (`request.signal`; deno.json's `no-legacy-abort`
+    // keeps it from aborting delivered responses), when the exchange ends, or when a
+    // 2025-era notification cancels it. A shutdown aborts every `request.signal` too,
+    // while the running calls are let finish: from then on it is not heeded.
     const abort = new AbortController();
+    request.signal.addEventListener("abort", () => draining || abort.abort(), { once: true });
     const forwarded = new Request(request.url, {
       method: "POST",
       headers: request.headers,
-      signal: AbortSignal.any([request.signal, abort.signal]),
+      signal: abort.signal,
     });
     const call: Admitted = { scope: auth.scope, cancelled: false };
     admitted.set(forwarded, call);
@@ -343,6 +349,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       addr,
       finished: served.finished,
       shutdown: async (graceMs: number) => {
+        draining = true;
         await served.shutdown(graceMs);
         await Promise.all([calls.close(), others.close()]);
       },
