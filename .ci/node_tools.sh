@@ -28,7 +28,6 @@ ci_node_tools() {
 JSON
   inspector_dir="$tools/node_modules/@modelcontextprotocol/inspector"
   conformance_dir="$tools/node_modules/@modelcontextprotocol/conformance"
-  local version_of
   version_of() { node -p "require('$1/package.json').version" 2>/dev/null || true; }
   if [ "$(version_of "$inspector_dir")" != "$INSPECTOR_VERSION" ] ||
     [ "$(version_of "$conformance_dir")" != "$CONFORMANCE_VERSION" ] ||
