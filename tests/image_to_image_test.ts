@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import type { RgbImage } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";

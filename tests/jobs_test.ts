@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
 import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";

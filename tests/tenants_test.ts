@@ -11,7 +11,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";
 import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";

@@ -19,8 +19,10 @@ import {
   startHttpServer,
 } from "../http/mod.ts";
 import {
+  createJobImageTemplate,
   JobService,
   type JobStore,
+  JobTasks,
   MemoryJobStore,
   PostgresJobStore,
   replicaApplicationName,
@@ -28,7 +30,12 @@ import {
 import { log } from "../log/mod.ts";
 import { sessionThreads } from "../onnx/mod.ts";
 import { prepareMergedModels, untilAborted, verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
+import {
+  createMcpServer,
+  DenoStdioTransport,
+  serveStdioConnection,
+  watchParent,
+} from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -217,6 +224,18 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const tools = createTools(config, images, jobs);
   // MCP Apps: the gallery view of the image and job tools' results (tool results stay as they are).
   const views = { resources: [GALLERY_RESOURCE], extensions: [MCP_APPS_EXTENSION] };
+  // A result too large for clients links each full PNG as a resource of its job.
+  const templates = [createJobImageTemplate(jobs.store, config.jobs.resultTtlMs / 1000)];
+  // Every server instance, of either era and transport: the same tools, views, job images and
+  // tasks (jobs).
+  const served = {
+    tools,
+    ...views,
+    templates,
+    tasks: new JobTasks(jobs),
+    instructions: INSTRUCTIONS,
+    ready,
+  };
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   let rejectFinished!: (error: unknown) => void;
@@ -271,8 +290,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, ...views, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
+    // The SDK owns the connection: the opening message picks the era, one server serves it.
+    // Reading starts now; every callback below is in place before the first read completes.
+    const connection = serveStdioConnection(
+      (era) => createMcpServer({ ...served, era }),
+      transport,
+    );
     /** stdin ended or the client is gone: no call can follow, so no hand-off can be fetched. */
     let unreachable = false;
     /** Cancels this process's jobs that nobody can fetch (with `keepWatched`, open calls' are kept). */
@@ -300,7 +324,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           for (const arm of rearms) arm();
         }
         await drain();
-        await server.close().catch(() => {});
+        await connection.close().catch(() => {});
         parentWatch.stop();
         await generator.close();
         await settleFinished();
@@ -319,7 +343,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       parentWatch.stop();
       // Its jobs, handed off or not: nobody will fetch them.
       void cancelUnreachable(false);
-      void server.close().catch(() => {});
+      void connection.close().catch(() => {});
       void shutdown();
     };
     let abandoned = false;
@@ -341,9 +365,12 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       if (transport.openRequests > 0) transport.probe();
       void shutdown();
     };
-    transport.onclose = () => void shutdown();
+    const sdkOnClose = transport.onclose;
+    transport.onclose = () => {
+      sdkOnClose?.();
+      void shutdown();
+    };
     ready.catch(() => void shutdown());
-    await server.connect(transport);
     log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
     return { finished, ready, shutdown };
   }
@@ -402,11 +429,10 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         authFailureResponse,
         createServer: (scope, call) =>
           createMcpServer({
-            tools,
-            ...views,
+            ...served,
             scope,
-            instructions: INSTRUCTIONS,
-            ready,
+            era: call.era,
+            protocolVersion: call.protocolVersion,
             cancelled: call.cancelled,
           }),
         health: health(async () => ({

@@ -24,7 +24,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type ConfigEdit, editConfigText } from "../config/mod.ts";
-import { Client, StdioClientTransport } from "../mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../mcp/client_sdk.ts";
 import {
   buildFullUnet,
   buildTinyLora,

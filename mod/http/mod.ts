@@ -32,7 +32,7 @@ export {
 } from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
 export type { RefusalStats } from "./refusal.ts";
-export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
+export type { HttpServerHandle, HttpServerOptions, McpCall } from "./server.ts";
 export {
   CORS_ALLOW_HEADERS,
   CORS_ALLOW_METHODS,

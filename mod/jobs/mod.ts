@@ -36,3 +36,4 @@ export { JOB_ID_PATTERN, newJobId } from "./job_id.ts";
 export { StepTimer } from "./estimate.ts";
 export type { WorkLeft } from "./estimate.ts";
 export * from "./types.ts";
+export { JobTasks } from "./tasks.ts";

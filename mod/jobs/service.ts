@@ -281,8 +281,9 @@ export class JobService {
     // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
     this.#watchJob(id);
     try {
+      let created: Awaited<ReturnType<JobStore["create"]>>;
       try {
-        await this.#o.store.create({ id, ...caller, request });
+        created = await this.#o.store.create({ id, ...caller, request });
       } catch (error) {
         if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
         // The commit may have reached the database just before it stopped answering.
@@ -294,6 +295,11 @@ export class JobService {
         );
       }
       this.#runner.wake();
+      if (context.startTask) {
+        // A task: the client polls for it (mod/jobs/tasks.ts), so the call answers at once.
+        context.startTask({ id, createdAt: created.createdAt });
+        return { content: [] };
+      }
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
     } finally {
       this.#unwatchJob(id);
@@ -544,10 +550,30 @@ export class JobService {
 
   /** A finished job's result as this caller's client takes it (delivery.ts). */
   #deliver(result: ToolResult, job: JobSummary, context: ToolContext): Promise<ToolResult> {
-    return deliverResult(result, job, {
-      protocolVersion: context.protocolVersion,
-      inlineBytes: this.#o.inlineImageBytes,
-    });
+    return this.deliver(result, job, context.protocolVersion);
+  }
+
+  /**
+   * A finished job's result as a client of `protocolVersion` takes it: images
+   * within the inline budget, the rest as previews with links (delivery.ts).
+   * Tasks return their result through it too, so a task's result is the one
+   * `tools/call` would give.
+   */
+  deliver(
+    result: ToolResult,
+    job: JobSummary,
+    protocolVersion: string | undefined,
+  ): Promise<ToolResult> {
+    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#o.inlineImageBytes });
+  }
+
+  /**
+   * Estimated ms until `job` (queued, at `position`, or running) is done,
+   * from this engine's timings; null without measurements or when it ended.
+   */
+  estimateMs(job: JobSummary, position: QueuePosition | null): number | null {
+    if (job.state === "running") return this.#remainingMs({ ...job, id: job.id });
+    return job.state === "queued" && position ? this.#queuedMs(job, position) : null;
   }
 
   /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */

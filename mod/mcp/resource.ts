@@ -1,9 +1,12 @@
 /**
- * The shape of an MCP resource this server serves: what `resources/list`
- * shows of it and what `resources/read` returns. The server (`server.ts`)
- * lists the definitions and reads them by exact URI; resources are static
- * documents here (the MCP Apps view), so there are no templates and no
- * subscriptions.
+ * The shapes of the MCP resources this server serves. A
+ * {@link ResourceDefinition} is one static document (the MCP Apps view),
+ * listed by `resources/list` and read by its exact URI; a
+ * {@link ResourceTemplateDefinition} is a family of resources named by a URI
+ * template (a generation job's images), listed by `resources/templates/list`
+ * and read through its own `read`, which decides what the caller may see.
+ * The server (`server.ts`) tries the static resources first, then each
+ * template in order. No subscriptions: nothing here changes once written.
  *
  * @module
  */

@@ -150,6 +150,31 @@ export interface ToolContext {
    * `progress` must increase with every call.
    */
   progress(progress: number, total?: number, message?: string): Promise<void>;
+  /**
+   * Present when the call runs as a task (the client can poll for its
+   * result, see `tasks.ts`): a tool that starts a long job hands the job
+   * over here as soon as it exists, instead of waiting for it, and returns
+   * at once; its return value is then not sent.
+   */
+  startTask?(task: StartedTask): void;
+}
+
+/** A job a tool started and handed over as a task (see {@link ToolContext.startTask}). */
+export interface StartedTask {
+  /** The job id, which is the task id. */
+  id: string;
+  /** When the job was created. */
+  createdAt: Date;
+}
+
+/**
+ * Whether a tool may run as a task: MCP 2025-11-25's `execution.taskSupport`
+ * (`optional`: the client chooses). Under 2026-07-28 the server decides, for
+ * the tools that allow it, when the client accepts the tasks extension.
+ */
+export interface ToolExecution {
+  /** `optional` or `required` lets a call run as a task; `forbidden` (the default) does not. */
+  taskSupport: "optional" | "required" | "forbidden";
 }
 
 /** One MCP tool: schema for `tools/list`, zod schema for validation, handler. */
@@ -170,6 +195,8 @@ export interface ToolDefinition<Schema extends ZodSchema = ZodSchema> {
    * (see `extension.ts`).
    */
   _meta?: Readonly<Record<string, unknown>>;
+  /** Whether calls may run as tasks, listed as the tool's `execution`. */
+  execution?: ToolExecution;
   /** Validates raw arguments; failures become field-level tool errors. */
   validate: Schema;
   /**

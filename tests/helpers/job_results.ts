@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Client } from "../../mod/mcp/sdk.ts";
+import type { Client } from "../../mod/mcp/client_sdk.ts";
 import { assertClientSafe } from "./results.ts";
 
 /** A `tools/call` result as the SDK client returns it. */
