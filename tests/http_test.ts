@@ -500,7 +500,16 @@ Deno.test("http: only the client that sent a request can cancel it; requests in 
       const third = await post({ jsonrpc: "2.0", id: 10, method: "tools/list" });
       assert.equal(third.status, 429);
       assert.equal(third.headers.get("retry-after"), "1");
-      assert.match((await third.json()).error.message, /server\.max_requests_per_key/);
+      const refusal = (await third.json()).error;
+      assert.match(
+        refusal.message,
+        /server\.max_requests_per_key = 2\); retry when one has finished/,
+      );
+      assert.deepEqual(refusal.data, {
+        limit: "server.max_requests_per_key",
+        value: 2,
+        retry_after_seconds: 1,
+      });
       streaming.abort();
       await second.body?.cancel().catch(() => {});
       let again: Response | undefined;

@@ -111,9 +111,10 @@ function jsonRpcError(
   message: string,
   headers?: HeadersInit,
   id: string | number | null = null,
+  data?: Record<string, unknown>,
 ) {
   return new Response(
-    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id }),
+    JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data ? { data } : {}) }, id }),
     { status, headers: { "content-type": "application/json", ...headers } },
   );
 }
@@ -220,9 +221,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return jsonRpcError(
         429,
         -32000,
-        `this API key has ${active} requests in flight, the most allowed (server.max_requests_per_key); ` +
-          `wait for one to finish`,
+        `this API key has ${active} requests in flight, the most allowed ` +
+          `(server.max_requests_per_key = ${maxPerKey}); retry when one has finished`,
         { "retry-after": "1" },
+        null,
+        { limit: "server.max_requests_per_key", value: maxPerKey, retry_after_seconds: 1 },
       );
     }
     perKey.set(keyPrefix, active + 1);
