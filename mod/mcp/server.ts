@@ -281,7 +281,9 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       if (family) {
         throw new ProtocolError(
           RESOURCE_NOT_FOUND,
-          `Resource not found: ${uri}. ${family.description ?? family.name}`,
+          `Resource not found: ${uri} (the template ${family.uriTemplate}: ${
+            family.description ?? family.name
+          })`,
           { uri },
         );
       }
