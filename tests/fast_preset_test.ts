@@ -88,6 +88,8 @@ Deno.test('preset = "fast": LCM LoRA merged once into the cache, 4 lcm steps, ti
       ["fast", "4", "lcm", "1"],
     );
     assert.equal(first.meta.vae_decoder, "tiny");
+    // lcm reads no η, so none is written.
+    assert.equal(first.meta.eta, undefined);
     assert.equal(first.steps, 4);
     assert.match(first.stderr, /generation: fast preset \(lcm, 4 steps, guidance 1, tiny VAE\)/);
     assert.match(first.stderr, /merged LoRA weights into a cached copy/);

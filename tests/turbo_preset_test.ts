@@ -77,12 +77,13 @@ async function writeConfig(dir: string, preset: string): Promise<string> {
   return path;
 }
 
-const TURBO_META = ["turbo", "1", "tcd", "0", "tiny"];
+const TURBO_META = ["turbo", "1", "tcd", "0", "1", "tiny"];
 const metaOf = (m: Record<string, string>) => [
   m.preset,
   m.steps,
   m.scheduler,
   m.guidance_scale,
+  m.eta,
   m.vae_decoder,
 ];
 

@@ -235,6 +235,8 @@ export class ImageService {
           steps: String(s.steps),
           scheduler: s.scheduler,
           guidance_scale: String(s.guidanceScale),
+          // η changes a tcd or ddim image as much as the seed does: without it one cannot redo it.
+          ...(s.eta !== undefined ? { eta: String(s.eta) } : {}),
           vae_decoder: s.vaeDecoder,
         }
         : {}),
