@@ -1,9 +1,12 @@
 import { ok, strictEqual } from "node:assert";
 import { processExists, readSystemText } from "./system_files.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 Deno.test({
-  name: "readSystemText: reads /proc past Deno's --allow-all guard; a missing file is null",
-  ignore: Deno.build.os !== "linux",
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "Linux only: reads /proc",
+    "readSystemText: reads /proc past Deno's --allow-all guard; a missing file is null",
+  ),
   fn: () => {
     const status = readSystemText("/proc/self/status");
     ok(status !== null && /^Pid:\s*\d+$/m.test(status), "the process's own status");
@@ -15,8 +18,10 @@ Deno.test({
 });
 
 Deno.test({
-  name: "processExists: this process yes, a child that has exited no",
-  ignore: Deno.build.os !== "linux",
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "Linux only: reads /proc",
+    "processExists: this process yes, a child that has exited no",
+  ),
   fn: async () => {
     strictEqual(processExists(Deno.pid), true);
     strictEqual(processExists(1), true, "init exists (another user's: EPERM still counts)");

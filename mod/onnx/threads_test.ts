@@ -4,6 +4,7 @@ import { createSessionFromBytes, ortSessionOptions } from "./runtime.ts";
 import { sessionThreads, threadsText } from "./threads.ts";
 import { readSystemText } from "./system_files.ts";
 import { processUsableCores, type UsableCores } from "./usable_cores.ts";
+import { ignoredFor } from "../../tests/helpers/ignore.ts";
 
 const TWO: UsableCores = { count: 2, affinity: 2, cgroupQuota: null, limitedBy: "affinity" };
 const QUOTA: UsableCores = { count: 3, affinity: 16, cgroupQuota: 3.5, limitedBy: "cgroup quota" };
@@ -57,8 +58,10 @@ Deno.test("threadsText: says the count and what decided it", () => {
 });
 
 Deno.test({
-  name: "a session opened with 0 intra-op threads starts a pool of the usable cores (Linux)",
-  ignore: Deno.build.os !== "linux",
+  ...ignoredFor(
+    Deno.build.os === "linux" ? undefined : "Linux only: reads /proc",
+    "a session opened with 0 intra-op threads starts a pool of the usable cores (Linux)",
+  ),
   fn: async () => {
     const tasks = () => Number(/^Threads:\s*(\d+)/m.exec(readSystemText("/proc/self/status")!)![1]);
     const model = buildVaeDecoder(1, TINY_DIMS, { flavour: "diffusers", io: "float32" }).model;
