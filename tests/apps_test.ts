@@ -76,7 +76,11 @@ async function assertGalleryServed(client: Client) {
     client.readResource({ uri: "ui://generate-image-sd15-mcp/nothing.html" }),
     /-32602.*Resource not found: ui:\/\/generate-image-sd15-mcp\/nothing\.html/,
   );
-  assert.deepEqual((await client.listResourceTemplates()).resourceTemplates, []);
+  // The one template is the job images' (their full-size PNGs), not a view.
+  assert.deepEqual(
+    (await client.listResourceTemplates()).resourceTemplates.map((t) => [t.name, t.uriTemplate]),
+    [["generation_image", "generation://jobs/{job_id}/images/{index}"]],
+  );
 }
 
 Deno.test("apps over stdio: the gallery is listed and read; tools name it for an MCP Apps client only", async (t) => {
