@@ -188,6 +188,7 @@ async function projectExport(
   cache: string,
   python: string,
   diffusersSrc: string,
+  log: (m: string) => void,
   given?: string,
 ): Promise<{ dir: string; stamp: string; ms: number; reused: boolean }> {
   if (given) {
@@ -203,11 +204,14 @@ async function projectExport(
   const stamp = JSON.stringify({
     export: 1,
     scripts: await sha256Files(
-      ["diffusers_export.py", "sd15_torch.py", "diffusers_offline.py"].map((f) => join(BENCH, f)),
+      ["diffusers_export.py", "diffusers_offline.py"].map((f) => join(BENCH, f)),
     ),
     diffusers: await diffusersVersion(diffusersSrc),
   });
   if ((await readStamp(dir)) === stamp) return { dir, stamp, ms: 0, reused: true };
+  log(
+    `writing the export with diffusers' script into ${dir} (about 3 minutes and 10 GB on 2 cores)`,
+  );
   const t0 = performance.now();
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   const r = await run(python, [join(BENCH, "diffusers_export.py"), resolve(diffusersSrc), dir]);
@@ -471,7 +475,7 @@ export async function runPeersBench(
 
   log("the project's models: the fp16 set, the export, the fresh-defaults layout");
   const fp16 = await buildFullSet({ precision: "fp16", layersPerBlock: o.lpb });
-  const exp = await projectExport(cache, o.python, o.diffusersSrc, o.exportDir);
+  const exp = await projectExport(cache, o.python, o.diffusersSrc, log, o.exportDir);
   report.export = { dir: exp.dir, ms: exp.ms, reused: exp.reused };
   const dir = join(cache, "project");
   const layoutStamp = JSON.stringify({ export: exp.stamp, fp16: FULL_SET_VERSION, lpb: o.lpb });
@@ -483,7 +487,7 @@ export async function runPeersBench(
   const encoding = tokenizer.encode(PROMPT);
   const ids = [...encoding.ids.slice(0, encoding.tokenCount + 2)];
 
-  log("stable-diffusion.cpp's files of the same weights");
+  log("stable-diffusion.cpp's files of the same weights (once: a few minutes, about 9 GB)");
   const converted = await sdcppModels(
     cache,
     o.python,

@@ -1,7 +1,8 @@
 """Writes the bench's random-weight SD 1.5 in the files stable-diffusion.cpp
 loads, for `deno task bench --full --only peers`: the weights the project's
-ONNX export holds (`diffusers_export.py`), built again by `sd15_torch.py` and
-checked against that export initializer by initializer.
+ONNX export holds (`diffusers_export.py`), built again by `sd15_torch.py` (the
+text encoder's random biases taken from the export) and checked against that
+export initializer by initializer.
 
     /usr/bin/python3 mod/bench/peers_convert.py DIFFUSERS_SRC EXPORT_DIR TAESD_DECODER OUT_DIR
 
@@ -62,7 +63,7 @@ def main():
     checked = {}
     tensors = {}
     with torch.no_grad():
-        models = sd15_torch.build({"text_encoder", "unet", "vae"})
+        models = sd15_torch.build({"text_encoder", "unet", "vae"}, export_dir)
         text, unet, vae = models["text_encoder"], models["unet"], models["vae"]
         del models
         checked["text_encoder"] = sd15_torch.check_against_export(text, export_dir / "text_encoder" / "model.onnx")

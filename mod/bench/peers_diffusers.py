@@ -219,7 +219,7 @@ def main():
     from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion import StableDiffusionPipeline
 
     # First, before anything else draws from torch's generator: the export's weights.
-    models = sd15_torch.build({"text_encoder", "unet"})
+    models = sd15_torch.build({"text_encoder", "unet"}, args.export)
     unet, text = models["unet"], TextEncoder(models["text_encoder"]).eval()
     del models
     t = time.perf_counter()

@@ -34,6 +34,8 @@ export interface SdcppLog {
   firstImageAt: number | null;
   /** "generate_image completed in X s". */
   totalMs: number | null;
+  /** "(N / M) LoRA tensors have been applied": "N / M". */
+  loraTensors: string | null;
 }
 
 const seconds = (s: string) => Math.round(Number(s) * 1000 * 100) / 100;
@@ -61,6 +63,7 @@ export function parseSdcppLog(lines: readonly TimedLine[]): SdcppLog {
     decodeMs: [],
     firstImageAt: null,
     totalMs: null,
+    loraTensors: null,
   };
   let lastStep = Infinity;
   for (const { t, text } of lines) {
@@ -76,6 +79,8 @@ export function parseSdcppLog(lines: readonly TimedLine[]): SdcppLog {
       log.decodeMs.push(seconds(m[1]));
     } else if ((m = /generate_image completed in ([\d.]+)s/.exec(text))) {
       log.totalMs = seconds(m[1]);
+    } else if ((m = /\((\d+ \/ \d+)\) LoRA tensors have been applied/.exec(text))) {
+      log.loraTensors = m[1];
     } else if (/generating image: 1\//.test(text)) log.firstImageAt ??= t;
     else if ((m = /(\d+)\/(\d+) - ([\d.]+)(s\/it|it\/s)/.exec(text))) {
       const step = Number(m[1]);
@@ -153,7 +158,10 @@ export function sdcppSide(
       "UNet call: sd-cli's per-step progress times (one UNet call per step without CFG)",
       "image: conditioning (once per run, counted in each) + sampling + TAESD decode, from sd-cli's log",
       ...(log.loraMs !== null
-        ? [`LoRA applied at start-up in ${(log.loraMs / 1000).toFixed(1)} s`]
+        ? [
+          `LoRA applied at start-up in ${(log.loraMs / 1000).toFixed(1)} s` +
+          (log.loraTensors ? ` (${log.loraTensors} tensors)` : ""),
+        ]
         : []),
     ],
   };

@@ -15,6 +15,7 @@ import {
 const SDCPP_OUTPUT = [
   "[INFO ] stable-diffusion.cpp:798  - loading tae from 'taesd.safetensors'\n",
   "[INFO ] model_loader.cpp:1304 - loading tensors completed, taking 7.41s (read: 5.10s, memcpy: 0.00s, convert: 0.00s, copy_to_backend: 0.00s)\n",
+  "[INFO ] lora.hpp:997  - (834 / 834) LoRA tensors have been applied, lora_file_path = lora.safetensors\n",
   "[INFO ] stable-diffusion.cpp:2135 - apply_loras completed, taking 3.21s\n",
   "[INFO ] stable-diffusion.cpp:5296 - get_learned_condition completed, taking 0.21s\n",
   "[INFO ] stable-diffusion.cpp:5667 - generating image: 1/2 - seed 42\n",
@@ -56,8 +57,9 @@ Deno.test("parseSdcppLog: per-image steps, sampling, decodes and the start of th
     samplingMs: [10630, 8210],
     stepMs: [[6520, 4100], [4000, 4200]],
     decodeMs: [900, 700],
-    firstImageAt: 4000,
+    firstImageAt: 5000,
     totalMs: 31000,
+    loraTensors: "834 / 834",
   });
   deepStrictEqual(
     parseSdcppLog([{ t: 0, text: "  | 1/1 - 2.50it/s" }, { t: 1, text: "  | 1/1 - 1.25s/it" }])
@@ -77,10 +79,13 @@ Deno.test("sdcppSide: steady images are the second on; an image is conditioning 
   strictEqual(side.firstImageMs, 210 + 10630 + 900);
   strictEqual(
     side.startupMs,
-    4000 - 210,
+    5000 - 210,
     "ready when it began the first image, less the conditioning",
   );
-  ok(side.notes.some((n) => n.includes("3.2 s")), "the LoRA's application is noted");
+  ok(
+    side.notes.some((n) => n.includes("3.2 s (834 / 834 tensors)")),
+    "the LoRA's application is noted",
+  );
 });
 
 Deno.test("projectSide: UNet calls between progress notifications; one step falls back to the first", () => {

@@ -5,7 +5,7 @@ comparison: `peers_convert.py` writes it for stable-diffusion.cpp,
 
     import sd15_torch
     sd15_torch.import_diffusers(src, work)     # a diffusers checkout, offline
-    models = sd15_torch.build({"unet"})        # {"text_encoder", "unet"}, in a fresh process
+    models = sd15_torch.build({"unet"}, export)  # {"text_encoder", "unet", "vae"}, fresh process
     sd15_torch.check_against_export(models["unet"], export / "unet" / "model.onnx")
 
 The export draws its weights from torch's global generator in one sequence:
@@ -16,9 +16,11 @@ the UNet likewise; three example inputs for the UNet's export; then the VAE.
 `build` replays that sequence in a fresh process, with the export script's
 own `CLIPTextModel` and `randomized` (read from its source, so there is one
 definition) and SD 1.5's UNet and VAE configs (runwayml/stable-diffusion-v1-5
-`unet/config.json`, `vae/config.json`), so it holds the same tensors; and
-`check_against_export` proves it against the export's files, initializer by
-initializer.
+`unet/config.json`, `vae/config.json`), so it holds the same tensors, except
+the text encoder's biases and norms, drawn before the first seed (Debian's
+torch seeds its generator at random when a process starts), which it takes
+from the export's files; `check_against_export` proves the rest against the
+export, initializer by initializer.
 """
 import ast
 import importlib
@@ -87,15 +89,33 @@ def _from_export_script():
 CLIPTextModel, randomized = _from_export_script()
 
 
-def build(parts):
+def build(parts, export_dir):
     """The export's models named in `parts` ("text_encoder", "unet", "vae"), by the export's
-    sequence of draws; must run before anything else draws from torch's global generator."""
+    sequence of draws; must run before anything else draws from torch's global generator.
+
+    The text encoder is made first, before the export seeds the generator, so its parameters of
+    rank 1 (biases, norms: their default initialisation) come from the generator's state at the
+    process's start, which Debian's torch seeds at random: those are taken from the export's
+    files (`export_dir`), where each random one is an initializer of its own name (LayerNorm's,
+ones and zeros, are the same in every process, and the exporter shares them under one name). What follows
+    (the text encoder's other weights, the UNet, the VAE) is drawn after `randomized` seeded the
+    generator, the same in any process."""
     from diffusers.models import AutoencoderKL, UNet2DConditionModel
 
     out = {}
     with torch.no_grad():
         text = randomized(CLIPTextModel())
         if "text_encoder" in parts:
+            exported = export_tensors(Path(export_dir) / "text_encoder" / "model.onnx")
+            for name, p in text.named_parameters():
+                if p.dim() != 1:
+                    continue
+                if name in exported and tuple(exported[name].shape) == tuple(p.shape):
+                    p.copy_(torch.from_numpy(exported[name].copy()))
+                elif not bool((p == p[0]).all()):
+                    # Constant ones (LayerNorm's weights and biases: ones and zeros, whatever the
+                    # generator) the exporter shares under one name; a random one has its own.
+                    raise SystemExit(f"the export's text encoder has no initializer {name}")
             out["text_encoder"] = text
         del text
         if not parts & {"unet", "vae"}:
