@@ -12,11 +12,12 @@
  */
 
 import { parseArgs } from "node:util";
-import { checkSetup, startApp, versionLine } from "./mod/app/mod.ts";
+import { type App, checkSetup, startApp, versionLine } from "./mod/app/mod.ts";
 import { type Help, printHelp, usageText } from "./mod/cli/mod.ts";
 import { ConfigError, defaultConfigPath, loadConfig } from "./mod/config/mod.ts";
 import { DECODE_CHILD_FLAG, runDecodeChild } from "./mod/image/mod.ts";
 import { log } from "./mod/log/mod.ts";
+import { removeUnfinishedBuilds } from "./mod/models/mod.ts";
 
 const HELP: Help = {
   usage: [
@@ -109,27 +110,53 @@ async function main(): Promise<number> {
     }
   }
   const path = values.config ?? await defaultConfigPath();
+  // Signals are handled from the start: a stop while the models are checked, converted, merged
+  // or opened ends the process within the shutdown grace, leaving no half-written cache.
+  const startup = new AbortController();
+  let app: App | undefined;
+  let loaded = false;
+  /** The shutdown grace, once the config is read. */
+  let grace: number | undefined;
+  // Once: Ctrl-C under `deno task` reaches this process twice (from the terminal, to the
+  // whole process group, and forwarded by deno task).
+  let stopping = false;
+  const stop = (signal: Deno.Signal) => {
+    if (stopping) return;
+    stopping = true;
+    if (loaded) {
+      log("info", "main", "shutting down: no new requests; letting the running generation finish");
+    } else if (grace === undefined) {
+      // The config is still being read: nothing was started yet.
+      exit(0);
+    } else {
+      log("info", "main", `${signal} while starting: abandoning the model load and shutting down`);
+      startup.abort(new Error(`stopped by ${signal} while starting`));
+      // Nothing may hold the process past the grace while it starts (a stalled database, say).
+      // Once the models are loaded, the app bounds its own shutdown (it lets a generation end).
+      setTimeout(() => {
+        log("warn", "main", `still starting ${grace} ms after ${signal}; exiting now`);
+        exit(1);
+      }, grace);
+    }
+    void app?.shutdown();
+  };
+  const onInt = () => stop("SIGINT");
+  const onTerm = () => stop("SIGTERM");
+  Deno.addSignalListener("SIGINT", onInt);
+  Deno.addSignalListener("SIGTERM", onTerm);
   try {
     const config = await loadConfig({
       path,
       overrides: { transport: values.transport, host: values.host, port },
     });
+    grace = config.server.shutdownGraceMs;
     if (values.check) {
-      for (const line of await checkSetup(config)) console.log(line);
+      for (const line of await checkSetup(config, { signal: startup.signal })) console.log(line);
       return 0;
     }
-    const app = await startApp(config);
-    // Once: Ctrl-C under `deno task` reaches this process twice (from the terminal, to the
-    // whole process group, and forwarded by deno task).
-    let stopping = false;
-    const stop = () => {
-      if (stopping) return;
-      stopping = true;
-      log("info", "main", "shutting down: no new requests; letting the running generation finish");
-      void app.shutdown();
-    };
-    Deno.addSignalListener("SIGINT", stop);
-    Deno.addSignalListener("SIGTERM", stop);
+    app = await startApp(config, { signal: startup.signal });
+    if (stopping) void app.shutdown();
+    app.ready.then(() => loaded = true, () => {});
     await app.finished;
     return 0;
   } catch (error) {
@@ -137,10 +164,27 @@ async function main(): Promise<number> {
       log("error", "main", error.message);
       return 2;
     }
+    if (stopping && startup.signal.aborted) {
+      log("info", "main", values.check ? "check interrupted" : "stopped before the models loaded");
+      return values.check ? 1 : 0;
+    }
     const what = values.check ? "check failed" : "start-up failed";
     log("error", "main", `${what}: ${errorText(error)}`);
     return 1;
+  } finally {
+    Deno.removeSignalListener("SIGINT", onInt);
+    Deno.removeSignalListener("SIGTERM", onTerm);
   }
 }
 
-Deno.exit(await main());
+/**
+ * Ends the process: first removes what a build abandoned by a stop during
+ * start-up may have left half-written (mod/models/unfinished.ts).
+ */
+function exit(code: number): never {
+  const removed = removeUnfinishedBuilds();
+  if (removed.length > 0) log("info", "main", "removed unfinished model builds", { removed });
+  Deno.exit(code);
+}
+
+exit(await main());

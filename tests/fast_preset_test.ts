@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodePng, readPngText } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { TAESD_CONVERTER_VERSION } from "../mod/convert/mod.ts";
 import { readDerivedRecord } from "../mod/models/mod.ts";
 import { layOutFastModels } from "./helpers/fast_models.ts";

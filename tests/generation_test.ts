@@ -11,7 +11,7 @@ import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/ima
 import type { RgbImage } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
-import { pngs, texts } from "./helpers/results.ts";
+import { assertClientSafe, pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";
@@ -88,6 +88,8 @@ Deno.test("a fixed seed gives identical pixels over stdio and HTTP; batches use 
     assert.notDeepEqual(await pixels(otherPrompt), await pixels(viaStdio));
 
     // count = 3: [Text, Image] × 3, seeds 1234, 1235, 1236; image 1 equals the single call.
+    // Three 512x512 PNGs fit within the inline budget together: the batch is exactly the contract's.
+    assertClientSafe(batch, "batch");
     const items = (batch as { content: Array<{ type: string; text?: string }> }).content;
     assert.deepEqual(items.map((c) => c.type), ["text", "image", "text", "image", "text", "image"]);
     const batchPngs = pngs(batch);

@@ -10,6 +10,7 @@ import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { readPngText } from "../mod/image/mod.ts";
 import { MAX_REQUEST_BYTES } from "../mod/mcp/mod.ts";
+import { processUsableCores } from "../mod/onnx/mod.ts";
 import type { Generator } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
@@ -81,7 +82,7 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
     });
 
     await t.step(
-      "/healthz answers 200 with the queue and the preset images are made with",
+      "/healthz answers 200 with the queue, the preset images are made with and the threads",
       async () => {
         const response = await fetch(`${s.url}/healthz`);
         assert.equal(response.status, 200);
@@ -95,6 +96,13 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
           scheduler: "pndm",
           guidanceScale: 7.5,
           vaeDecoder: "full",
+        });
+        // The test config writes intra_op_threads = 1; inter-op threads exist only in parallel mode.
+        assert.deepEqual(body.runtime, {
+          executionProvider: "cpu",
+          intraOpThreads: 1,
+          interOpThreads: 0,
+          usableCores: processUsableCores().count,
         });
       },
     );
@@ -492,7 +500,16 @@ Deno.test("http: only the client that sent a request can cancel it; requests in 
       const third = await post({ jsonrpc: "2.0", id: 10, method: "tools/list" });
       assert.equal(third.status, 429);
       assert.equal(third.headers.get("retry-after"), "1");
-      assert.match((await third.json()).error.message, /server\.max_requests_per_key/);
+      const refusal = (await third.json()).error;
+      assert.match(
+        refusal.message,
+        /server\.max_requests_per_key = 2\); retry when one has finished/,
+      );
+      assert.deepEqual(refusal.data, {
+        limit: "server.max_requests_per_key",
+        value: 2,
+        retry_after_seconds: 1,
+      });
       streaming.abort();
       await second.body?.cancel().catch(() => {});
       let again: Response | undefined;

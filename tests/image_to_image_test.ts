@@ -9,11 +9,11 @@
 import assert from "node:assert/strict";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { decodeImageInput, encodePng, readPngText, toRgbImage } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import type { RgbImage } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
-import { pngs, texts } from "./helpers/results.ts";
+import { assertClientSafe, pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";
@@ -42,10 +42,13 @@ function call(
   args: Record<string, unknown>,
   onprogress?: () => void,
 ) {
-  return client.callTool({ name, arguments: args }, undefined, {
+  return (client.callTool({ name, arguments: args }, undefined, {
     timeout: 300_000,
     onprogress,
-  }) as Promise<Result>;
+  }) as Promise<Result>).then((result) => {
+    assertClientSafe(result, name);
+    return result;
+  });
 }
 
 /** One PNG from a successful call: its pixels and metadata. */

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type Database, openDatabase } from "../mod/db/mod.ts";
 import { newJobId } from "../mod/jobs/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";
@@ -19,7 +19,7 @@ import { untilEnded } from "./helpers/job_results.ts";
 import { createTestKey as createKey, teeChildLog } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
-import { pngs, texts } from "./helpers/results.ts";
+import { assertClientSafe, pngs, texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
 
@@ -33,9 +33,12 @@ const state = (r: Result) =>
   };
 
 function call(client: Client, name: string, args: Record<string, unknown>): Promise<Result> {
-  return client.callTool({ name, arguments: args }, undefined, { timeout: 60_000 }) as Promise<
+  return (client.callTool({ name, arguments: args }, undefined, { timeout: 60_000 }) as Promise<
     Result
-  >;
+  >).then((result) => {
+    assertClientSafe(result, name);
+    return result;
+  });
 }
 
 /** A server process (`main.ts --transport http`) on `configPath`; `databaseUrl` "" = embedded. */

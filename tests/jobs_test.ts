@@ -11,14 +11,14 @@
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
 import { decodeImageInput, readPngText, toRgbImage } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/sdk.ts";
+import type { Client } from "../mod/mcp/client_sdk.ts";
 import { followStderr, HTTP_LISTENING } from "./helpers/child_stderr.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { startAppFromConfig } from "./helpers/app_from_config.ts";
 import { untilEnded } from "./helpers/job_results.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
-import { contents, pngs, texts } from "./helpers/results.ts";
+import { assertClientSafe, contents, pngs, texts } from "./helpers/results.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 
@@ -48,10 +48,14 @@ function call(
   args: Record<string, unknown>,
   onprogress?: () => void,
 ): Promise<Result> {
-  return client.callTool({ name, arguments: args }, undefined, {
+  // Every answer, an image, a hand-off, a list or an error, is one any client can take.
+  return (client.callTool({ name, arguments: args }, undefined, {
     timeout: CLIENT_TIMEOUT,
     onprogress,
-  }) as Promise<Result>;
+  }) as Promise<Result>).then((result) => {
+    assertClientSafe(result, name);
+    return result;
+  });
 }
 
 /** A call that must hand off: no image, not an error, a job id and what to do next. */

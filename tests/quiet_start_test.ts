@@ -79,7 +79,8 @@ Deno.test("a warm deno task serve makes no registry lookups and prints no Downlo
     assert.deepEqual(warm.stderr.trimEnd().split("\n"), [taskLine]);
 
     // Not merely hidden by -q: the task's command without it looks nothing up either.
-    const [deno, ...taskArgs] = manifest.tasks.serve.split(" ");
+    // The words of the command, after the environment assignments it starts with.
+    const [deno, ...taskArgs] = manifest.tasks.serve.split(" ").filter((w) => !/^[A-Z_]+=/.test(w));
     assert.equal(deno, "deno");
     const loud = await run(app, fresh(), [...taskArgs.filter((a) => a !== "-q"), "--version"]);
     assert.equal(loud.code, 0, loud.stderr);
@@ -107,7 +108,11 @@ Deno.test("a warm deno task serve makes no registry lookups and prints no Downlo
 Deno.test("Ctrl-C on deno task serve: one shutdown line, clean exit", async () => {
   const tdb = await openTestDatabase("ctrl_c");
   // Long enough that the server is still stopping when the second signal comes.
-  const temp = await writeTinyConfig(`[generation]\nsteps = 500\n`, { transport: "http" });
+  // A grace far longer than the generation takes on any machine: it is let finish.
+  const temp = await writeTinyConfig(`[generation]\nsteps = 500\n`, {
+    transport: "http",
+    shutdown_grace_seconds: 600,
+  });
   const key = await createTestKey(tdb.db, { projectId: null, userId: 1, permission: "write" });
   // A terminal's Ctrl-C signals the whole process group: deno task and the server in it, and
   // deno task passes it on to the server as well.

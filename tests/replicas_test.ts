@@ -4,7 +4,8 @@
  * models) — sharing one job queue. Observed from the job rows, never
  * assumed: calls through the front are all served by both engines at once in
  * creation order; a cancellation sent to one replica stops the job another
- * runs; a PostgreSQL outage mid-run loses no job and runs none twice; a
+ * runs (2025: `notifications/cancelled`; 2026-07-28: a closed stream, and
+ * `tasks/cancel` of a task made elsewhere); a PostgreSQL outage mid-run loses no job and runs none twice; a
  * worker killed with SIGKILL fails its job after the lease while the others
  * finish.
  *
@@ -15,7 +16,9 @@
 import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
 import type { Database } from "../mod/db/mod.ts";
+import { LEASE_LAPSED_REASON } from "../mod/jobs/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { callAsTask, cancelTask, connectHttpV2, getTask, pollTask } from "./helpers/mcp_v2.ts";
 import { openTestDatabase, usingPostgresServer } from "./helpers/postgres.ts";
 import { type Replica, startReplica, until } from "./helpers/replica.ts";
 import { pngs, texts } from "./helpers/results.ts";
@@ -259,6 +262,67 @@ Deno.test({
         });
 
       ok = ok && await t.step(
+        "2026-07-28: a stream closed at the front, and a task cancelled at another replica, stop the job an engine runs",
+        async () => {
+          const before = (await jobRows(tdb.db)).length;
+          const running = async (index: number) => {
+            let job: JobRow | undefined;
+            assert.ok(
+              await until(async () => {
+                job = (await jobRows(tdb.db))[index];
+                return job?.state === "running" && (job.step ?? 0) >= 2;
+              }),
+              `job ${index} never started`,
+            );
+            return job!;
+          };
+          const plain = await connectHttpV2(front.port, { "MCP-API-Key": key }, {
+            capabilities: {},
+          });
+          try {
+            const controller = new AbortController();
+            const call = plain.client.callTool(
+              { name: "generate_image", arguments: { positive_prompt: "a long batch", count: 10 } },
+              { signal: controller.signal, timeout: 300_000 },
+            );
+            await running(before);
+            // Closing the request's stream is a 2026-07-28 client's cancellation.
+            controller.abort("changed my mind");
+            await assert.rejects(call);
+            assert.ok(
+              await until(async () => (await jobRows(tdb.db))[before].state !== "running", 20_000),
+              "the job did not stop",
+            );
+            const ended = (await jobRows(tdb.db))[before];
+            assert.equal(ended.state, "cancelled");
+            assert.ok(ended.items < 2 * 10, `${ended.items} items`);
+          } finally {
+            await plain.close();
+          }
+
+          // A task made at the front is the same job everywhere: polled and cancelled at A.
+          const maker = await connectHttpV2(front.port, { "MCP-API-Key": key });
+          const poller = await connectHttpV2(a.port, { "MCP-API-Key": key });
+          try {
+            const created = await callAsTask(maker, {
+              name: "generate_image",
+              arguments: { positive_prompt: "a long task", count: 10 },
+            });
+            const job = await running(before + 1);
+            assert.equal(job.id, created.taskId);
+            assert.match((await getTask(poller, created.taskId)).statusMessage ?? "", /running/);
+            await cancelTask(poller, created.taskId);
+            const done = await pollTask(poller, created.taskId);
+            assert.equal(done.status, "cancelled");
+            assert.equal((await jobRows(tdb.db))[before + 1].state, "cancelled");
+          } finally {
+            await maker.close();
+            await poller.close();
+          }
+        },
+      );
+
+      ok = ok && await t.step(
         "a PostgreSQL outage mid-run: replicas reconnect, no job lost or run twice",
         async () => {
           const before = (await jobRows(tdb.db)).length;
@@ -344,7 +408,7 @@ Deno.test({
               assert.equal(r.isError, undefined, texts(r));
             }
             const rows = (await jobRows(tdb.db)).slice(before);
-            assert.equal(rows[0].error, "the worker running it stopped");
+            assert.equal(rows[0].error, LEASE_LAPSED_REASON);
             assert.ok(rows.slice(1).every((r) => r.state === "succeeded" && ranOn(r, survivor)));
           } finally {
             await client.close();

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createKey } from "../mod/auth/create_key.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
-import { Client, StdioClientTransport } from "../mod/mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../mod/mcp/client_sdk.ts";
 import type { GenerationRequest, Generator } from "../mod/pipeline/types.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { ROOT } from "./helpers/paths.ts";

@@ -162,8 +162,11 @@ Deno.test("stdio: stdin closed right after a hand-off: the job nobody can fetch 
 });
 
 Deno.test("stdio: a call still open when stdin closes gets its image, even past max_wait_seconds", async () => {
-  // About 1-3 s an image at 200 steps: well past the 0.3 s wait, so it would hand off.
-  const temp = await writeTinyConfig(`[generation]\nsteps = 200\nmax_wait_seconds = 0.3\n`);
+  // About 1-3 s an image at 200 steps: well past the 0.3 s wait, so it would hand off. The
+  // shutdown grace (stdin closed starts the shutdown) is far longer than that on any machine.
+  const temp = await writeTinyConfig(`[generation]\nsteps = 200\nmax_wait_seconds = 0.3\n`, {
+    shutdown_grace_seconds: 600,
+  });
   try {
     const s = startCall(temp.path, { positive_prompt: "piped" });
     await s.sent;

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readPngText } from "../mod/image/mod.ts";
-import { CallToolResultSchema } from "../mod/mcp/sdk.ts";
+import { CallToolResultSchema } from "../mod/mcp/client_sdk.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
 import { ROOT, TINY_CONFIG } from "./helpers/paths.ts";
 import { contents, pngSize, texts } from "./helpers/results.ts";

@@ -4,10 +4,15 @@
  * else embedded), attackers and victims as separate clients on distinct
  * loopback addresses (127.0.0.2, …; Linux routes all of 127.0.0.0/8 to
  * the loopback interface). Each attack runs while a victim measures its
- * own requests: they must all succeed, with a p99 under 1 s. The attacks
- * are sized for a 2-core machine shared with other tests, but are the
- * findings' own: more idle connections than `max_connections`, the 8,000
- * scan JPEG, wrong secrets far over `failures_per_minute`.
+ * own requests: they must all succeed, and be served as the victim is served
+ * without the attack — judged against the victim's own latency measured in
+ * the same test just before (a ratio), or by being served ahead of the
+ * attacker's backlog — never against a fixed number of milliseconds, which
+ * would fail for a busy machine rather than for the product (the absolute
+ * figures are logged for reading). The attacks are sized for a 2-core
+ * machine shared with other tests, but are the findings' own: more idle
+ * connections than `max_connections`, the 8,000 scan JPEG, wrong secrets far
+ * over `failures_per_minute`.
  */
 
 import assert from "node:assert/strict";
@@ -28,6 +33,33 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function p99(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.max(0, Math.ceil(sorted.length * 0.99) - 1)];
+}
+
+/** The median of `values`. */
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1];
+}
+
+/**
+ * How much slower the victim may be under an attack than without it, by
+ * median, measured back to back in the same test: a victim that waits for
+ * the attacker (a slot freed only when an idle connection times out, a
+ * lookup queued behind the attacker's scrypt work) is tens of times slower,
+ * while the load of other processes on the machine slows both measurements
+ * alike.
+ */
+const MAX_SLOWDOWN = 5;
+
+/** Asserts the victim's median under attack is within {@link MAX_SLOWDOWN} of its median alone. */
+function assertNotSlowedDown(alone: number[], attacked: number[]): void {
+  const ratio = median(attacked) / median(alone);
+  assert.ok(
+    ratio <= MAX_SLOWDOWN,
+    `victim median ${median(attacked).toFixed(0)} ms under attack, ${
+      median(alone).toFixed(0)
+    } ms alone: ${ratio.toFixed(1)}x (at most ${MAX_SLOWDOWN}x)`,
+  );
 }
 
 /** The JSON-RPC messages of an SSE (or JSON) response body. */
@@ -143,11 +175,15 @@ function idleFlood(port: number, addresses: string[], perAddress: number, reopen
 }
 
 /** The app over HTTP on `tdb` with the tiny models, guided and inpaint enabled, and `toml`. */
-async function startTenantApp(tdb: TestDatabase, toml = "") {
+async function startTenantApp(
+  tdb: TestDatabase,
+  toml = "",
+  server: Record<string, number> = { header_timeout_seconds: 3 },
+) {
   const temp = await writeTinyConfig(
     `${toml}[generation]\nsteps = 2\n` +
       `[controlnet.depth]\nenabled = true\n[controlnet.inpaint]\nenabled = true\n`,
-    { header_timeout_seconds: 3 },
+    server,
   );
   const app = await startAppFromConfig(temp.path, tdb.url);
   return {
@@ -173,8 +209,6 @@ Deno.test({
     const listenersBefore = ownTcpListeners();
     const app = await startTenantApp(tdb);
     const port = app.http!.port;
-    const tool = (from: string, key: string, name: string, args: Record<string, unknown>) =>
-      mcp(from, port, key, call(name, args));
     try {
       await t.step(
         "the inner server is no TCP port: a Unix socket in a 0700 directory",
@@ -220,8 +254,9 @@ Deno.test({
       });
 
       await t.step(
-        "550 idle connections from six addresses (max_connections 512): another client's requests pass, p99 < 1 s",
+        "550 idle connections from six addresses (max_connections 512): another client's requests pass, not slowed down",
         async () => {
+          const alone = await measure(40, () => mcp("127.0.0.9", port, owner.key, listTools));
           const flood = idleFlood(
             port,
             ["127.0.0.2", ...[3, 4, 5, 6, 7].map((i) => `127.0.0.${i}`)].flatMap((a, i) =>
@@ -237,13 +272,17 @@ Deno.test({
             console.error(
               `idle flood: ${flood.attempts} connects tried, ${flood.opened} made, ` +
                 `${flood.turnedAway} answered and closed, ` +
-                `${attackOpen} open; victim p99 ${p99(latencies).toFixed(0)} ms, ` +
-                `max ${Math.max(...latencies).toFixed(0)} ms`,
+                `${attackOpen} open; victim median ${median(alone).toFixed(0)} ms alone, under ` +
+                `attack median ${median(latencies).toFixed(0)} ms, p99 ` +
+                `${p99(latencies).toFixed(0)} ms, max ${Math.max(...latencies).toFixed(0)} ms`,
             );
             assert.ok(flood.attempts >= 550, `the attack tried ${flood.attempts} connections`);
             assert.ok(flood.opened >= 300, `the attack opened ${flood.opened} connections`);
+            // A refused connection that sends nothing is answered at its header deadline
+            // (header_timeout_seconds = 3 here), not at once: wait for that, bounded.
+            for (let i = 0; i < 100 && flood.turnedAway === 0; i++) await sleep(100);
             assert.ok(flood.turnedAway > 0, "no attacking connection was refused or closed");
-            assert.ok(p99(latencies) < 1_000, `p99 ${p99(latencies).toFixed(0)} ms`);
+            assertNotSlowedDown(alone, latencies);
           } finally {
             await flood.stop();
           }
@@ -251,12 +290,14 @@ Deno.test({
       );
 
       await t.step(
-        "40 wrong secrets for the owner's prefix from one address: the uncached owner elsewhere passes, p99 < 1 s",
+        "40 wrong secrets for the owner's prefix from one address: the uncached owner elsewhere passes, not slowed down",
         async () => {
           // No success cache: every request of the owner runs scrypt, as after a restart or at
           // another replica (the case the lockout hit).
           const uncached = await startTenantApp(tdb, "[auth]\ncache_seconds = 0\n");
           const port = uncached.http!.port;
+          // The owner alone, uncached (scrypt at every request) on the same app: its baseline.
+          const alone = await measure(20, () => mcp("127.0.0.3", port, owner.key, listTools));
           const wrong = (i: number) =>
             `guinness_${owner.prefix}_${String(i).padStart(4, "0")}${"Q".repeat(39)}`;
           let stopped = false;
@@ -274,10 +315,11 @@ Deno.test({
             console.error(
               `guessing: ${statuses.length} wrong secrets (${
                 statuses.filter((s) => s === 401).length
-              } answered 401); owner p99 ${p99(latencies).toFixed(0)} ms`,
+              } answered 401); owner median ${median(alone).toFixed(0)} ms alone, under the ` +
+                `guessing ${median(latencies).toFixed(0)} ms, p99 ${p99(latencies).toFixed(0)} ms`,
             );
             assert.ok(statuses.length >= 20 && statuses.every((s) => s === 401), statuses.join());
-            assert.ok(p99(latencies) < 1_000, `p99 ${p99(latencies).toFixed(0)} ms`);
+            assertNotSlowedDown(alone, latencies);
           } finally {
             stopped = true;
             await guessing;
@@ -287,77 +329,115 @@ Deno.test({
       );
 
       await t.step(
-        "the 8,000-scan JPEG is refused as corrupt at once; one key's slow decodes leave a slot to another key",
+        "the 8,000-scan JPEG is refused as corrupt at once; one key's slow decodes leave a slot to another key, served ahead of their backlog",
         async () => {
-          // The finding's file: a real progressive JPEG, one 0x00 before the first SOS, its
-          // smallest scan repeated to 8,000 scans (19.8 MB).
-          const evil = (await paddedScanFlood()).padded;
-          assert.ok(evil.length > 15_000_000, `${evil.length} bytes`);
-          const started = performance.now();
-          const refused = toolResult(
-            await tool("127.0.0.4", attacker.key, "generate_guided_image", {
-              positive_prompt: "x",
-              control_mode: "depth",
-              input_image: evil.toBase64(),
-            }),
-          );
-          const refusedMs = performance.now() - started;
-          assert.equal(refused.isError, true);
-          assert.match(refused.text, /input_image: the JPEG is corrupt: byte 0x00 at offset \d+/);
-          console.error(`the 19.8 MB JPEG was refused in ${refusedMs.toFixed(0)} ms`);
-
-          // Slow but valid: 100 scans over a 16-megapixel frame (about 0.9 s to decode and
-          // resize on a 2-core x86-64 VM), four at a time from the attacker, each refused only
-          // after its decode (an all-black mask), so they hold decode slots and queue no job.
-          const heavy = scanFloodJpeg({ size: 4096, acScans: 99 }).toBase64();
-          const black = await solidPng({ r: 0, g: 0, b: 0 });
-          const small = await solidPng({ r: 90, g: 120, b: 200 });
-          const victimCall = () =>
-            tool("127.0.0.5", owner.key, "inpaint_image", {
-              positive_prompt: "x",
-              input_image: small,
-              mask_image: black,
-            });
-          // The victim's own cost, for the log: two decode processes.
-          const alone = await measure(5, victimCall);
-          let stopped = false;
-          const attackMs: number[] = [];
-          const attackLoop = async () => {
-            while (!stopped) {
-              const t0 = performance.now();
-              const r = toolResult(
-                await tool("127.0.0.4", attacker.key, "inpaint_image", {
-                  positive_prompt: "x",
-                  input_image: heavy,
-                  mask_image: black,
-                }),
-              );
-              attackMs.push(performance.now() - t0);
-              assert.match(r.text, /mask_image has no pixel brighter/);
-            }
-          };
-          const attacks = Array.from({ length: 4 }, attackLoop);
+          // Its own app, whose request heads may take long to arrive: this process is the
+          // clients and the server at once, and building a 26 MB request stalls both for a while
+          // on a busy machine (the idle-connection flood above needs the 3 s head timeout).
+          const decodeApp = await startTenantApp(tdb, "", { header_timeout_seconds: 60 });
+          const tool = (from: string, key: string, name: string, args: Record<string, unknown>) =>
+            mcp(from, decodeApp.http!.port, key, call(name, args));
           try {
-            await sleep(1_000);
-            const latencies = await measure(
-              15,
-              victimCall,
-              (r) => assert.match(toolResult(r).text, /mask_image has no pixel brighter/),
+            // The finding's file: a real progressive JPEG, one 0x00 before the first SOS, its
+            // smallest scan repeated to 8,000 scans (19.8 MB).
+            const evil = (await paddedScanFlood()).padded;
+            assert.ok(evil.length > 15_000_000, `${evil.length} bytes`);
+            const started = performance.now();
+            const refused = toolResult(
+              await tool("127.0.0.4", attacker.key, "generate_guided_image", {
+                positive_prompt: "x",
+                control_mode: "depth",
+                input_image: evil.toBase64(),
+              }),
             );
-            const attackMedian = [...attackMs].sort((a, b) => a - b)[attackMs.length >> 1];
-            console.error(
-              `decodes: attacker calls ${attackMs.length}, median ${
-                attackMedian?.toFixed(0)
-              } ms; ` +
-                `victim alone ${alone.map((l) => l.toFixed(0)).join(" ")} ms, under attack p99 ` +
-                `${p99(latencies).toFixed(0)} ms (${latencies.map((l) => l.toFixed(0)).join(" ")})`,
-            );
-            // Its calls queue behind its own one slot: some finished while the victim measured.
-            assert.ok(attackMs.length >= 1, "no decode of the attacker finished");
-            assert.ok(p99(latencies) < 1_000, `p99 ${p99(latencies).toFixed(0)} ms`);
+            const refusedMs = performance.now() - started;
+            assert.equal(refused.isError, true);
+            assert.match(refused.text, /input_image: the JPEG is corrupt: byte 0x00 at offset \d+/);
+            console.error(`the 19.8 MB JPEG was refused in ${refusedMs.toFixed(0)} ms`);
+
+            // Slow but valid: 100 scans over a 16-megapixel frame (about 0.9 s to decode and
+            // resize on a 2-core x86-64 VM), four at a time from the attacker, each refused only
+            // after its decode (an all-black mask), so they hold decode slots and queue no job.
+            const heavy = scanFloodJpeg({ size: 4096, acScans: 99 }).toBase64();
+            // Refused after its decode (an all-black mask), or, on a machine too busy to decode
+            // within the product's decode timeout, by that timeout: either way it held a slot (the
+            // timeout runs inside the slot) and queued no job.
+            const DECODED = /mask_image has no pixel brighter|took longer than \d+ s to decode/;
+            const black = await solidPng({ r: 0, g: 0, b: 0 });
+            const small = await solidPng({ r: 90, g: 120, b: 200 });
+            const victimCall = () =>
+              tool("127.0.0.5", owner.key, "inpaint_image", {
+                positive_prompt: "x",
+                input_image: small,
+                mask_image: black,
+              });
+            // The victim's own cost, for the log: two decode processes.
+            const alone = await measure(5, victimCall);
+            let stopped = false;
+            const attackMs: number[] = [];
+            /** When each of the attacker's calls was answered (its decodes end one at a time). */
+            const attackDone: number[] = [];
+            const attackLoop = async () => {
+              while (!stopped) {
+                const t0 = performance.now();
+                const r = toolResult(
+                  await tool("127.0.0.4", attacker.key, "inpaint_image", {
+                    positive_prompt: "x",
+                    input_image: heavy,
+                    mask_image: black,
+                  }),
+                );
+                attackDone.push(performance.now());
+                attackMs.push(performance.now() - t0);
+                assert.match(r.text, DECODED);
+              }
+            };
+            const attacks = Array.from({ length: 4 }, attackLoop);
+            try {
+              await sleep(1_000);
+              // Each victim call's span, to count the attacker's calls answered within it.
+              const spans: Array<[number, number]> = [];
+              const latencies = await measure(
+                15,
+                async () => {
+                  const from = performance.now();
+                  const r = await victimCall();
+                  spans.push([from, performance.now()]);
+                  return r;
+                },
+                (r) => assert.match(toolResult(r).text, DECODED),
+              );
+              const attackMedian = [...attackMs].sort((a, b) => a - b)[attackMs.length >> 1];
+              console.error(
+                `decodes: attacker calls ${attackMs.length}, median ${
+                  attackMedian?.toFixed(0)
+                } ms; ` +
+                  `victim alone ${alone.map((l) => l.toFixed(0)).join(" ")} ms, under attack p99 ` +
+                  `${p99(latencies).toFixed(0)} ms (${
+                    latencies.map((l) => l.toFixed(0)).join(" ")
+                  })`,
+              );
+              // Its calls queue behind its own one slot: some finished while the victim measured.
+              assert.ok(attackMs.length >= 1, "no decode of the attacker finished");
+              // The attacker's four calls share its one decode slot, so they end one decode apart.
+              // A victim call queued behind them (a decode running and two waiting ahead of it on
+              // two shared slots) would span at least three of those ends; one served by the free
+              // slot spans at most two — one, unless the machine is so busy that its own small
+              // decode lasts as long as the attacker's (both then run into the decode timeout) —
+              // whatever the machine's speed.
+              const overlaps = spans.map(([from, to]) =>
+                attackDone.filter((t) => t > from && t < to).length
+              );
+              assert.ok(
+                overlaps.every((n) => n <= 2),
+                `attacker calls answered during each victim call: ${overlaps.join(" ")}`,
+              );
+            } finally {
+              stopped = true;
+              await Promise.all(attacks);
+            }
           } finally {
-            stopped = true;
-            await Promise.all(attacks);
+            await decodeApp.shutdown();
           }
         },
       );

@@ -21,7 +21,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Client, StdioClientTransport } from "../mod/mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../mod/mcp/client_sdk.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
 import type { GpuReport } from "../mod/bench/gpu.ts";
 import { teeChildLog } from "./helpers/log_secrets.ts";

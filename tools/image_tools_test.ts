@@ -16,6 +16,7 @@ import { createGenerateImageTool, generateImageArgs } from "./generate_image.ts"
 import { createInpaintImageTool } from "./inpaint_image.ts";
 import { createTransformImageTool } from "./transform_image.ts";
 import { createUpscaleImageTool } from "./upscale_image.ts";
+import { assertClientSafe } from "../tests/helpers/results.ts";
 import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
 
 const scope = jobScope();
@@ -72,6 +73,7 @@ Deno.test(
   withJobs(async () => {
     const { generator, requests } = scriptedGenerator(() => null);
     const result = await (await tool(generator, 5)).handle(args({}), context());
+    assertClientSafe(result);
     assert.equal(result.content.length, 1);
     assert.equal(result.content[0].type, "image");
     assert.equal(result.isError, undefined);
@@ -85,6 +87,7 @@ Deno.test(
   withJobs(async () => {
     const { generator, requests } = scriptedGenerator((n) => n === 2 ? "out of luck" : null);
     const result = await (await tool(generator, 10)).handle(args({ count: 3 }), context());
+    assertClientSafe(result);
     assert.equal(result.isError, undefined);
     const shape = result.content.map((c) => c.type === "text" ? c.text.slice(0, 6) : "image");
     assert.deepEqual(shape, ["[1/3] ", "image", "[2/3] ", "[3/3] ", "image"]);
@@ -98,6 +101,7 @@ Deno.test(
   withJobs(async () => {
     const { generator } = scriptedGenerator(() => "engine down");
     const result = await (await tool(generator, 1)).handle(args({ count: 2 }), context());
+    assertClientSafe(result);
     assert.equal(result.isError, true);
     assert.deepEqual(
       result.content.map((c) => (c as { text: string }).text),
@@ -115,6 +119,7 @@ Deno.test(
 
     const random = scriptedGenerator(() => null);
     const result = await (await tool(random.generator, null)).handle(args({ count: 3 }), context());
+    assertClientSafe(result);
     const seeds = random.requests.map((r) => r.seed);
     assert.equal(new Set(seeds).size, 3, `seeds ${seeds}`);
     for (const s of seeds) assert.ok(Number.isInteger(s) && s >= 0 && s < 2 ** 32);

@@ -36,6 +36,19 @@ export const GALLERY_TOOLS: readonly string[] = [
   "list_generations",
 ];
 
+/**
+ * The tools whose calls may run as tasks (`execution.taskSupport:
+ * "optional"`): the ones that start a generation job. A task IS that job; the
+ * client polls it instead of holding the call open (mod/mcp/tasks.ts).
+ */
+export const TASK_TOOLS: readonly string[] = [
+  "generate_image",
+  "generate_guided_image",
+  "inpaint_image",
+  "transform_image",
+  "upscale_image",
+];
+
 /** Builds every tool this configuration serves, in listing order. */
 export function createTools(
   config: ResolvedConfig,
@@ -61,5 +74,9 @@ export function createTools(
     });
     tools.push(...(createDesignCodeTools(backend) as ToolDefinition[]));
   }
-  return tools.map((tool) => GALLERY_TOOLS.includes(tool.name) ? withGalleryView(tool) : tool);
+  return tools
+    .map((tool) => GALLERY_TOOLS.includes(tool.name) ? withGalleryView(tool) : tool)
+    .map((tool) =>
+      TASK_TOOLS.includes(tool.name) ? { ...tool, execution: { taskSupport: "optional" } } : tool
+    );
 }

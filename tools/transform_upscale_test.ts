@@ -7,10 +7,13 @@
 import assert from "node:assert/strict";
 import { ImageService } from "../mod/generation/mod.ts";
 import { encodePng, readPngText } from "../mod/image/mod.ts";
+import { texturedImage } from "../mod/image/testing.ts";
+import { createJobImageTemplate } from "../mod/jobs/mod.ts";
 import { startMemoryJobs } from "../mod/jobs/testing.ts";
-import { ToolError } from "../mod/mcp/mod.ts";
+import { type Scope, ToolError } from "../mod/mcp/mod.ts";
+import { assertClientSafe, imageEntries } from "../tests/helpers/results.ts";
 import { jobScope, scriptedGenerator, toolContext } from "../tests/helpers/tool_harness.ts";
-import type { GenerationRequest, RgbImage } from "../mod/pipeline/types.ts";
+import type { GenerationRequest, Generator, RgbImage } from "../mod/pipeline/types.ts";
 import { closestUpscaleSize, createUpscaleImageTool, upscaleImageArgs } from "./upscale_image.ts";
 import { createTransformImageTool, transformImageArgs } from "./transform_image.ts";
 
@@ -63,6 +66,7 @@ Deno.test(
       });
       const progress: Array<[number, number | undefined]> = [];
       const result = await transform.handle(args, context(progress));
+      assertClientSafe(result);
       assert.equal(result.isError, undefined);
       assert.deepEqual(progress, [[1, 3], [2, 3], [3, 3]]);
       const text = pngText(result);
@@ -134,6 +138,7 @@ Deno.test(
         upscale.validate.parse({ input_image: await pngOf(w, h), size }),
         context(),
       );
+      assertClientSafe(result);
       assert.equal(result.isError, undefined);
       const text = pngText(result);
       assert.equal(text.size, id, `${w}×${h}`);
@@ -177,11 +182,55 @@ Deno.test(
       transform.validate.parse({ positive_prompt: "a", input_image: await pngOf(8, 8) }),
       context(),
     );
+    assertClientSafe(result);
     assert.equal(result.isError, true);
     assert.match(
       JSON.stringify(result.content),
       /strengths \(\[transform\], \[upscale\]\) are not configured/,
     );
     assert.equal(requests.length, 0);
+  }),
+);
+
+Deno.test(
+  "an upscale past the inline budget: a preview and a resource_link to the full PNG, read back",
+  withJobs(async () => {
+    // An engine whose pictures are noise: the 1024x1024 PNG is ~3 MB, past any client's limit.
+    const noisy: Generator = {
+      generate(request) {
+        const image = texturedImage(request.width, request.height, 255, request.seed);
+        return Promise.resolve({ image, notes: [] });
+      },
+      close: () => Promise.resolve(),
+    };
+    const images = new ImageService({
+      generator: noisy,
+      prompt: { positive: "", negative: "" },
+      defaultSize: "square_512",
+      seed: 3,
+      output: { save: false, dir: "/nonexistent" },
+      strengths: STRENGTHS,
+    });
+    const jobs = scope.track(await startMemoryJobs(images));
+    const upscale = createUpscaleImageTool({ images, jobs });
+    const owner: Scope = { keyPrefix: "k", projectId: null, userId: 1, permission: "write" };
+    for (const protocolVersion of ["2025-11-25", "2025-03-26"]) {
+      const result = await upscale.handle(
+        upscale.validate.parse({ input_image: await pngOf(512, 512) }),
+        { ...context(), scope: owner, protocolVersion },
+      );
+      assertClientSafe(result, protocolVersion);
+      const [entry] = imageEntries(result);
+      assert.equal(entry.linkKind, protocolVersion === "2025-11-25" ? "resource_link" : "text");
+      assert.equal(entry.image.mimeType, "image/jpeg");
+      const read = await createJobImageTemplate(jobs.store, 3600).read(entry.link!, owner);
+      const png = Uint8Array.fromBase64(read!.blob!);
+      assert.ok(png.length > 2_000_000, `${png.length}`);
+      assert.deepEqual(readPngText(png).size, "square_1024");
+      assert.equal(
+        await createJobImageTemplate(jobs.store, 3600).read(entry.link!, undefined),
+        null,
+      );
+    }
   }),
 );

@@ -13,21 +13,29 @@ import { type Database, openDatabase, probeDatabase } from "../db/mod.ts";
 import { checkImageRequest, ImageService, runImageRequest } from "../generation/mod.ts";
 import { holdSpareDecoders } from "../image/mod.ts";
 import {
+  gatherHealth,
   type HttpServerHandle,
   startHealthServer,
   startHttpServer,
-  withDatabase,
 } from "../http/mod.ts";
 import {
+  createJobImageTemplate,
   JobService,
   type JobStore,
+  JobTasks,
   MemoryJobStore,
   PostgresJobStore,
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
-import { prepareMergedModels, verifyConfiguredModels } from "../models/mod.ts";
-import { createMcpServer, DenoStdioTransport, watchParent } from "../mcp/mod.ts";
+import { sessionThreads } from "../onnx/mod.ts";
+import { prepareMergedModels, untilAborted, verifyConfiguredModels } from "../models/mod.ts";
+import {
+  createMcpServer,
+  DenoStdioTransport,
+  serveStdioConnection,
+  watchParent,
+} from "../mcp/mod.ts";
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
@@ -38,12 +46,22 @@ export interface App {
   http?: Deno.NetAddr;
   /** Resolves when the server stops on its own (stdin closed, or after {@link App.shutdown}). */
   finished: Promise<void>;
+  /** Resolves once the models are loaded (the tools are usable); rejects with the start-up error. */
+  ready: Promise<void>;
   /** Stops accepting work, lets the running generation finish (bounded), releases everything. */
   shutdown(): Promise<void>;
 }
 
-/** Test seams: replace the engine. */
+/** Options of {@link startApp}: a start-up stop, and test seams. */
 export interface AppOverrides {
+  /**
+   * A stop asked for while the models load (SIGTERM, SIGINT): the load is
+   * abandoned at once — a derived build or merge in progress leaves no
+   * folder behind (`mod/models/unfinished.ts`), an engine still opening its
+   * sessions is closed when it is up — and the server shuts down, rejecting
+   * {@link App.finished} with the signal's reason.
+   */
+  signal?: AbortSignal;
   /**
    * Used instead of loading the ONNX engine from the configured model files;
    * a promise stands for an engine still starting (a rejection is a failed start).
@@ -69,11 +87,27 @@ const CLIENT_GONE_GRACE_MS = 5000;
 /**
  * Checks the model files against models.lock (building derived ones that are
  * missing or stale), takes the LoRA-merged models from their cache (merging
- * once when it has none), then starts the engine.
+ * once when it has none), then starts the engine. When `signal` aborts it
+ * rejects at once: what cannot be interrupted (hashing a file, ONNX Runtime
+ * creating a session in the Worker) goes on unobserved until the process
+ * exits, and an engine that comes up after all is closed.
  */
-async function loadEngine(config: ResolvedConfig): Promise<Generator> {
-  await verifyConfiguredModels(config);
-  return await createGenerator(config, await prepareMergedModels(config));
+async function loadEngine(config: ResolvedConfig, signal?: AbortSignal): Promise<Generator> {
+  const loading = (async () => {
+    await verifyConfiguredModels(config, { signal });
+    const merged = await prepareMergedModels(config, { signal });
+    signal?.throwIfAborted();
+    log("info", "app", "model files in place; opening them in the inference worker");
+    return await createGenerator(config, merged);
+  })();
+  // An engine abandoned by the stop is closed once it is up; one already handed over is the app's.
+  let handedOver = false;
+  signal?.addEventListener("abort", () => {
+    if (!handedOver) void loading.then((g) => g.close(), () => {});
+  }, { once: true });
+  const generator = await untilAborted(loading, signal);
+  handedOver = true;
+  return generator;
 }
 
 /** The engine of a `front` replica: it loads no models and never runs a job. */
@@ -96,12 +130,20 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   // A front replica loads no models: its jobs run on the replicas that have an engine.
   const engine: Generator | Promise<Generator> = role === "front"
     ? NO_ENGINE
-    : overrides.generator ?? loadEngine(config);
+    : overrides.generator ?? loadEngine(config, overrides.signal);
   // The transport answers while the models load; tools wait for `ready`.
   const generator = deferredGenerator(Promise.resolve(engine));
   const ready = generator.ready;
   ready.then(() => log("info", "app", "models loaded; tools available"), () => {});
   const sampling = samplingSummary(config);
+  // What the engine's sessions compute on: intra_op_threads = 0 is the cores this process may use.
+  const threads = sessionThreads(config.runtime);
+  const runtime = {
+    executionProvider: config.runtime.executionProvider,
+    intraOpThreads: threads.intraOp,
+    interOpThreads: threads.interOp,
+    usableCores: threads.usableCores.count,
+  };
   log("info", "app", `generation: ${samplingText(sampling)}`, {
     preset: sampling.preset,
     chosen_by: sampling.chosenBy === "auto"
@@ -143,6 +185,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         url: config.auth.databaseUrl,
         embeddedDir: `${config.server.dataDir}/postgres`,
         applicationName: replicaApplicationName(replica),
+        // No statement waits for ever on a stalled database (docs/database.md); those a
+        // client waits on (key lookups, /healthz) have db_timeout_ms of their own.
+        queryTimeoutMs: Math.max(config.auth.dbTimeoutMs, config.jobs.leaseMs),
       });
     } catch (error) {
       await generator.close();
@@ -179,6 +224,18 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   const tools = createTools(config, images, jobs);
   // MCP Apps: the gallery view of the image and job tools' results (tool results stay as they are).
   const views = { resources: [GALLERY_RESOURCE], extensions: [MCP_APPS_EXTENSION] };
+  // A result too large for clients links each full PNG as a resource of its job.
+  const templates = [createJobImageTemplate(jobs.store, config.jobs.resultTtlMs / 1000)];
+  // Every server instance, of either era and transport: the same tools, views, job images and
+  // tasks (jobs).
+  const served = {
+    tools,
+    ...views,
+    templates,
+    tasks: new JobTasks(jobs),
+    instructions: INSTRUCTIONS,
+    ready,
+  };
   const grace = config.server.shutdownGraceMs;
   let resolveFinished!: () => void;
   let rejectFinished!: (error: unknown) => void;
@@ -233,8 +290,13 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
   };
 
   if (config.server.transport === "stdio") {
-    const server = createMcpServer({ tools, ...views, instructions: INSTRUCTIONS, ready });
     const transport = new DenoStdioTransport();
+    // The SDK owns the connection: the opening message picks the era, one server serves it.
+    // Reading starts now; every callback below is in place before the first read completes.
+    const connection = serveStdioConnection(
+      (era) => createMcpServer({ ...served, era }),
+      transport,
+    );
     /** stdin ended or the client is gone: no call can follow, so no hand-off can be fetched. */
     let unreachable = false;
     /** Cancels this process's jobs that nobody can fetch (with `keepWatched`, open calls' are kept). */
@@ -262,7 +324,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
           for (const arm of rearms) arm();
         }
         await drain();
-        await server.close().catch(() => {});
+        await connection.close().catch(() => {});
         parentWatch.stop();
         await generator.close();
         await settleFinished();
@@ -281,7 +343,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       parentWatch.stop();
       // Its jobs, handed off or not: nobody will fetch them.
       void cancelUnreachable(false);
-      void server.close().catch(() => {});
+      void connection.close().catch(() => {});
       void shutdown();
     };
     let abandoned = false;
@@ -303,11 +365,14 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       if (transport.openRequests > 0) transport.probe();
       void shutdown();
     };
-    transport.onclose = () => void shutdown();
+    const sdkOnClose = transport.onclose;
+    transport.onclose = () => {
+      sdkOnClose?.();
+      void shutdown();
+    };
     ready.catch(() => void shutdown());
-    await server.connect(transport);
     log("info", "app", `serving over stdio; ${tools.length} tools once the models are loaded`);
-    return { finished, shutdown };
+    return { finished, ready, shutdown };
   }
 
   const authenticator = createAuthenticator({
@@ -338,17 +403,24 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     trustedProxies: config.server.trustedProxies,
     forwardedHeader: config.server.forwardedHeader,
   };
+  // Every database read of /healthz is bounded, so it answers within db_timeout_ms even
+  // while the database is stalled (it answers 503 then).
+  const dbTimeoutMs = config.auth.dbTimeoutMs;
+  const health = (fields: () => Promise<Record<string, unknown>>) => () =>
+    gatherHealth({ timeoutMs: dbTimeoutMs, probe: () => probeDatabase(db!, dbTimeoutMs), fields });
   let http: HttpServerHandle;
   try {
+    // Stopped while the database opened: never start listening.
+    overrides.signal?.throwIfAborted();
     http = role === "worker"
       ? await startHealthServer({
         ...listen,
-        health: async () =>
-          withDatabase(await probeDatabase(db!), {
-            role,
-            ...(await jobs.health()),
-            generation: sampling,
-          }),
+        health: health(async () => ({
+          role,
+          ...(await jobs.health(dbTimeoutMs)),
+          generation: sampling,
+          runtime,
+        })),
       })
       : await startHttpServer({
         ...listen,
@@ -357,22 +429,19 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         authFailureResponse,
         createServer: (scope, call) =>
           createMcpServer({
-            tools,
-            ...views,
+            ...served,
             scope,
-            instructions: INSTRUCTIONS,
-            ready,
+            era: call.era,
+            protocolVersion: call.protocolVersion,
             cancelled: call.cancelled,
           }),
-        // The probe is bounded, so a database fault never stops /healthz; it answers 503 then.
-        health: async () =>
-          withDatabase(await probeDatabase(db!), {
-            ...(await jobs.health()),
-            tools: tools.length,
-            role,
-            // A front runs no job: its workers' /healthz say which preset they run.
-            ...(role !== "front" ? { generation: sampling } : {}),
-          }),
+        health: health(async () => ({
+          ...(await jobs.health(dbTimeoutMs)),
+          tools: tools.length,
+          role,
+          // A front runs no job: its workers' /healthz say which preset they run.
+          ...(role !== "front" ? { generation: sampling, runtime } : {}),
+        })),
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),
@@ -400,5 +469,5 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     })();
   ready.catch(() => void shutdown());
   log("info", "app", `replica ${replica} serving as ${role}`, { queue: store.kind });
-  return { http: http.addr, finished, shutdown };
+  return { http: http.addr, finished, ready, shutdown };
 }

@@ -12,21 +12,33 @@
 
 import type { ResolvedConfig } from "../config/mod.ts";
 import { encodePng } from "../image/mod.ts";
-import { verifyConfiguredModels } from "../models/mod.ts";
+import { untilAborted, verifyConfiguredModels } from "../models/mod.ts";
 import { createWorkerGenerator, engineConfigOf } from "../pipeline/mod.ts";
 
 /**
  * Runs the checks in order and returns one line per passed check; rejects
- * with the first failure (an Error naming the file and the problem).
+ * with the first failure (an Error naming the file and the problem), or with
+ * `signal`'s reason as soon as it aborts (a derived build in progress leaves
+ * nothing behind, see `mod/models/unfinished.ts`).
  */
-export async function checkSetup(config: ResolvedConfig): Promise<string[]> {
+export async function checkSetup(
+  config: ResolvedConfig,
+  options: { signal?: AbortSignal } = {},
+): Promise<string[]> {
+  const { signal } = options;
   const lines = [
     `config ok: transport ${config.server.transport}, models in ${config.models.root}`,
   ];
-  await verifyConfiguredModels(config);
+  await untilAborted(verifyConfiguredModels(config, { signal }), signal);
   lines.push(`model files ok: sizes and sha256 match ${config.models.lock}`);
   // The same Worker the server starts (createGenerator), typed so its load report is readable.
-  const generator = await createWorkerGenerator({ config: engineConfigOf(config) });
+  const starting = createWorkerGenerator({ config: engineConfigOf(config) });
+  let handedOver = false;
+  signal?.addEventListener("abort", () => {
+    if (!handedOver) void starting.then((g) => g.close(), () => {});
+  }, { once: true });
+  const generator = await untilAborted(starting, signal);
+  handedOver = true;
   try {
     const info = generator.info;
     const files = Object.keys(info.models).length;

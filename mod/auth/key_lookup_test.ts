@@ -98,12 +98,11 @@ Deno.test("lookups beyond the concurrency queue instead of being refused; priori
 Deno.test("a queued lookup gives up after timeoutMs in all, without running its query", async () => {
   const db = controlledFind(new Set(["p1", "p2"]));
   const lookup = new KeyLookup({ find: db.find, timeoutMs: 100, unknownTtlMs: 0, concurrency: 1 });
-  const started = performance.now();
   const blocking = lookup.lookup("slow", false);
   const first = lookup.lookup("p1", false);
   const second = lookup.lookup("p2", false);
+  // The query never answers until released below: a result at all is the deadline firing.
   deepStrictEqual(await second, { kind: "timeout" });
-  ok(performance.now() - started < 1_000);
   deepStrictEqual(await first, { kind: "timeout" });
   deepStrictEqual(await blocking, { kind: "timeout" });
   // "slow" gave its slot up after 100 ms; p1 may have got it just in time, but p2's turn

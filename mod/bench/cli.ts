@@ -9,6 +9,7 @@
 
 import { type Help, printHelp, wantsHelp } from "../cli/mod.ts";
 import { runFullBench } from "./full.ts";
+import { runDiffusersCheck } from "./full_diffusers.ts";
 import { runPeersBench, splitPeersArgs } from "./peers.ts";
 
 const HELP: Help = {
@@ -17,6 +18,8 @@ const HELP: Help = {
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
     "[--fresh-reuse] [--fresh-export DIR] [--sdcpp-src DIR --diffusers-src DIR [--python PY] " +
     "[--peers-images N] [--peers-threads N] [--peers-out FILE]]",
+    "deno task bench --diffusers-check --export DIR --diffusers SRC --tcd SRC [--runs turbo-1,turbo-2,fast-4] " +
+    "[--eta E] [--seed N] [--python PATH] [--out FILE]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -40,7 +43,11 @@ const HELP: Help = {
       "stable-diffusion.cpp and diffusers on the same weights",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
-    ["--out FILE", "full: where the JSON results go (default .cache/bench/full.json)"],
+    [
+      "--out FILE",
+      "full: where the JSON results go (default .cache/bench/full.json; diffusers-check: " +
+      ".cache/bench/diffusers.json)",
+    ],
     [
       "--fresh-reuse",
       "full: keep the fresh-defaults scenario's models root from an earlier run (its " +
@@ -64,7 +71,10 @@ const HELP: Help = {
       "https://github.com/huggingface/diffusers); needs python3-torch, python3-onnx, " +
       "python3-numpy, python3-pil",
     ],
-    ["--python PY", "full, peers: the Python with torch (default /usr/bin/python3)"],
+    [
+      "--python PY",
+      "full, peers and diffusers-check: the Python with torch (default /usr/bin/python3)",
+    ],
     [
       "--peers-images N",
       "full, peers: images per runtime and path (default 3; the first is a warm-up)",
@@ -74,12 +84,26 @@ const HELP: Help = {
       "full, peers: threads the peers use (default: every CPU this process may use)",
     ],
     ["--peers-out FILE", "full, peers: where its JSON goes (default .cache/bench/peers.json)"],
+    [
+      "--diffusers-check",
+      "the few-step presets' images against diffusers' own StableDiffusionPipeline on a " +
+      "diffusers-script export (mod/bench/full_diffusers.ts); results in docs/performance.md",
+    ],
+    ["--export DIR", "diffusers-check: the folder diffusers_export.py wrote"],
+    ["--diffusers SRC", "diffusers-check: a diffusers v0.25.0 source checkout (src/, scripts/)"],
+    ["--tcd SRC", "diffusers-check: a diffusers v0.27.2 checkout, for its TCDScheduler"],
+    ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
+    ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
+    ["--seed N", "diffusers-check: the seed of every run (default 42)"],
     ["-h, --help", "print this help and exit"],
   ],
 };
 
 async function main(args: string[]): Promise<number> {
   if (wantsHelp(args)) return printHelp(HELP);
+  if (args.includes("--diffusers-check")) {
+    return await runDiffusersCheck(args.filter((a) => a !== "--diffusers-check"));
+  }
   if (args.includes("--full")) {
     const split = splitPeersArgs(args.filter((a) => a !== "--full"));
     let code = 0;

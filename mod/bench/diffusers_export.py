@@ -25,6 +25,11 @@ be installed where the Python package index is unreachable, so
 and exported with the script's arguments (int32 `input_ids`, outputs
 `last_hidden_state` and `pooler_output`).
 
+`mod/bench/diffusers_pipeline.py` imports this file's model builders
+(`text_encoder()`, `unet()`, `vae()`) to run diffusers' own pipeline on the
+same weights: each is seeded on its own, so the same diffusers checkout
+builds the same tensors in either script.
+
 Needs torch and onnx (Debian bookworm: python3-torch 1.13.1, python3-onnx
 1.12; torch < 2.0 has no `scaled_dot_product_attention`, so diffusers runs
 `AttnProcessor`, whose `baddbmm` the exporter writes with an all-zero addend:
@@ -45,25 +50,18 @@ import onnx
 import torch
 from torch import nn
 
-SRC = Path(sys.argv[1]).resolve()
-OUT = Path(sys.argv[2]).resolve()
-
-work = tempfile.mkdtemp(prefix="diffusers-export-")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import diffusers_offline  # noqa: E402
-
-diffusers_offline.stub_missing(work)
-sys.path.insert(0, str(SRC / "src"))
-
-from diffusers.models import AutoencoderKL, UNet2DConditionModel  # noqa: E402
-
-spec = importlib.util.spec_from_file_location(
-    "convert", SRC / "scripts" / "convert_stable_diffusion_checkpoint_to_onnx.py"
-)
-convert = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(convert)
-onnx_export = convert.onnx_export
 OPSET = 14  # the script's default --opset
+
+
+def setup(src):
+    """Stubs what diffusers imports but does not use offline, puts the checkout `src` first."""
+    work = tempfile.mkdtemp(prefix="diffusers-export-")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import diffusers_offline
+
+    diffusers_offline.stub_missing(work)
+    sys.path.insert(0, str(Path(src).resolve() / "src"))
+    return work
 
 
 class CLIPTextModel(nn.Module):
@@ -138,12 +136,52 @@ def randomized(model):
     return model.eval()
 
 
-with torch.no_grad():
-    text_encoder = randomized(CLIPTextModel())
+def text_encoder():
+    """The text encoder with its seeded random weights."""
+    return randomized(CLIPTextModel())
+
+
+def unet():
+    """diffusers' `UNet2DConditionModel` with SD 1.5's config and seeded random weights."""
+    from diffusers.models import UNet2DConditionModel
+
+    return randomized(UNet2DConditionModel(
+        sample_size=64, in_channels=4, out_channels=4, layers_per_block=2,
+        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
+        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
+        block_out_channels=(320, 640, 1280, 1280), cross_attention_dim=768, attention_head_dim=8,
+    ))
+
+
+def vae():
+    """diffusers' `AutoencoderKL` with SD 1.5's config and seeded random weights."""
+    from diffusers.models import AutoencoderKL
+
+    return randomized(AutoencoderKL(
+        in_channels=3, out_channels=3, latent_channels=4, sample_size=512, layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=(128, 256, 512, 512),
+    ))
+
+
+def export(src, out):
+    """Exports the four models into `out` with the checkout's own `onnx_export`."""
+    src, out = Path(src).resolve(), Path(out).resolve()
+    spec = importlib.util.spec_from_file_location(
+        "convert", src / "scripts" / "convert_stable_diffusion_checkpoint_to_onnx.py"
+    )
+    convert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convert)
+    with torch.no_grad():
+        _export(convert.onnx_export, out)
+
+
+def _export(onnx_export, OUT):
+    text_encoder_model = text_encoder()
     # "A sample prompt" as the script tokenizes it: BOS, three tokens, EOS, EOS padding.
     ids = torch.tensor([[49406, 320, 6077, 9716, 49407] + [49407] * 72], dtype=torch.int32)
     onnx_export(
-        text_encoder,
+        text_encoder_model,
         model_args=(ids,),
         output_path=OUT / "text_encoder" / "model.onnx",
         ordered_input_names=["input_ids"],
@@ -151,17 +189,12 @@ with torch.no_grad():
         dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}},
         opset=OPSET,
     )
-    del text_encoder
+    del text_encoder_model
 
-    unet = randomized(UNet2DConditionModel(
-        sample_size=64, in_channels=4, out_channels=4, layers_per_block=2,
-        down_block_types=("CrossAttnDownBlock2D",) * 3 + ("DownBlock2D",),
-        up_block_types=("UpBlock2D",) + ("CrossAttnUpBlock2D",) * 3,
-        block_out_channels=(320, 640, 1280, 1280), cross_attention_dim=768, attention_head_dim=8,
-    ))
+    unet_model = unet()
     unet_path = OUT / "unet" / "model.onnx"
     onnx_export(
-        unet,
+        unet_model,
         model_args=(torch.randn(2, 4, 64, 64), torch.randn(2), torch.randn(2, 77, 768), False),
         output_path=unet_path,
         ordered_input_names=["sample", "timestep", "encoder_hidden_states", "return_dict"],
@@ -174,7 +207,7 @@ with torch.no_grad():
         opset=OPSET,
         use_external_data_format=True,
     )
-    del unet
+    del unet_model
     # As the script does: collate the external tensors into one weights.pb.
     model = onnx.load(str(unet_path))
     shutil.rmtree(unet_path.parent)
@@ -183,14 +216,10 @@ with torch.no_grad():
                     all_tensors_to_one_file=True, location="weights.pb", convert_attribute=False)
     del model
 
-    vae = randomized(AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, sample_size=512, layers_per_block=2,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-        block_out_channels=(128, 256, 512, 512),
-    ))
-    vae.forward = lambda sample, return_dict: vae.encode(sample, return_dict)[0].sample()
+    vae_model = vae()
+    vae_model.forward = lambda sample, return_dict: vae_model.encode(sample, return_dict)[0].sample()
     onnx_export(
-        vae,
+        vae_model,
         model_args=(torch.randn(1, 3, 512, 512), False),
         output_path=OUT / "vae_encoder" / "model.onnx",
         ordered_input_names=["sample", "return_dict"],
@@ -198,9 +227,9 @@ with torch.no_grad():
         dynamic_axes={"sample": {0: "batch", 1: "channels", 2: "height", 3: "width"}},
         opset=OPSET,
     )
-    vae.forward = vae.decode
+    vae_model.forward = vae_model.decode
     onnx_export(
-        vae,
+        vae_model,
         model_args=(torch.randn(1, 4, 64, 64), False),
         output_path=OUT / "vae_decoder" / "model.onnx",
         ordered_input_names=["latent_sample", "return_dict"],
@@ -208,5 +237,10 @@ with torch.no_grad():
         dynamic_axes={"latent_sample": {0: "batch", 1: "channels", 2: "height", 3: "width"}},
         opset=OPSET,
     )
-shutil.rmtree(work)
-print("exported to", OUT)
+
+
+if __name__ == "__main__":
+    work = setup(sys.argv[1])
+    export(sys.argv[1], sys.argv[2])
+    shutil.rmtree(work)
+    print("exported to", Path(sys.argv[2]).resolve())

@@ -29,7 +29,12 @@ STUBS = {
     "huggingface_hub": {f"{m}.py": HUB for m in ("__init__", "constants", "utils", "file_download")},
     "safetensors": {"__init__.py": '__version__ = "0.4.1"\n' + UNUSED, "torch.py": UNUSED},
     "tqdm": {
-        "__init__.py": "class tqdm:\n    def __init__(self, *a, **k):\n        pass\n",
+        # The pipelines' progress bar: a context manager with update() (nothing is drawn).
+        "__init__.py": "class tqdm:\n    def __init__(self, *a, **k):\n        pass\n"
+        "    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *a):\n        return False\n"
+        "    def update(self, *a, **k):\n        pass\n"
+        "    def close(self):\n        pass\n",
         "auto.py": "from . import tqdm\n",
     },
     "filelock": {"__init__.py": "def __getattr__(name):\n    return None\n"},

@@ -24,7 +24,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type ConfigEdit, editConfigText } from "../config/mod.ts";
-import { Client, StdioClientTransport } from "../mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../mcp/client_sdk.ts";
 import {
   buildFullUnet,
   buildTinyLora,
@@ -40,6 +40,9 @@ import { sampleRss } from "./proc_memory.ts";
 import { sha256File } from "../models/mod.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The median of `xs` (the upper one of an even count). */
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const GB = 1e9;
 
 /** The model folders of a diffusers-ONNX export that stand in for the pinned fp32 export's. */
@@ -208,12 +211,57 @@ export function spawnServer(config: string, name = "bench") {
     command: Deno.execPath(),
     args: ["run", "-P=serve", "--quiet", "main.ts", "--config", config],
     cwd: REPO,
-    env: { ...Deno.env.toObject(), NO_COLOR: "1" },
+    // As `deno task serve` starts it (deno.json): glibc backs ONNX Runtime's tensors with huge pages.
+    env: {
+      ...Deno.env.toObject(),
+      NO_COLOR: "1",
+      GLIBC_TUNABLES: `${Deno.env.get("GLIBC_TUNABLES") ?? ""}:glibc.malloc.hugetlb=1`,
+    },
     stderr: "pipe",
   });
   let stderr = "";
   transport.stderr?.on("data", (c: Uint8Array) => stderr += new TextDecoder().decode(c));
   return { transport, client: new Client({ name, version: "1" }), stderr: () => stderr };
+}
+
+/**
+ * What a server's log says about its start: the intra-op threads its sessions
+ * got, each model's optimised graph taken from the cache or built (and what
+ * that cost), and the warm-up run's time.
+ */
+export function startFacts(stderr: string): {
+  intraOpThreads?: number;
+  optimizedCache: { hits: number; hitMs: number; built: number; builtMs: number; bytes: number };
+  warmUpMs?: number;
+} {
+  const facts = {
+    intraOpThreads: undefined as number | undefined,
+    optimizedCache: { hits: 0, hitMs: 0, built: 0, builtMs: 0, bytes: 0 },
+    warmUpMs: undefined as number | undefined,
+  };
+  for (const line of stderr.split("\n")) {
+    const brace = line.indexOf(" {");
+    let fields: Record<string, unknown> = {};
+    try {
+      if (brace >= 0) fields = JSON.parse(line.slice(brace + 1));
+    } catch {
+      continue;
+    }
+    const n = (k: string) => (typeof fields[k] === "number" ? fields[k] as number : 0);
+    if (line.includes("ONNX Runtime sessions compute on")) {
+      facts.intraOpThreads = n("intraOpThreads");
+    } else if (line.includes("opened its optimised graph from the cache")) {
+      facts.optimizedCache.hits++;
+      facts.optimizedCache.hitMs += n("ms");
+    } else if (line.includes("optimised and kept its graph")) {
+      facts.optimizedCache.built++;
+      facts.optimizedCache.builtMs += n("ms");
+      facts.optimizedCache.bytes += n("bytes");
+    } else if (line.includes("warmed up")) {
+      facts.warmUpMs = (facts.warmUpMs ?? 0) + n("ms");
+    }
+  }
+  return facts;
 }
 
 /** One real server run: initialize, tools/list, `images` images; times from spawn, peak RSS. */
@@ -262,6 +310,11 @@ async function serve(config: string, images: number) {
     toolsListMs: Math.round(toolsListMs),
     firstImageMs: Math.round(firstImageMs),
     imageMs: imageMs.map(Math.round),
+    // The first image's own time over the steady images' median (the user's first wait).
+    firstOverSteady: imageMs.length > 1
+      ? Number((imageMs[0] / median(imageMs.slice(1))).toFixed(2))
+      : undefined,
+    start: startFacts(stderr()),
     peakRss: await rss.stop(),
     ...(error ? { error, stderr: stderr().slice(-800) } : {}),
   };
@@ -352,7 +405,6 @@ export async function runFreshDefaults(
   const plain = await serve(plainConfig, 1);
   const files = await openedBytes(join(dir, "models"), exportDir !== undefined);
   const steady = first.imageMs.slice(1);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const report = {
     root: dir,
     reusedLayout: options.reuse ?? false,
@@ -370,7 +422,22 @@ export async function runFreshDefaults(
     `deno task models ${s(models.ms)} (peak RSS ${(models.peakRss / GB).toFixed(2)} GB)`,
     `first start: initialize ${s(first.initializeMs)}, tools/list ${s(first.toolsListMs)}, ` +
     `first image ${s(first.firstImageMs)} after the start`,
-    `steady image ${steady.length ? s(median(steady)) : "n/a"} (${steady.map(s).join(", ")})`,
+    `first image ${s(first.imageMs[0] ?? NaN)} = ${first.firstOverSteady ?? "n/a"}× the steady ` +
+    `image ${steady.length ? s(median(steady)) : "n/a"} (${steady.map(s).join(", ")}); ` +
+    `${first.start.intraOpThreads ?? "?"} intra-op threads`,
+    `first start: ${first.start.optimizedCache.built} optimised graphs written ` +
+    `(${s(first.start.optimizedCache.builtMs)}, ${
+      (first.start.optimizedCache.bytes / GB).toFixed(2)
+    } GB), ${first.start.optimizedCache.hits} read; warm-up ${
+      first.start.warmUpMs === undefined ? "none" : s(first.start.warmUpMs)
+    }`,
+    `second start: ${second.start.optimizedCache.hits} optimised graphs read (${
+      s(second.start.optimizedCache.hitMs)
+    }), ${second.start.optimizedCache.built} written; warm-up ${
+      second.start.warmUpMs === undefined ? "none" : s(second.start.warmUpMs)
+    }; first image ${s(second.imageMs[0] ?? NaN)} = ${
+      steady.length ? (second.imageMs[0] / median(steady)).toFixed(2) : "n/a"
+    }× the first start's steady image`,
     `peak RSS ${(first.peakRss / GB).toFixed(2)} GB = ${
       (first.peakRss / files).toFixed(2)
     }× files opened (${(files / GB).toFixed(2)} GB)`,

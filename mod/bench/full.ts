@@ -25,7 +25,7 @@
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { Client, StdioClientTransport } from "../mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../mcp/client_sdk.ts";
 import { SD15_PARAMS } from "../model_builder/mod.ts";
 import {
   benchCacheDir,

@@ -117,6 +117,9 @@ async function main(): Promise<void> {
       cpuMemArena: v.arena === "on",
       memoryPattern: v.pattern === "on",
       executionMode: "sequential",
+      // Every in-process scenario optimises at its start, as they were measured before the cache.
+      optimizedCache: null,
+      warmUp: false,
     },
     generation: {
       steps,

@@ -298,6 +298,8 @@ function engineConfig(
       cpuMemArena: false,
       memoryPattern: true,
       executionMode: "sequential",
+      optimizedCache: null,
+      warmUp: false,
     },
     generation,
     controlnet: {

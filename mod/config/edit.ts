@@ -5,12 +5,15 @@
  * end of its section; a missing section is appended. The result is parsed and
  * each value read back before it is returned, so a file this cannot edit
  * safely (a multi-line value, a key set in another form) is refused, not
- * broken.
+ * broken. {@link readWrittenConfig} gives what the user wrote (the file and
+ * its local overlay, before defaults and presets), the base an edit of a list
+ * such as `[lora] files` must start from.
  *
  * @module
  */
 
 import { parse as parseToml } from "smol-toml";
+import { localOverlayPath, mergeTables } from "./overlay.ts";
 
 /** One key to set: `[section] key = value`, the value as TOML text. */
 export interface ConfigEdit {
@@ -132,4 +135,37 @@ export function editConfigText(text: string, edits: readonly ConfigEdit[]): stri
     }
   }
   return out;
+}
+
+/** Parsed TOML of `path`; an empty table when the file does not exist. */
+async function readTomlOrEmpty(path: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return {};
+    throw new ConfigEditError(`cannot read ${path}: ${(e as Error).message}`);
+  }
+  try {
+    return parseToml(text) as Record<string, unknown>;
+  } catch (e) {
+    throw new ConfigEditError(`${path} is not valid TOML: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * What the user wrote: the config file at `path` with its local overlay
+ * (`<name>.local.toml`) laid over it, as parsed TOML — no defaults, no
+ * preset's additions (the fast preset appends its LCM LoRA to the resolved
+ * `[lora] files`, never to this). An edit that extends a list starts from
+ * here, so it writes back only what the user wrote plus the new entry.
+ * Empty when `path` is undefined (no config file: the defaults).
+ *
+ * @throws ConfigEditError when a file cannot be read or is not valid TOML
+ */
+export async function readWrittenConfig(
+  path: string | undefined,
+): Promise<Record<string, unknown>> {
+  if (path === undefined) return {};
+  return mergeTables(await readTomlOrEmpty(path), await readTomlOrEmpty(localOverlayPath(path)));
 }

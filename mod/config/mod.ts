@@ -32,5 +32,5 @@ export type {
   SamplingSummary,
   SchedulerName,
 } from "./resolve.ts";
-export { type ConfigEdit, ConfigEditError, editConfigText } from "./edit.ts";
+export { type ConfigEdit, ConfigEditError, editConfigText, readWrittenConfig } from "./edit.ts";
 export { localOverlayPath, mergeTables } from "./overlay.ts";

@@ -18,6 +18,7 @@ async function load(text: string) {
 }
 
 const LCM_LORA = "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors";
+const TURBO_LORA = "lora/hyper-sd/Hyper-SD15-1step-lora.safetensors";
 
 Deno.test('preset = "auto" (the default): fast on the CPU provider, quality on GPU providers', async () => {
   const { dir, config: cpu } = await load("");
@@ -111,11 +112,87 @@ Deno.test('vae_decoder = "tiny": the tiny decoder path resolves under the root a
 });
 
 Deno.test("bad preset and vae_decoder values are refused with the key", async () => {
-  await assert.rejects(load(`[generation]\npreset = "turbo"\n`), (e) => {
+  await assert.rejects(load(`[generation]\npreset = "hyper"\n`), (e) => {
     assert.ok(e instanceof ConfigError);
     assert.match(e.message, /generation\.preset/);
     return true;
   });
   await assert.rejects(load(`[models]\nvae_decoder = "taesd"\n`), /models\.vae_decoder/);
   await assert.rejects(load(`[models]\nlcm_lora = "x.bin"\n`), /models\.lcm_lora/);
+  await assert.rejects(load(`[models]\nturbo_lora = "x.bin"\n`), /models\.turbo_lora/);
+  await assert.rejects(load(`[generation]\neta = 1.5\n`), /generation\.eta/);
+});
+
+Deno.test('preset = "turbo": the Hyper-SD LoRA, tcd 1 step, eta 1, no CFG, tiny VAE; steps and eta may be written', async () => {
+  const { dir, config } = await load(`[generation]\npreset = "turbo"\n`);
+  assert.equal(config.generation.preset, "turbo");
+  assert.equal(config.generation.presetSource, "config");
+  assert.deepEqual(
+    [
+      config.generation.scheduler,
+      config.generation.steps,
+      config.generation.guidanceScale,
+      config.generation.eta,
+    ],
+    ["tcd", 1, 0, 1],
+  );
+  assert.equal(config.models.vaeDecoder, "tiny");
+  assert.equal(config.models.turboLora, join(dir, "models", TURBO_LORA));
+  assert.deepEqual(config.lora.files, [{ path: config.models.turboLora, weight: 1 }]);
+  assert.ok(needed(config).includes(config.models.turboLora));
+  assert.ok(!needed(config).includes(config.models.lcmLora));
+  assert.ok(needed(config).includes(config.models.tinyVaeDecoder));
+  const summary = samplingSummary(config);
+  assert.deepEqual(summary, {
+    preset: "turbo",
+    chosenBy: "config",
+    steps: 1,
+    scheduler: "tcd",
+    guidanceScale: 0,
+    eta: 1,
+    vaeDecoder: "tiny",
+  });
+  assert.equal(samplingText(summary), "turbo preset (tcd, 1 step, eta 1, guidance 0, tiny VAE)");
+
+  const { config: two } = await load(
+    `[generation]\npreset = "turbo"\nsteps = 2\neta = 0.3\nscheduler = "tcd"\n` +
+      `[models]\nturbo_lora = "lora/my-hyper.safetensors"\n`,
+  );
+  assert.deepEqual([two.generation.steps, two.generation.eta], [2, 0.3]);
+  assert.equal(
+    samplingText(samplingSummary(two)),
+    "turbo preset (tcd, 2 steps, eta 0.3, guidance 0, tiny VAE)",
+  );
+  assert.match(two.lora.files[0].path, /models\/lora\/my-hyper\.safetensors$/);
+  // The other presets keep eta 0 and do not show it; a LoRA file a user adds comes first.
+  const { config: fast } = await load(
+    `[generation]\npreset = "fast"\n[lora]\nfiles = [{ path = "lora/style.safetensors" }]\n`,
+  );
+  assert.equal(fast.generation.eta, 0);
+  assert.equal(samplingSummary(fast).eta, undefined);
+  const { config: styled } = await load(
+    `[generation]\npreset = "turbo"\n[lora]\nfiles = [{ path = "lora/style.safetensors" }]\n`,
+  );
+  assert.deepEqual(styled.lora.files.map((f) => f.path.split("/models/")[1]), [
+    "lora/style.safetensors",
+    TURBO_LORA,
+  ]);
+});
+
+Deno.test("the turbo preset refuses another scheduler and says what to do; auto stays fast on the CPU", async () => {
+  await assert.rejects(load(`[generation]\npreset = "turbo"\nscheduler = "lcm"\n`), (e) => {
+    assert.ok(e instanceof ConfigError);
+    assert.match(e.message, /generation\.scheduler = "lcm" does not go with the turbo preset/);
+    assert.match(e.message, /Hyper-SD LoRA samples with the tcd scheduler/);
+    assert.match(e.message, /set generation\.preset = "quality" or "custom"/);
+    return true;
+  });
+  const { config } = await load("");
+  assert.equal(config.generation.preset, "fast");
+  // tcd is a scheduler like the others under "custom" (its own eta default there is the pipeline's 0).
+  const { config: custom } = await load(
+    `[generation]\npreset = "custom"\nscheduler = "tcd"\nsteps = 4\nguidance_scale = 1\n`,
+  );
+  assert.deepEqual([custom.generation.scheduler, custom.generation.eta], ["tcd", 0]);
+  assert.deepEqual(custom.lora.files, []);
 });

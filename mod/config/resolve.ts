@@ -104,6 +104,8 @@ export interface ResolvedConfig {
     tinyVaeDecoder: string;
     /** Absolute path of the LCM LoRA blended in by `[generation] preset = "fast"`. */
     lcmLora: string;
+    /** Absolute path of the Hyper-SD LoRA blended in by `[generation] preset = "turbo"`. */
+    turboLora: string;
   };
   /** `[runtime]`: onnxruntime execution provider, thread counts and graph optimization level. */
   runtime: {
@@ -117,6 +119,18 @@ export interface ResolvedConfig {
     memoryPattern: boolean;
     /** `execution_mode`: ORT's node scheduling. */
     executionMode: "sequential" | "parallel";
+    /**
+     * `optimized_cache`: the folder where ORT's optimised graphs are kept for
+     * later starts (`<models root>/.optimized`), or null when it is off.
+     */
+    optimizedCache: string | null;
+    /**
+     * `warm_up`: one image of one step at the default size before the engine
+     * reports ready; "auto" resolves to true for few-step sampling (at most
+     * {@link WARM_UP_AUTO_STEPS} steps), where a first run's cost is a large
+     * share of an image.
+     */
+    warmUp: boolean;
   };
   /** `[generation]`: defaults and limits for each image (size, steps, CFG, scheduler, seed, counts). */
   generation: {
@@ -126,6 +140,7 @@ export interface ResolvedConfig {
     scheduler: SchedulerName;
     timestepSpacing?: "leading" | "trailing" | "linspace";
     karras: boolean;
+    /** η of ddim and tcd (TCD's γ): `[generation] eta`, else the preset's. */
     eta: number;
     /** Fixed seed, or null for a random seed per image. */
     seed: number | null;
@@ -133,9 +148,9 @@ export interface ResolvedConfig {
     queueLimit: number;
     /**
      * The preset that decided the sampling, already applied to `steps`,
-     * `guidanceScale`, `scheduler`, `models.vaeDecoder` (and, for "fast", the
-     * LCM LoRA appended to `lora.files`): "auto" resolved by the execution
-     * provider, "default" read as "custom".
+     * `guidanceScale`, `scheduler`, `eta`, `models.vaeDecoder` (and, for
+     * "fast" and "turbo", their LoRA appended to `lora.files`): "auto"
+     * resolved by the execution provider, "default" read as "custom".
      */
     preset: PresetName;
     /** Whether `preset` came from `preset = "auto"` (by provider) or was named in the config. */
@@ -188,7 +203,7 @@ export interface ResolvedConfig {
 }
 
 /** A resolved `[generation] preset`. */
-export type PresetName = "fast" | "quality" | "custom";
+export type PresetName = "fast" | "turbo" | "quality" | "custom";
 
 /** What a preset sets; the keys written in the config win over it. */
 export interface PresetValues {
@@ -198,25 +213,62 @@ export interface PresetValues {
   guidanceScale: number;
   /** Scheduler name. */
   scheduler: SchedulerName;
+  /** η of ddim and tcd (0 for the schedulers that have none). */
+  eta: number;
   /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
   vaeDecoder: "full" | "tiny";
-  /** Blend in the LCM LoRA (`[models] lcm_lora`). */
-  lcmLora: boolean;
+  /**
+   * The distillation LoRA merged in, and the only scheduler it samples with:
+   * the LCM LoRA (`[models] lcm_lora`) or Hyper-SD's (`[models] turbo_lora`).
+   */
+  lora: { key: "lcm_lora" | "turbo_lora"; scheduler: SchedulerName } | null;
 }
 
 /**
  * The presets. "fast": LCM-LoRA sampling as diffusers' LCM-LoRA guide runs it
  * (`LCMScheduler`, 4 steps, guidance_scale 1.0, so no unconditional batch)
  * with the tiny VAE decoder: 17–30 s per 512² image on 2 CPU cores.
+ * "turbo": ByteDance's Hyper-SD unified 1-step LoRA as its publisher runs it
+ * (`TCDScheduler`, 1 step, guidance_scale 0, eta 1.0) with the tiny VAE
+ * decoder: one UNet call instead of four, less detail and prompt adherence.
  * "quality": SD 1.5's own sampling (PNDM, 25 steps, CFG 7.5, the full VAE):
  * 4–7 minutes on 2 CPU cores, seconds on a GPU. "custom" (also the old
  * "default"): the keys as written, with quality's values for those left out.
- * docs/performance.md measures each.
+ * docs/performance.md measures each; README "Presets" compares them.
  */
 export const PRESETS: Readonly<Record<PresetName, PresetValues>> = {
-  fast: { steps: 4, guidanceScale: 1, scheduler: "lcm", vaeDecoder: "tiny", lcmLora: true },
-  quality: { steps: 25, guidanceScale: 7.5, scheduler: "pndm", vaeDecoder: "full", lcmLora: false },
-  custom: { steps: 25, guidanceScale: 7.5, scheduler: "pndm", vaeDecoder: "full", lcmLora: false },
+  fast: {
+    steps: 4,
+    guidanceScale: 1,
+    scheduler: "lcm",
+    eta: 0,
+    vaeDecoder: "tiny",
+    lora: { key: "lcm_lora", scheduler: "lcm" },
+  },
+  turbo: {
+    steps: 1,
+    guidanceScale: 0,
+    scheduler: "tcd",
+    eta: 1,
+    vaeDecoder: "tiny",
+    lora: { key: "turbo_lora", scheduler: "tcd" },
+  },
+  quality: {
+    steps: 25,
+    guidanceScale: 7.5,
+    scheduler: "pndm",
+    eta: 0,
+    vaeDecoder: "full",
+    lora: null,
+  },
+  custom: {
+    steps: 25,
+    guidanceScale: 7.5,
+    scheduler: "pndm",
+    eta: 0,
+    vaeDecoder: "full",
+    lora: null,
+  },
 };
 
 /** What ran: the preset and the sampling it resolved to (PNG metadata, result texts, `/healthz`). */
@@ -231,6 +283,8 @@ export interface SamplingSummary {
   scheduler: SchedulerName;
   /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
   guidanceScale: number;
+  /** η, only for the schedulers that read it (ddim, tcd). */
+  eta?: number;
   /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
   vaeDecoder: "full" | "tiny";
 }
@@ -246,15 +300,26 @@ export function samplingSummary(
     steps: g.steps,
     scheduler: g.scheduler,
     guidanceScale: g.guidanceScale,
+    ...(g.scheduler === "ddim" || g.scheduler === "tcd" ? { eta: g.eta } : {}),
     vaeDecoder: config.models.vaeDecoder,
   };
 }
 
-/** One line for people and models: `fast preset (lcm, 4 steps, guidance 1, tiny VAE)`. */
+/**
+ * One line for people and models: `fast preset (lcm, 4 steps, guidance 1, tiny VAE)`,
+ * `turbo preset (tcd, 1 step, eta 1, guidance 0, tiny VAE)`.
+ */
 export function samplingText(s: SamplingSummary): string {
-  return `${s.preset} preset (${s.scheduler}, ${s.steps} steps, guidance ${s.guidanceScale}, ` +
-    `${s.vaeDecoder} VAE)`;
+  const eta = s.eta === undefined ? "" : `, eta ${s.eta}`;
+  return `${s.preset} preset (${s.scheduler}, ${s.steps} step${s.steps === 1 ? "" : "s"}${eta}, ` +
+    `guidance ${s.guidanceScale}, ${s.vaeDecoder} VAE)`;
 }
+
+/** `warm_up = "auto"` warms up sampling of at most this many steps (the fast and one-step presets). */
+export const WARM_UP_AUTO_STEPS = 8;
+
+/** The folder of ONNX Runtime's optimised graphs under the models root (`[runtime] optimized_cache`). */
+export const OPTIMIZED_DIR = ".optimized";
 
 /** `preset = "auto"`: fast on the CPU provider, quality on GPU providers. */
 export function autoPreset(provider: "cpu" | "cuda" | "webgpu"): "fast" | "quality" {
@@ -364,16 +429,21 @@ export function resolveConfig(
     ? "custom"
     : g.preset;
   const values = PRESETS[preset];
-  if (values.lcmLora && g.scheduler !== undefined && g.scheduler !== "lcm") {
+  const presetLora = values.lora;
+  if (presetLora && g.scheduler !== undefined && g.scheduler !== presetLora.scheduler) {
+    const which = presetLora.key === "lcm_lora" ? "LCM LoRA" : "Hyper-SD LoRA";
     throw new ConfigError(
-      `${where}: generation.scheduler = "${g.scheduler}" does not go with the fast preset ` +
+      `${where}: generation.scheduler = "${g.scheduler}" does not go with the ${preset} preset ` +
         `(generation.preset = "${g.preset}"${
-          presetSource === "auto" ? `, fast on the ${raw.runtime.execution_provider} provider` : ""
-        }): its LCM LoRA samples with the lcm scheduler. Remove scheduler (and steps, ` +
-        `guidance_scale) to run the fast preset, or set generation.preset = "quality" or "custom"`,
+          presetSource === "auto"
+            ? `, ${preset} on the ${raw.runtime.execution_provider} provider`
+            : ""
+        }): its ${which} samples with the ${presetLora.scheduler} scheduler. Remove scheduler ` +
+        `(and steps, guidance_scale) to run the ${preset} preset, or set generation.preset = ` +
+        `"quality" or "custom"`,
     );
   }
-  const fast = values.lcmLora;
+  const presetLoraPath = presetLora ? abs(raw.models[presetLora.key], root) : undefined;
   return {
     file,
     server: {
@@ -421,6 +491,7 @@ export function resolveConfig(
       vaeDecoder: raw.models.vae_decoder ?? values.vaeDecoder,
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
       lcmLora: abs(raw.models.lcm_lora, root),
+      turboLora: abs(raw.models.turbo_lora, root),
     },
     runtime: {
       executionProvider: raw.runtime.execution_provider,
@@ -430,6 +501,10 @@ export function resolveConfig(
       cpuMemArena: raw.runtime.cpu_mem_arena,
       memoryPattern: raw.runtime.memory_pattern,
       executionMode: raw.runtime.execution_mode,
+      optimizedCache: raw.runtime.optimized_cache ? join(root, OPTIMIZED_DIR) : null,
+      warmUp: raw.runtime.warm_up === "auto"
+        ? (g.steps ?? values.steps) <= WARM_UP_AUTO_STEPS
+        : raw.runtime.warm_up,
     },
     generation: {
       defaultSize: raw.generation.default_size,
@@ -440,7 +515,7 @@ export function resolveConfig(
         ? undefined
         : raw.generation.timestep_spacing,
       karras: raw.generation.karras,
-      eta: raw.generation.eta,
+      eta: g.eta ?? values.eta,
       seed: raw.generation.seed < 0 ? null : raw.generation.seed,
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
@@ -475,7 +550,7 @@ export function resolveConfig(
     lora: {
       files: [
         ...raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
-        ...(fast ? [{ path: abs(raw.models.lcm_lora, root), weight: 1 }] : []),
+        ...(presetLoraPath ? [{ path: presetLoraPath, weight: 1 }] : []),
       ],
     },
     transform: { subtle: t.subtle, moderate: t.moderate, strong: t.strong },

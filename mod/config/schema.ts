@@ -69,6 +69,8 @@ const models = z.strictObject({
   tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),
   lcm_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
     .default("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
+  turbo_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
+    .default("lora/hyper-sd/Hyper-SD15-1step-lora.safetensors"),
 });
 
 const runtime = z.strictObject({
@@ -79,6 +81,8 @@ const runtime = z.strictObject({
   cpu_mem_arena: z.boolean().default(false),
   memory_pattern: z.boolean().default(true),
   execution_mode: z.enum(["sequential", "parallel"]).default("sequential"),
+  optimized_cache: z.boolean().default(true),
+  warm_up: z.union([z.boolean(), z.literal("auto")]).default("auto"),
 });
 
 const generation = z.strictObject({
@@ -89,12 +93,13 @@ const generation = z.strictObject({
   scheduler: z.enum(SCHEDULER_NAMES).optional(),
   timestep_spacing: z.enum(["auto", "leading", "trailing", "linspace"]).default("auto"),
   karras: z.boolean().default(false),
-  eta: z.number().min(0).max(1).default(0),
+  // No default: absent means the preset's (turbo 1, the others 0).
+  eta: z.number().min(0).max(1).optional(),
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
   // "default" is the old name of "custom" (configs written before presets were picked per provider).
-  preset: z.enum(["auto", "fast", "quality", "custom", "default"]).default("auto"),
+  preset: z.enum(["auto", "fast", "turbo", "quality", "custom", "default"]).default("auto"),
   max_wait_seconds: z.number().min(0).max(86_400).default(50),
 });
 

@@ -29,6 +29,18 @@ export interface QueryOptions {
   prepare?: boolean;
 }
 
+/** Options of {@link Database.transaction}. */
+export interface TransactionOptions {
+  /**
+   * Upper bound in milliseconds on the whole transaction, commit included
+   * (default: the pool's statement bound). When it passes the caller stops
+   * waiting and gets a {@link DatabaseError} with code `TIMEOUT`; whatever
+   * the transaction had not committed is rolled back once the database
+   * answers again, and {@link DatabaseError.settled} says when that is known.
+   */
+  timeoutMs?: number;
+}
+
 /** Something SQL can run on: the database itself or an open transaction. */
 export interface Queryable {
   /** Runs one statement with `$1`… parameters and returns its rows. */
@@ -46,7 +58,7 @@ export interface Database extends Queryable {
   /** `server` for a `DATABASE_URL`, `embedded` for the embedded PostgreSQL default. */
   readonly kind: "server" | "embedded";
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Closes the pool and, if this process runs the embedded server, that too. */
   close(): Promise<void>;
   /**
@@ -77,12 +89,21 @@ export class DatabaseError extends Error {
   readonly code: string;
   /** True for connection failures and timeouts. */
   readonly unavailable: boolean;
+  /**
+   * Resolves once the statement (or transaction) this error gave up on can
+   * no longer take effect: its answer arrived late, it failed, or its
+   * connection closed. Only a `TIMEOUT` leaves that open: a statement the
+   * caller stopped waiting for was still sent, and a stalled database runs
+   * it when it resumes. Any other error has settled already.
+   */
+  readonly settled: Promise<void>;
 
   /** Creates a database error; `message` must already be free of secrets. */
-  constructor(message: string, code: string, unavailable: boolean) {
+  constructor(message: string, code: string, unavailable: boolean, settled?: Promise<void>) {
     super(message);
     this.name = "DatabaseError";
     this.code = code;
     this.unavailable = unavailable;
+    this.settled = settled ?? Promise.resolve();
   }
 }

@@ -26,6 +26,16 @@ export interface Migration {
  */
 export const MIGRATION_LOCK_ID = "8314824916497949552";
 
+/**
+ * The bound on applying migrations, in ms (client wait, and the server's
+ * `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`
+ * inside their transaction): well above the per-statement bound of a
+ * serving pool, since a schema change may rewrite a table or wait for
+ * another replica's migration, yet finite, so a stalled database fails the
+ * start-up instead of hanging it.
+ */
+export const MIGRATION_TIMEOUT_MS = 300_000;
+
 /** All migrations of this program, oldest first. */
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -110,6 +120,16 @@ export const MIGRATIONS: readonly Migration[] = [
         ON mcp_generation_jobs (project_id, seq) WHERE project_id IS NOT NULL`,
     ],
   },
+  {
+    version: 4,
+    name: "add mcp_generation_jobs.lease_token",
+    statements: [
+      // A fresh random token per claim: a running job's writes (renewal, progress, images, end)
+      // carry it and change nothing once another claim, or the lease sweep, has taken the row,
+      // so an answer that arrives late after a database stall cannot overwrite a later state.
+      `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS lease_token text`,
+    ],
+  },
 ];
 
 /**
@@ -129,27 +149,42 @@ export async function migrate(
       );
     }
   }
+  const bound = { timeoutMs: MIGRATION_TIMEOUT_MS };
   return await db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [MIGRATION_LOCK_ID]);
+    // The pool's own statement bound (a serving pool's is seconds) does not apply here.
+    await tx.query(
+      `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true),
+              set_config('idle_in_transaction_session_timeout', $1, true)`,
+      [String(MIGRATION_TIMEOUT_MS)],
+      bound,
+    );
+    await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [MIGRATION_LOCK_ID], bound);
     await tx.query(
       `CREATE TABLE IF NOT EXISTS schema_migrations (
         version integer PRIMARY KEY,
         name text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`,
+      [],
+      bound,
     );
-    const rows = await tx.query<{ version: number }>("SELECT version FROM schema_migrations");
+    const rows = await tx.query<{ version: number }>(
+      "SELECT version FROM schema_migrations",
+      [],
+      bound,
+    );
     const done = new Set(rows.map((row) => Number(row.version)));
     const applied: number[] = [];
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
-      for (const statement of migration.statements) await tx.query(statement);
-      await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [
-        migration.version,
-        migration.name,
-      ]);
+      for (const statement of migration.statements) await tx.query(statement, [], bound);
+      await tx.query(
+        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+        [migration.version, migration.name],
+        bound,
+      );
       applied.push(migration.version);
     }
     return applied;
-  });
+  }, bound);
 }

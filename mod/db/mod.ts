@@ -15,6 +15,7 @@ export {
   type QueryOptions,
   type Row,
   type SqlParam,
+  type TransactionOptions,
 } from "./database.ts";
 export {
   type EmbeddedBinaries,
@@ -22,7 +23,7 @@ export {
   type EmbeddedOptions,
   EmbeddedPostgres,
 } from "./embedded.ts";
-export { type DatabaseHealth, probeDatabase } from "./health.ts";
+export { type DatabaseHealth, type DatabaseProbe, probeDatabase } from "./health.ts";
 export { migrate, type Migration, MIGRATIONS } from "./migrations.ts";
 export { openDatabase, type OpenDatabaseOptions } from "./open.ts";
 export { databaseUrlPassword, redactDatabaseUrl, scrubSecrets } from "./redact.ts";

@@ -17,6 +17,7 @@ import {
   type QueryOptions,
   type Row,
   type SqlParam,
+  type TransactionOptions,
 } from "./database.ts";
 import { hidePaths, scrubSecrets } from "./redact.ts";
 
@@ -153,7 +154,7 @@ export function connectPostgres(options: PostgresOptions): Database {
       const text = hide(error.message);
       return text === error.message
         ? error
-        : new DatabaseError(text, error.code, error.unavailable);
+        : new DatabaseError(text, error.code, error.unavailable, error.settled);
     }
     const raw = error as { code?: unknown; message?: unknown } | undefined;
     const code = typeof raw?.code === "string" ? raw.code : "UNKNOWN";
@@ -183,10 +184,23 @@ export function connectPostgres(options: PostgresOptions): Database {
         throw wrap(error);
       }
     }
-    // An abandoned query may still fail later; that rejection is expected and
-    // must not surface as an unhandled one (which would end the process). The
-    // query is not cancelled: postgres.js's cancel() can itself reject unhandled.
-    pending.catch(() => {});
+    try {
+      return await bounded(pending, timeoutMs);
+    } catch (error) {
+      throw wrap(error);
+    }
+  };
+
+  /**
+   * Waits for `pending` at most `timeoutMs`. An abandoned statement is not
+   * cancelled (postgres.js's cancel() opens a connection of its own, which a
+   * stalled server does not answer either, and can itself reject unhandled):
+   * it may still run, and the error's `settled` says when it no longer can.
+   * Its eventual rejection is expected and must not surface as an unhandled
+   * one (which would end the process).
+   */
+  const bounded = async <T>(pending: Promise<T>, timeoutMs: number): Promise<T> => {
+    const settled = pending.then(() => {}, () => {});
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -196,6 +210,7 @@ export function connectPostgres(options: PostgresOptions): Database {
               `database unavailable (${options.description}): no answer within ${timeoutMs} ms`,
               "TIMEOUT",
               true,
+              settled,
             ),
           ),
         timeoutMs,
@@ -203,8 +218,6 @@ export function connectPostgres(options: PostgresOptions): Database {
     });
     try {
       return await Promise.race([pending, timeout]);
-    } catch (error) {
-      throw wrap(error);
     } finally {
       clearTimeout(timer);
     }
@@ -219,6 +232,9 @@ export function connectPostgres(options: PostgresOptions): Database {
         : postgres(socketOptions(dedicated, options.target));
     },
     wrap,
+    // A LISTEN sent to a stalled server must not hold up its caller for good either.
+    (pending) =>
+      options.queryTimeoutMs === undefined ? pending : bounded(pending, options.queryTimeoutMs),
   );
   let closing: Promise<void> | undefined;
   return {
@@ -231,18 +247,25 @@ export function connectPostgres(options: PostgresOptions): Database {
     ) {
       return run<T>(sql, text, params, queryOptions);
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(
+      fn: (tx: Queryable) => Promise<T>,
+      txOptions: TransactionOptions = {},
+    ): Promise<T> {
+      const pending = sql.begin(async (tx) => {
+        const queryable: Queryable = {
+          query: <R extends Row = Row>(
+            text: string,
+            params: readonly SqlParam[] = [],
+            queryOptions: QueryOptions = {},
+          ) => run<R>(tx, text, params, queryOptions),
+        };
+        return await fn(queryable);
+      }) as Promise<T>;
+      // Bounded as a whole: postgres.js sends ROLLBACK after a failed statement and waits
+      // for its answer, which a stalled server never gives until it resumes.
+      const timeoutMs = txOptions.timeoutMs ?? options.queryTimeoutMs;
       try {
-        return await sql.begin(async (tx) => {
-          const queryable: Queryable = {
-            query: <R extends Row = Row>(
-              text: string,
-              params: readonly SqlParam[] = [],
-              queryOptions: QueryOptions = {},
-            ) => run<R>(tx, text, params, queryOptions),
-          };
-          return await fn(queryable);
-        }) as T;
+        return timeoutMs === undefined ? await pending : await bounded(pending, timeoutMs);
       } catch (error) {
         // Errors thrown by `fn` itself (not database errors) pass through unchanged.
         if (error instanceof DatabaseError || !(error instanceof Error) || "code" in error) {
@@ -330,6 +353,7 @@ class Listener {
     onclose: () => void,
   ) => Sql;
   readonly #wrap: (error: unknown) => DatabaseError;
+  readonly #bound: <T>(pending: Promise<T>) => Promise<T>;
   #sql: Sql | null = null;
   readonly #channels = new Map<string, Set<(payload: string) => void>>();
   #retry: ReturnType<typeof setTimeout> | undefined;
@@ -338,9 +362,11 @@ class Listener {
   constructor(
     open: (onnotify: (channel: string, payload: string) => void, onclose: () => void) => Sql,
     wrap: (error: unknown) => DatabaseError,
+    bound: <T>(pending: Promise<T>) => Promise<T>,
   ) {
     this.#open = open;
     this.#wrap = wrap;
+    this.#bound = bound;
   }
 
   #connection(): Sql {
@@ -378,7 +404,9 @@ class Listener {
     set.add(onNotify);
     if (first) {
       try {
-        await this.#connection().unsafe(Listener.#statement("LISTEN", channel));
+        await this.#bound(
+          this.#connection().unsafe(Listener.#statement("LISTEN", channel)).then(() => {}),
+        );
       } catch (error) {
         set.delete(onNotify);
         if (set.size === 0) this.#channels.delete(channel);

@@ -31,18 +31,21 @@
  *
  * Across connections:
  * - **connection cap**: past `maxConnections` open connections, a new one
- *   is answered 503 with `retry-after` and closed at once.
+ *   is refused with 503.
  * - **per-client share**: one client (an IPv4 address or IPv6 /64) may hold
  *   at most `maxConnectionsPerClient` of them and open at most
  *   `clientConnectionsPerSecond` a second (bursts of twice that); beyond,
- *   429 with `retry-after` and the connection closes (`peer_limits.ts`).
- *   A connection from a trusted proxy is counted for the client it names,
- *   once its head names it.
+ *   429 (`peer_limits.ts`). A connection from a trusted proxy is counted
+ *   for the client it names, once its head names it.
  * - **heads**: at most `maxPendingHeads` connections may be waiting for
  *   their request head; one more closes the oldest of them (503), so that
  *   connections which send nothing, from however many addresses, cannot
  *   keep a new client out: its head arrives long before it is the oldest.
  *
+ * A refused connection is never just closed: `refusal.ts` answers it (after
+ * its request head, so that the client reads the answer) with the status,
+ * `retry-after` where waiting helps, and a JSON-RPC error naming the
+ * setting and its value, at most `maxConnections` answers at a time.
  * Refusals are logged once, then at most every 10 s per reason with how
  * many were left out, so that a flood does not flood the log.
  *
@@ -61,6 +64,18 @@ import {
   type ForwardedHeader,
 } from "./client_address.ts";
 import { PeerLimits } from "./peer_limits.ts";
+import {
+  findHeadEnd,
+  type LateBytes,
+  LINGER_MS,
+  MAX_HEAD_BYTES,
+  type Refusal,
+  RefusalDesk,
+  RefusalLog,
+  refusalResponse,
+  type RefusalStats,
+  writeAll,
+} from "./refusal.ts";
 
 /** The limits of the module documentation (config `[server]`). */
 export interface ConnectionLimits {
@@ -86,8 +101,7 @@ export interface ConnectionLimits {
  */
 export const CLIENT_ADDRESS_HEADER = "x-sd15-client-address";
 
-/** Largest request head accepted (request line and headers). */
-export const MAX_HEAD_BYTES = 64 * 1024;
+export { MAX_HEAD_BYTES };
 
 /** Options of {@link ConnectionGuard.start}. */
 export interface ConnectionGuardOptions extends ConnectionLimits {
@@ -101,6 +115,11 @@ export interface ConnectionGuardOptions extends ConnectionLimits {
   trustedProxies?: readonly AddressRange[];
   /** The header trusted proxies name the client in (default `x-forwarded-for`). */
   forwardedHeader?: ForwardedHeader;
+  /**
+   * Most refused connections being answered at once (`refusal.ts`); past
+   * it a refused connection is closed unanswered. Default `maxConnections`.
+   */
+  maxAnswering?: number;
 }
 
 type Phase = "head" | "body" | "response";
@@ -112,6 +131,10 @@ interface Connection {
   peer: string;
   /** Whether the peer is a trusted proxy (the client is named in the head). */
   proxied: boolean;
+  /** The request head read so far (head phase). */
+  head: Uint8Array;
+  /** Refused while its head was being read: where the relay's last read goes. */
+  late: LateBytes | null;
   /** The client key counted in the per-client limits, once counted. */
   key: string | null;
   phase: Phase;
@@ -127,9 +150,6 @@ interface Connection {
   closed: boolean;
 }
 
-const LF = 0x0a;
-const CR = 0x0d;
-const encoder = new TextEncoder();
 const latin1 = new TextDecoder("latin1");
 
 /**
@@ -152,55 +172,11 @@ function latin1Bytes(text: string): Uint8Array {
   return out;
 }
 
-/** A complete raw HTTP/1.1 error response with a JSON-RPC error body. */
-function rawResponse(status: number, reason: string, message: string, extra = ""): Uint8Array {
-  const body = JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null });
-  return encoder.encode(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\n` +
-      `content-length: ${encoder.encode(body).length}\r\nconnection: close\r\n${extra}\r\n${body}`,
-  );
-}
-
-/** The end of the head (index after the empty line) and where that empty line starts, or null. */
-function findHeadEnd(bytes: Uint8Array, from: number): { end: number; blank: number } | null {
-  let i = bytes.indexOf(LF, from);
-  while (i !== -1) {
-    if (bytes[i + 1] === LF) return { end: i + 2, blank: i + 1 };
-    if (bytes[i + 1] === CR && bytes[i + 2] === LF) return { end: i + 3, blank: i + 1 };
-    i = bytes.indexOf(LF, i + 1);
-  }
-  return null;
-}
-
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   const out = new Uint8Array(a.length + b.length);
   out.set(a, 0);
   out.set(b, a.length);
   return out;
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let written = 0;
-  while (written < bytes.length) written += await conn.write(bytes.subarray(written));
-}
-
-/** Logs a refusal once, then at most every 10 s per reason with how many were left out. */
-class RefusalLog {
-  readonly #last = new Map<string, { at: number; suppressed: number }>();
-
-  note(reason: string, fields: Record<string, unknown>): void {
-    const now = Date.now();
-    const seen = this.#last.get(reason);
-    if (seen && now - seen.at < 10_000) {
-      seen.suppressed++;
-      return;
-    }
-    this.#last.set(reason, { at: now, suppressed: 0 });
-    log("warn", "http", `connection refused: ${reason}`, {
-      ...fields,
-      ...(seen ? { alsoRefusedSincePreviousLine: seen.suppressed } : {}),
-    });
-  }
 }
 
 /** The header lines of a head (after the request line), or null when one is folded. */
@@ -235,6 +211,7 @@ export class ConnectionGuard {
   readonly #trusted: AddressSet;
   readonly #forwardedHeader: ForwardedHeader;
   readonly #refusals = new RefusalLog();
+  readonly #desk: RefusalDesk;
   readonly #relays = new Set<Promise<void>>();
   readonly #sweeper: ReturnType<typeof setInterval>;
   #accepting = true;
@@ -251,6 +228,15 @@ export class ConnectionGuard {
     });
     this.#trusted = new AddressSet(options.trustedProxies ?? []);
     this.#forwardedHeader = options.forwardedHeader ?? "x-forwarded-for";
+    const capacity = options.maxAnswering ?? options.maxConnections;
+    this.#desk = new RefusalDesk({
+      capacity,
+      onUnanswered: () =>
+        this.#refusals.note(
+          `closed unanswered: ${capacity} refusals were being answered (server.max_connections)`,
+          { answering: capacity },
+        ),
+    });
     const tick = Math.max(
       50,
       Math.min(1000, options.headerTimeoutMs / 4, options.idleTimeoutMs / 4),
@@ -275,6 +261,11 @@ export class ConnectionGuard {
     return this.#heads.size;
   }
 
+  /** How many refusals were answered, closed unanswered, or are being answered now. */
+  get refusals(): RefusalStats {
+    return this.#desk.stats;
+  }
+
   /** Open connections counted for the client with address `address`. */
   connectionsOf(address: string): number {
     return this.#peers.open(clientKey(address));
@@ -291,7 +282,19 @@ export class ConnectionGuard {
       this.#listener.close();
     } catch { /* already closed */ }
     await this.#acceptLoop;
-    for (const c of this.#open) if (c.phase === "head") this.#close(c);
+    for (const c of this.#open) {
+      if (c.phase !== "head") continue;
+      this.#refuse(
+        c,
+        {
+          status: 503,
+          message: "the server is shutting down; retry shortly (another replica may answer)",
+          retryAfterSeconds: 1,
+        },
+        null,
+        LINGER_MS,
+      );
+    }
   }
 
   /**
@@ -302,47 +305,46 @@ export class ConnectionGuard {
     await this.stopAccepting();
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
-      Promise.allSettled([...this.#relays]),
+      Promise.allSettled([...this.#relays, this.#desk.idle()]),
       new Promise<void>((r) => timer = setTimeout(r, lingerMs)),
     ]);
     clearTimeout(timer);
     clearInterval(this.#sweeper);
     for (const c of this.#open) this.#close(c);
-  }
-
-  /** Writes `response` to a connection never admitted, then closes it. */
-  #turnAway(client: Deno.Conn, response: Uint8Array): void {
-    writeAll(client, response).catch(() => {}).finally(() => {
-      try {
-        client.close();
-      } catch { /* gone */ }
-    });
+    this.#desk.close();
   }
 
   /**
    * Counts a connection of client `address` in the per-client limits; on
    * refusal returns the 429 answer to send.
    */
-  #admitClient(address: string): Uint8Array | null {
+  #admitClient(address: string): Refusal | null {
     const key = clientKey(address);
     const refusal = this.#peers.admit(key);
     if (refusal === null) return null;
     const o = this.#options;
-    const [reason, limit, message] = refusal === "rate"
-      ? [
-        "a client connects too fast",
-        { perSecond: o.clientConnectionsPerSecond },
-        `this client opens connections faster than ${o.clientConnectionsPerSecond} a second ` +
-        `(server.client_connections_per_second); retry shortly`,
-      ]
-      : [
-        "a client has too many open connections",
-        { max: o.maxConnectionsPerClient },
-        `this client has ${this.#peers.open(key)} open connections, the most allowed ` +
-        `(server.max_connections_per_client); retry when one has finished`,
-      ];
-    this.#refusals.note(reason, { client: key, ...limit });
-    return rawResponse(429, "Too Many Requests", message, "retry-after: 1\r\n");
+    if (refusal === "rate") {
+      const rate = o.clientConnectionsPerSecond;
+      const wait = Math.max(1, Math.ceil(this.#peers.nextTokenMs(key) / 1000));
+      this.#refusals.note("a client connects too fast", { client: key, perSecond: rate });
+      return {
+        status: 429,
+        message: `this client opens connections faster than ${rate} a second, in bursts of at ` +
+          `most ${this.#peers.burst} (server.client_connections_per_second = ${rate}); ` +
+          `retry in ${wait} s`,
+        limit: { setting: "server.client_connections_per_second", value: rate },
+        retryAfterSeconds: wait,
+      };
+    }
+    const max = o.maxConnectionsPerClient;
+    this.#refusals.note("a client has too many open connections", { client: key, max });
+    return {
+      status: 429,
+      message: `this client has ${this.#peers.open(key)} open connections, the most allowed ` +
+        `(server.max_connections_per_client = ${max}); retry when one has finished`,
+      limit: { setting: "server.max_connections_per_client", value: max },
+      retryAfterSeconds: 1,
+    };
   }
 
   async #accept(): Promise<void> {
@@ -359,14 +361,16 @@ export class ConnectionGuard {
           open: this.#open.size,
           max: o.maxConnections,
         });
-        this.#turnAway(
+        this.#desk.answer(
           client,
-          rawResponse(
-            503,
-            "Service Unavailable",
-            `the server has ${this.#open.size} open connections (server.max_connections); retry shortly`,
-            "retry-after: 1\r\n",
-          ),
+          refusalResponse({
+            status: 503,
+            message: `the server has ${this.#open.size} open connections, the most allowed ` +
+              `(server.max_connections = ${o.maxConnections}); retry in 1 s`,
+            limit: { setting: "server.max_connections", value: o.maxConnections },
+            retryAfterSeconds: 1,
+          }),
+          { waitForHeadMs: o.headerTimeoutMs },
         );
         continue;
       }
@@ -376,7 +380,7 @@ export class ConnectionGuard {
       if (!proxied) {
         const refusal = this.#admitClient(peer);
         if (refusal) {
-          this.#turnAway(client, refusal);
+          this.#desk.answer(client, refusalResponse(refusal), { waitForHeadMs: o.headerTimeoutMs });
           continue;
         }
       }
@@ -387,20 +391,24 @@ export class ConnectionGuard {
         });
         this.#refuse(
           oldest,
-          rawResponse(
-            503,
-            "Service Unavailable",
-            `${o.maxPendingHeads} connections were waiting for their request head ` +
-              `(server.max_pending_heads); this one, the oldest, was closed; retry shortly`,
-            "retry-after: 1\r\n",
-          ),
+          {
+            status: 503,
+            message: `${o.maxPendingHeads} connections were waiting for their request head, the ` +
+              `most allowed (server.max_pending_heads = ${o.maxPendingHeads}); this one, the ` +
+              `oldest, was closed; retry in 1 s`,
+            limit: { setting: "server.max_pending_heads", value: o.maxPendingHeads },
+            retryAfterSeconds: 1,
+          },
           null,
+          Infinity,
         );
       }
       const c: Connection = {
         client,
         peer,
         proxied,
+        head: new Uint8Array(0),
+        late: null,
         key: proxied ? null : clientKey(peer),
         phase: "head",
         openedAt: Date.now(),
@@ -431,16 +439,25 @@ export class ConnectionGuard {
     }
   }
 
-  /** Answers `response` (when nothing was sent yet) and closes; `why` is logged unless null. */
-  #refuse(c: Connection, response: Uint8Array, why: string | null): void {
+  /**
+   * Answers `refusal` to an admitted connection whose response has not
+   * begun, and closes it (`refusal.ts`); `why` is logged unless null. A
+   * connection still in its head phase is answered once its head has ended,
+   * within what is left of its header deadline and at most `awaitHeadMs`
+   * (0: at once).
+   */
+  #refuse(c: Connection, refusal: Refusal, why: string | null, awaitHeadMs = 0): void {
     if (why !== null) log("warn", "http", `connection closed: ${why}`);
-    const client = c.client;
-    c.closed = true; // stop the pumps from writing
+    c.closed = true; // the relay stops; the desk owns the client socket from here
     this.#forget(c);
     try {
       c.inner?.close();
     } catch { /* gone */ }
-    this.#turnAway(client, response);
+    const left = c.openedAt + this.#options.headerTimeoutMs - Date.now();
+    c.late = this.#desk.answer(c.client, refusalResponse(refusal), {
+      waitForHeadMs: c.phase === "head" ? Math.max(0, Math.min(left, awaitHeadMs)) : 0,
+      before: c.head,
+    });
   }
 
   #close(c: Connection): void {
@@ -460,29 +477,24 @@ export class ConnectionGuard {
     this.#peers.prune();
     for (const c of this.#open) {
       if (c.phase === "head" && now - c.openedAt > o.headerTimeoutMs) {
-        this.#refuse(
-          c,
-          rawResponse(
-            408,
-            "Request Timeout",
-            `the request head did not arrive within ${o.headerTimeoutMs} ms (server.header_timeout_seconds)`,
-          ),
-          null,
-        );
+        this.#refuse(c, {
+          status: 408,
+          message: `the request head did not arrive within ${o.headerTimeoutMs} ms ` +
+            `(server.header_timeout_seconds = ${o.headerTimeoutMs / 1000})`,
+          limit: { setting: "server.header_timeout_seconds", value: o.headerTimeoutMs / 1000 },
+        }, null);
         this.#refusals.note("request head too slow", { headerTimeoutMs: o.headerTimeoutMs });
       } else if (c.phase === "body") {
         const waited = c.clientWaitMs + (c.waitingSince === null ? 0 : now - c.waitingSince);
         const owed = ((waited - o.headerTimeoutMs) * o.bodyMinBytesPerSecond) / 1000;
         if (c.bodyReceived < owed) {
-          this.#refuse(
-            c,
-            rawResponse(
-              408,
-              "Request Timeout",
-              `the request body arrives slower than ${o.bodyMinBytesPerSecond} bytes/s (server.body_min_bytes_per_second)`,
-            ),
-            "request body too slow",
-          );
+          const rate = o.bodyMinBytesPerSecond;
+          this.#refuse(c, {
+            status: 408,
+            message: `the request body arrives slower than ${rate} bytes/s ` +
+              `(server.body_min_bytes_per_second = ${rate})`,
+            limit: { setting: "server.body_min_bytes_per_second", value: rate },
+          }, "request body too slow");
         }
       } else if (c.writingSince !== null && now - c.writingSince > o.idleTimeoutMs) {
         log("warn", "http", "connection closed: the client stopped reading its response", {
@@ -497,11 +509,7 @@ export class ConnectionGuard {
   #refuseHeadTooLarge(c: Connection): void {
     this.#refuse(
       c,
-      rawResponse(
-        431,
-        "Request Header Fields Too Large",
-        `the request head is over ${MAX_HEAD_BYTES} bytes`,
-      ),
+      { status: 431, message: `the request head is over ${MAX_HEAD_BYTES} bytes` },
       "request head too large",
     );
   }
@@ -513,9 +521,13 @@ export class ConnectionGuard {
     let found: { end: number; blank: number } | null = null;
     while (!found) {
       const n = await c.client.read(buffer);
-      if (n === null || c.closed) return;
+      if (n === null || c.closed) {
+        // Refused meanwhile: what this read returned may end the head the answer waits for.
+        if (n !== null) c.late?.(buffer.subarray(0, n));
+        return;
+      }
       const from = Math.max(0, head.length - 3);
-      head = concat(head, buffer.subarray(0, n));
+      head = c.head = concat(head, buffer.subarray(0, n));
       found = findHeadEnd(head, from);
       if (!found && head.length > MAX_HEAD_BYTES) {
         this.#refuseHeadTooLarge(c);
@@ -533,13 +545,12 @@ export class ConnectionGuard {
     if (!/^[A-Za-z]+ \S+ HTTP\/1\.[01]$/.test(lines[0]) || headers === null) {
       this.#refuse(
         c,
-        rawResponse(
-          400,
-          "Bad Request",
-          headers === null
+        {
+          status: 400,
+          message: headers === null
             ? "the request head has a folded header line (obs-fold)"
             : "the request line is not HTTP/1.0 or HTTP/1.1",
-        ),
+        },
         headers === null ? "folded header line" : "not an HTTP/1.x request",
       );
       return;
@@ -576,7 +587,11 @@ export class ConnectionGuard {
     } catch (error) {
       this.#refuse(
         c,
-        rawResponse(503, "Service Unavailable", "the server is shutting down"),
+        {
+          status: 503,
+          message: "the server is shutting down; retry shortly (another replica may answer)",
+          retryAfterSeconds: 1,
+        },
         `inner connect failed: ${(error as Error).message}`,
       );
       return;

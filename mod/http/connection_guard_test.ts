@@ -17,6 +17,7 @@ import {
   ConnectionGuard,
   type ConnectionLimits,
 } from "./connection_guard.ts";
+import { DEFAULT_CONNECTION_LIMITS } from "./guarded_serve.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -137,7 +138,7 @@ Deno.test("a body slower than the minimum rate is answered 408 after the grace",
     clearInterval(dribble);
     conn.close();
     assert.match(text, /^HTTP\/1\.1 408 Request Timeout/);
-    assert.match(text, /slower than 10000 bytes\/s \(server\.body_min_bytes_per_second\)/);
+    assert.match(text, /slower than 10000 bytes\/s \(server\.body_min_bytes_per_second = 10000\)/);
   } finally {
     await s.close();
   }
@@ -151,11 +152,12 @@ Deno.test("past max_connections a new connection gets 503 with retry-after; free
     );
     await until(() => s.guard.connections === 3);
     const extra = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
+    await extra.write(enc.encode("POST /mcp HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"));
     const text = await readAll(extra);
     extra.close();
     assert.match(text, /^HTTP\/1\.1 503 Service Unavailable/);
     assert.match(text, /retry-after: 1/);
-    assert.match(text, /server\.max_connections/);
+    assert.match(text, /server\.max_connections = 3/);
     held[0].close();
     await until(() => s.guard.connections === 2);
     const response = await fetch(`http://127.0.0.1:${s.port}/`, { method: "POST", body: "" });
@@ -295,14 +297,21 @@ Deno.test("past max_pending_heads a new connection closes the oldest one still w
   const held: net.Socket[] = [];
   try {
     for (let i = 0; i < 4; i++) held.push(...await idle(`127.0.1.${i + 1}`, s.port, 1));
+    // The oldest has sent part of its head.
+    held[0].write("GET / HTTP/1.1\r\nhost: a\r\n");
     await until(() => s.guard.pendingHeads === 4);
     const oldest = readToEnd(held[0]);
     const r = await requestFrom("127.0.2.1", s.port, { method: "GET", path: "/" });
     assert.equal(r.status, 200, "the new client is served");
+    assert.equal(s.guard.pendingHeads, 3);
+    // Closed for the new one: answered once its head has ended, as a client reads best.
+    await until(() => s.guard.refusals.inProgress === 1);
+    held[0].write("\r\n");
     const evicted = parseResponse(await oldest);
     assert.equal(evicted.status, 503);
-    assert.match(evicted.body, /server\.max_pending_heads/);
-    assert.equal(s.guard.pendingHeads, 3);
+    assert.ok(evicted.headers.some(([k, v]) => k === "retry-after" && v === "1"));
+    assert.match(evicted.body, /server\.max_pending_heads = 4/);
+    assert.equal(JSON.parse(evicted.body).error.data.limit, "server.max_pending_heads");
   } finally {
     for (const socket of held) socket.destroy();
     await s.close();
@@ -389,6 +398,220 @@ Deno.test("a folded header line is refused", async () => {
     conn.close();
     assert.match(text, /^HTTP\/1\.1 400 Bad Request/);
     assert.match(text, /folded/);
+  } finally {
+    await s.close();
+  }
+});
+
+/** Waits (up to 60 s) until `condition` holds. */
+async function eventually(condition: () => boolean) {
+  for (let i = 0; i < 6000 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
+/** A handler that holds every request until `release()`: admitted connections stay open. */
+function held() {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => release = r);
+  return {
+    release,
+    handler: async (request: Request) => {
+      await request.text();
+      await gate;
+      return new Response("served");
+    },
+  };
+}
+
+/** One raw request on a new connection: what came back, as {@link parseResponse} reads it. */
+async function rawRequest(port: number): Promise<{ status: number; head: string; body: string }> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(enc.encode("POST /mcp HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n{}"));
+    const text = await readAll(conn);
+    const end = text.indexOf("\r\n\r\n");
+    const head = end === -1 ? text : text.slice(0, end);
+    return {
+      status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1] ?? 0),
+      head,
+      body: end === -1 ? "" : text.slice(end + 4),
+    };
+  } finally {
+    conn.close();
+  }
+}
+
+/** Asserts a refusal: `status`, `retry-after` of whole seconds, a JSON-RPC error naming `limits`. */
+function assertRefusal(
+  status: number,
+  retryAfter: string | null,
+  body: string,
+  expected: number,
+  limits: Record<string, number>,
+) {
+  assert.equal(status, expected, body);
+  assert.match(retryAfter ?? "", /^[1-9]\d*$/, `retry-after: ${retryAfter}`);
+  const error = JSON.parse(body).error;
+  assert.equal(error.code, -32000);
+  assert.ok(error.data.limit in limits, error.data.limit);
+  assert.equal(error.data.value, limits[error.data.limit]);
+  assert.equal(String(error.data.retry_after_seconds), retryAfter);
+  assert.ok(
+    error.message.includes(`${error.data.limit} = ${error.data.value}`),
+    `the message names the setting and its value: ${error.message}`,
+  );
+}
+
+const PER_CLIENT = {
+  "server.max_connections_per_client": DEFAULT_CONNECTION_LIMITS.maxConnectionsPerClient,
+  "server.client_connections_per_second": DEFAULT_CONNECTION_LIMITS.clientConnectionsPerSecond,
+};
+
+Deno.test("300 fetches at once from one client: 32 served, every other one reads 429 with retry-after", async () => {
+  const h = held();
+  const s = setup(DEFAULT_CONNECTION_LIMITS, h.handler);
+  try {
+    const url = `http://127.0.0.1:${s.port}/mcp`;
+    const outcomes = Array.from(
+      { length: 300 },
+      () =>
+        fetch(url, { method: "POST", body: "{}" }).then(async (r) => ({
+          status: r.status,
+          retryAfter: r.headers.get("retry-after"),
+          body: await r.text(),
+        }), (error) => ({ status: 0, retryAfter: null, body: String(error?.cause ?? error) })),
+    );
+    // The admitted ones are held until every refusal has been answered.
+    await eventually(() => s.guard.connections + s.guard.refusals.answered >= 300);
+    h.release();
+    const results = await Promise.all(outcomes);
+    const served = results.filter((r) => r.status === 200);
+    assert.equal(served.length, DEFAULT_CONNECTION_LIMITS.maxConnectionsPerClient);
+    for (const r of results.filter((r) => r.status !== 200)) {
+      assertRefusal(r.status, r.retryAfter, r.body, 429, PER_CLIENT);
+    }
+    assert.deepEqual(s.guard.refusals, { answered: 268, unanswered: 0, failed: 0, inProgress: 0 });
+  } finally {
+    h.release();
+    await s.close();
+  }
+});
+
+Deno.test("300 raw TCP requests at once from one client: 32 served, every other one reads 429 with retry-after", async () => {
+  const h = held();
+  const s = setup(DEFAULT_CONNECTION_LIMITS, h.handler);
+  try {
+    const outcomes = Array.from({ length: 300 }, () => rawRequest(s.port));
+    await eventually(() => s.guard.connections + s.guard.refusals.answered >= 300);
+    h.release();
+    const results = await Promise.all(outcomes);
+    assert.equal(results.filter((r) => r.status === 200).length, 32);
+    for (const r of results.filter((r) => r.status !== 200)) {
+      const retryAfter = /\r\nretry-after: (\S+)/.exec(r.head)?.[1] ?? null;
+      assertRefusal(r.status, retryAfter, r.body, 429, PER_CLIENT);
+    }
+  } finally {
+    h.release();
+    await s.close();
+  }
+});
+
+Deno.test("300 at once past max_connections: every connection over it reads 503 with retry-after", async () => {
+  const h = held();
+  const s = setup(
+    { maxConnections: 200, maxConnectionsPerClient: 1000, maxPendingHeads: 200 },
+    h.handler,
+  );
+  try {
+    const outcomes = Array.from({ length: 300 }, () => rawRequest(s.port));
+    await eventually(() => s.guard.connections + s.guard.refusals.answered >= 300);
+    h.release();
+    const results = await Promise.all(outcomes);
+    assert.equal(results.filter((r) => r.status === 200).length, 200);
+    const refused = results.filter((r) => r.status !== 200);
+    assert.equal(refused.length, 100);
+    for (const r of refused) {
+      const retryAfter = /\r\nretry-after: (\S+)/.exec(r.head)?.[1] ?? null;
+      assertRefusal(r.status, retryAfter, r.body, 503, { "server.max_connections": 200 });
+    }
+  } finally {
+    h.release();
+    await s.close();
+  }
+});
+
+Deno.test("100 connections at once past max_pending_heads: the ones closed for newer ones read 503 once they send", async () => {
+  const s = setup({ maxPendingHeads: 8 }, echo);
+  try {
+    const conns = await Promise.all(
+      Array.from({ length: 100 }, () => Deno.connect({ hostname: "127.0.0.1", port: s.port })),
+    );
+    await eventually(() => s.guard.pendingHeads + s.guard.refusals.inProgress >= 100);
+    const results = await Promise.all(conns.map(async (conn) => {
+      await conn.write(enc.encode("GET / HTTP/1.1\r\nhost: a\r\n\r\n"));
+      const text = await readAll(conn);
+      conn.close();
+      return text;
+    }));
+    assert.equal(results.filter((t) => /^HTTP\/1\.1 200 /.test(t)).length, 8);
+    const refused = results.filter((t) => !/^HTTP\/1\.1 200 /.test(t));
+    for (const text of refused) {
+      const [head, body] = text.split("\r\n\r\n");
+      const retryAfter = /\r\nretry-after: (\S+)/.exec(head)?.[1] ?? null;
+      assertRefusal(
+        Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0),
+        retryAfter,
+        body,
+        503,
+        { "server.max_pending_heads": 8 },
+      );
+    }
+  } finally {
+    await s.close();
+  }
+});
+
+Deno.test("past the refusals it may answer at once, the guard closes the rest unread and counts each", async () => {
+  const h = held();
+  // 280 refusals at once, at most 20 answered at a time.
+  const s = setup({ maxConnections: 20, maxConnectionsPerClient: 1000 }, h.handler);
+  try {
+    const outcomes = Array.from({ length: 300 }, () => rawRequest(s.port));
+    await eventually(() => {
+      const r = s.guard.refusals;
+      return s.guard.connections + r.answered + r.unanswered + r.failed >= 300;
+    });
+    h.release();
+    const results = await Promise.all(outcomes);
+    const stats = s.guard.refusals;
+    const unread = results.filter((r) => r.status === 0).length;
+    const refused = results.filter((r) => r.status === 503);
+    assert.equal(results.filter((r) => r.status === 200).length, 20);
+    assert.equal(unread + refused.length, 280);
+    assert.equal(unread, stats.unanswered, JSON.stringify(stats));
+    assert.equal(refused.length, stats.answered);
+    for (const r of refused) assert.match(r.head, /\r\nretry-after: 1/);
+  } finally {
+    h.release();
+    await s.close();
+  }
+});
+
+Deno.test("a client over its connect rate is told in retry-after when its next connection is allowed", async () => {
+  const s = setup({ clientConnectionsPerSecond: 0.5 }, echo);
+  try {
+    assert.equal(
+      (await requestFrom("127.0.0.6", s.port, { method: "GET", path: "/" })).status,
+      200,
+    );
+    const r = await requestFrom("127.0.0.6", s.port, { method: "GET", path: "/" });
+    assert.equal(r.status, 429);
+    // One connection per 2 s: the bucket (twice the rate, at least 1) is empty for up to 2 s.
+    const retryAfter = Number(r.headers.find(([k]) => k === "retry-after")?.[1]);
+    assert.ok(retryAfter === 1 || retryAfter === 2, `retry-after ${retryAfter}`);
+    const error = JSON.parse(r.body).error;
+    assert.equal(error.data.limit, "server.client_connections_per_second");
+    assert.equal(error.data.value, 0.5);
+    assert.match(error.message, new RegExp(`retry in ${retryAfter} s$`));
   } finally {
     await s.close();
   }

@@ -1,6 +1,8 @@
 /**
- * Requests in flight over stateless HTTP, so that `notifications/cancelled`
- * can reach them, and only from the client that sent them.
+ * 2025-era requests in flight over stateless HTTP, so that
+ * `notifications/cancelled` can reach them, and only from the client that
+ * sent them. (A 2026-07-28 client cancels by closing the request's stream,
+ * and has no session id: nothing of it is registered here.)
  *
  * A stateless server handles every POST with a new MCP server, so the
  * cancellation a client sends for request N arrives at a server that never

@@ -20,9 +20,19 @@ export {
   type ForwardedHeader,
   parseAddressRange,
 } from "./client_address.ts";
-export { DATABASE_UNAVAILABLE, type HealthFields, healthResponse, withDatabase } from "./health.ts";
+export {
+  DATABASE_UNAVAILABLE,
+  type DatabaseState,
+  databaseUnavailableReason,
+  gatherHealth,
+  type GatherHealthOptions,
+  type HealthFields,
+  healthResponse,
+  withDatabase,
+} from "./health.ts";
 export type { ConnectionGuardOptions, ConnectionLimits } from "./connection_guard.ts";
-export type { HttpServerHandle, HttpServerOptions } from "./server.ts";
+export type { RefusalStats } from "./refusal.ts";
+export type { HttpServerHandle, HttpServerOptions, McpCall } from "./server.ts";
 export {
   CORS_ALLOW_HEADERS,
   CORS_ALLOW_METHODS,

@@ -49,6 +49,19 @@ export class PeerLimits {
     return this.#entries.get(key)?.open ?? 0;
   }
 
+  /** The most new connections one key may open in a burst. */
+  get burst(): number {
+    return this.#o.burst;
+  }
+
+  /** Milliseconds until `key` may open a connection again (0: it may now). */
+  nextTokenMs(key: string): number {
+    const entry = this.#entries.get(key);
+    if (!entry) return 0;
+    this.#refill(entry, this.#now());
+    return entry.tokens >= 1 ? 0 : ((1 - entry.tokens) * 1000) / this.#o.ratePerSecond;
+  }
+
   /** Keys tracked now (tests). */
   get size(): number {
     return this.#entries.size;

@@ -22,3 +22,18 @@ Deno.test("per-client limits: a share of open connections and a token-bucket con
   limits.prune();
   assert.equal(limits.size, 0);
 });
+
+Deno.test("a client refused for its rate is told when its next token comes", () => {
+  let now = 0;
+  const limits = new PeerLimits({ maxOpen: 100, ratePerSecond: 0.5, burst: 1, now: () => now });
+  assert.equal(limits.burst, 1);
+  assert.equal(limits.nextTokenMs("a"), 0, "an unknown client may connect now");
+  assert.equal(limits.admit("a"), null);
+  assert.equal(limits.admit("a"), "rate");
+  assert.equal(limits.nextTokenMs("a"), 2000);
+  now += 1500;
+  assert.equal(limits.nextTokenMs("a"), 500);
+  now += 500;
+  assert.equal(limits.nextTokenMs("a"), 0);
+  assert.equal(limits.admit("a"), null);
+});

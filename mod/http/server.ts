@@ -1,12 +1,25 @@
 /**
- * Streamable HTTP on `Deno.serve`: `POST /mcp` (stateless: a new MCP server
- * and transport per request, SSE responses so progress notifications reach
- * the client), `GET /healthz`, Origin checks against DNS rebinding, a body
- * cap sized for two maximal images, authentication before any MCP work, a
- * cap on requests in flight per API key, and a graceful shutdown. The public
- * port belongs to a connection guard (header, body-rate and idle deadlines,
- * connection caps per process and per client, a connect rate per client),
- * which relays to `Deno.serve` on a private Unix socket (`guarded_serve.ts`).
+ * Streamable HTTP on `Deno.serve`: `POST /mcp` in both protocol eras (the
+ * SDK's `createMcpHandler`: 2026-07-28 per request with its `_meta`
+ * envelope and `Mcp-Method` / `Mcp-Name` headers, and the 2025 era
+ * statelessly, a new MCP server per request either way, SSE responses so
+ * progress notifications reach the client), `GET /healthz`, Origin checks
+ * against DNS rebinding, a body cap sized for two maximal images,
+ * authentication before any MCP work, a cap on requests in flight per API
+ * key, and a graceful shutdown. The public port belongs to a connection
+ * guard (header, body-rate and idle deadlines, connection caps per process
+ * and per client, a connect rate per client), which relays to `Deno.serve`
+ * on a private Unix socket (`guarded_serve.ts`).
+ *
+ * Cancellation follows the era. Under 2026-07-28 a client cancels a request
+ * by closing its response stream ("The server MUST treat a client
+ * disconnect as cancellation", basic/patterns/cancellation): the tool's job
+ * is cancelled through the shared store, on whichever replica runs it.
+ * Under 2025 revisions a disconnect is not a cancellation (it "SHOULD NOT
+ * be interpreted as the client cancelling its request", 2025-11-25
+ * basic/utilities/cancellation): the job goes on, listed and fetchable;
+ * `notifications/cancelled` cancels it, and reaches the request even when
+ * another replica holds it (`in_flight.ts`).
  *
  * `/healthz` answers 200 when the server can serve and 503 while it cannot
  * (its database is unavailable), with the reason in the body.
@@ -27,12 +40,31 @@ import {
 } from "./in_flight.ts";
 import { MAX_REQUEST_BYTES } from "../mcp/limits.ts";
 import { checkMessage } from "../mcp/message_checks.ts";
-import type { McpServer } from "../mcp/sdk.ts";
-import { WebStandardStreamableHTTPServerTransport } from "../mcp/sdk.ts";
+import type { McpFactoryContext, McpServer } from "../mcp/sdk.ts";
+import { createMcpHandler, isLegacyRequest } from "../mcp/sdk.ts";
+import type { ProtocolEra } from "../mcp/tasks.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
 import { type HealthFields, healthResponse } from "./health.ts";
+
+/** One authenticated `/mcp` request, as the server factory sees it. */
+export interface McpCall {
+  /** The protocol era of the request (the SDK's classification). */
+  era: ProtocolEra;
+  /**
+   * A 2025-era request's revision: its `MCP-Protocol-Version` header, or
+   * 2025-03-26 when it has none (MCP 2025-06-18, transports: "the server
+   * SHOULD assume protocol version 2025-03-26"); undefined under 2026-07-28.
+   */
+  protocolVersion?: string;
+  /**
+   * Once the request is aborted, whether its client cancelled it (see
+   * `ToolContext.cancelled`): always under 2026-07-28; under 2025 revisions
+   * only on `notifications/cancelled`, not on a disconnect.
+   */
+  cancelled(): boolean;
+}
 
 /**
  * Options of {@link startHttpServer}: where it listens and the guard's
@@ -44,13 +76,8 @@ export interface HttpServerOptions extends GuardedServeOptions {
   allowedOrigins: readonly string[];
   /** Authenticates every `/mcp` request. */
   authenticator: Pick<Authenticator, "authenticate">;
-  /**
-   * Builds the MCP server for one authenticated request. `call.cancelled()`
-   * tells, once the request is aborted, whether its client cancelled it
-   * (`notifications/cancelled`) or only disconnected, which is not a
-   * cancellation (MCP 2025-11-25 lifecycle).
-   */
-  createServer: (scope: Scope, call: { cancelled(): boolean }) => McpServer;
+  /** Builds the MCP server for one authenticated request of `call.era`. */
+  createServer: (scope: Scope, call: McpCall) => McpServer;
   /** Turns a failed authentication into a response. */
   authFailureResponse: (outcome: AuthFailure) => Response;
   /** Extra fields for `/healthz` (a promise must settle quickly: bound its own waits). */
@@ -60,8 +87,8 @@ export interface HttpServerOptions extends GuardedServeOptions {
   /** Most requests of one API key in flight at once; one more gets 429 (default 32). */
   maxRequestsPerKey?: number;
   /**
-   * A `notifications/cancelled` for a request not in flight here: the
-   * request may be open at another replica, which is told.
+   * A 2025-era `notifications/cancelled` for a request not in flight here:
+   * the request may be open at another replica, which is told.
    */
   onCancelElsewhere?: (owner: string, requestId: string | number) => void;
 }
@@ -84,9 +111,10 @@ function jsonRpcError(
   message: string,
   headers?: HeadersInit,
   id: string | number | null = null,
+  data?: Record<string, unknown>,
 ) {
   return new Response(
-    JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id }),
+    JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data ? { data } : {}) }, id }),
     { status, headers: { "content-type": "application/json", ...headers } },
   );
 }
@@ -119,6 +147,13 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
   return out;
 }
 
+/** What the server factory needs of one admitted request. */
+interface Admitted {
+  scope: Scope;
+  /** Set when a 2025-era client cancelled the request. */
+  cancelled: boolean;
+}
+
 /** Starts the HTTP server; see the module documentation. */
 export function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
   const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
@@ -127,10 +162,40 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const inFlight = new InFlightRequests();
   const maxPerKey = options.maxRequestsPerKey ?? 32;
   const perKey = new Map<string, number>();
+  // The request the SDK hands the factory is the one admitted below, carrying its caller.
+  const admitted = new WeakMap<Request, Admitted>();
+  /** Set once the shutdown began: it aborts every request's signal, and calls are let finish. */
+  let draining = false;
+  const factory = (context: McpFactoryContext) => {
+    const call = context.requestInfo && admitted.get(context.requestInfo);
+    if (!call) throw new Error("an MCP server was asked for a request that was not admitted");
+    return options.createServer(call.scope, {
+      era: context.era,
+      ...(context.era === "legacy"
+        ? {
+          protocolVersion: context.requestInfo?.headers.get("mcp-protocol-version") ??
+            "2025-03-26",
+        }
+        : {}),
+      cancelled: context.era === "modern" ? () => true : () => call.cancelled,
+    });
+  };
+  const entry = (responseMode: "sse" | "auto") =>
+    createMcpHandler(factory, {
+      responseMode,
+      maxRequestBodySize: maxBody,
+      onerror: (error) => log("debug", "http", "MCP request refused", { error: error.message }),
+    });
+  // A 2026-07-28 tool call streams from the start: its progress flows, and keep-alive
+  // comments every 15 s hold proxies that drop a silent response; every other request
+  // is answered with one JSON body, an error with its HTTP status (400 for -32021).
+  // (The 2025 era streams every request, as the SDK's stateless transport does.)
+  const calls = entry("sse");
+  const others = entry("auto");
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
     if (request.method !== "POST") {
-      // Stateless server: no GET stream to resume, no session to DELETE.
+      // Stateless in both eras: no GET stream to resume, no session to DELETE.
       return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
         allow: "POST",
       });
@@ -156,9 +221,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return jsonRpcError(
         429,
         -32000,
-        `this API key has ${active} requests in flight, the most allowed (server.max_requests_per_key); ` +
-          `wait for one to finish`,
+        `this API key has ${active} requests in flight, the most allowed ` +
+          `(server.max_requests_per_key = ${maxPerKey}); retry when one has finished`,
         { "retry-after": "1" },
+        null,
+        { limit: "server.max_requests_per_key", value: maxPerKey, retry_after_seconds: 1 },
       );
     }
     perKey.set(keyPrefix, active + 1);
@@ -191,58 +258,61 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return jsonRpcError(checked.status, checked.code, checked.error, undefined, checked.id);
     }
     const parsedBody = checked.message;
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: false,
-      maxRequestBodySize: maxBody,
+    const legacy = await isLegacyRequest(request, parsedBody, { maxRequestBodySize: maxBody });
+    // The body is read: the SDK gets it parsed, and a request of its own whose signal
+    // aborts when the client goes (`request.signal`; deno.json's `no-legacy-abort`
+    // keeps it from aborting delivered responses), when the exchange ends, or when a
+    // 2025-era notification cancels it. A shutdown aborts every `request.signal` too,
+    // while the running calls are let finish: from then on it is not heeded.
+    const abort = new AbortController();
+    request.signal.addEventListener("abort", () => draining || abort.abort(), { once: true });
+    const forwarded = new Request(request.url, {
+      method: "POST",
+      headers: request.headers,
+      signal: abort.signal,
     });
-    // Set when the client cancels this request; a plain disconnect leaves it false.
-    let cancelledByClient = false;
-    const server = options.createServer(auth.scope, { cancelled: () => cancelledByClient });
-    await server.connect(transport);
-    // The pair is released when the response ends: `completed` resolves after a
-    // full delivery and rejects when the client disconnected. Closing the
-    // transport aborts a running tool handler, which stops waiting; a job it
-    // started goes on unless the client cancelled ("Disconnection SHOULD NOT be
-    // interpreted as the client cancelling its request", MCP 2025-11-25
-    // §Cancellation): the client finds it again with list_generations.
-    // Cancellation belongs to the client that sent the request: the key and
-    // the server-issued client id (`mcp-session-id`, see in_flight.ts), so
-    // another client of the same key cannot stop it by guessing its id.
-    const clientId = clientIdOf(request);
-    const owner = clientId === null ? null : `${auth.scope.keyPrefix}\u0000${clientId}`;
+    const call: Admitted = { scope: auth.scope, cancelled: false };
+    admitted.set(forwarded, call);
     const entries: InFlightEntry[] = [];
-    const closeAll = () => {
+    const finish = () => {
       for (const entry of entries.splice(0)) entry.release();
-      transport.close().catch(() => {});
-      server.close().catch(() => {});
+      abort.abort();
     };
-    info.completed.then(closeAll, closeAll);
+    info.completed.then(finish, finish);
     const message = (parsedBody ?? {}) as Record<string, unknown>;
-    const id = message.id;
-    if (typeof id !== "string" && typeof id !== "number") {
-      if (message.method === "notifications/cancelled" && owner !== null) {
-        const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
-        if (typeof target === "string" || typeof target === "number") {
-          if (inFlight.cancel(owner, target)) {
-            log("info", "http", "request cancelled by the client", { requestId: target });
-          } else {
-            options.onCancelElsewhere?.(owner, target);
+    const initialize = legacy && message.method === "initialize";
+    if (legacy) {
+      // 2025 era: cancellation belongs to the client that sent the request: the
+      // key and the server-issued client id (`mcp-session-id`, see in_flight.ts),
+      // so another client of the same key cannot stop it by guessing its id.
+      const clientId = clientIdOf(request);
+      const owner = clientId === null ? null : `${keyPrefix}\u0000${clientId}`;
+      const id = message.id;
+      if (typeof id !== "string" && typeof id !== "number") {
+        if (message.method === "notifications/cancelled" && owner !== null) {
+          const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
+          if (typeof target === "string" || typeof target === "number") {
+            if (inFlight.cancel(owner, target)) {
+              log("info", "http", "request cancelled by the client", { requestId: target });
+            } else {
+              options.onCancelElsewhere?.(owner, target);
+            }
           }
         }
+      } else if (owner !== null) {
+        // A cancellation aborts the request's handler, and with it the generation.
+        entries.push(inFlight.register(owner, id, () => {
+          call.cancelled = true;
+          finish();
+        }));
       }
-    } else if (owner !== null) {
-      // A cancellation aborts the request's handler, and with it the generation.
-      entries.push(inFlight.register(owner, id, () => {
-        cancelledByClient = true;
-        closeAll();
-      }));
     }
-    const response = await transport.handleRequest(request, {
+    const mcp = message.method === "tools/call" ? calls : others;
+    const response = await mcp.fetch(forwarded, {
       parsedBody,
       authInfo: {
         token: "",
-        clientId: auth.scope.keyPrefix,
+        clientId: keyPrefix,
         scopes: [auth.scope.permission],
         extra: { scope: auth.scope },
       },
@@ -250,12 +320,12 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     // The SDK sets `connection: keep-alive` on its event streams; connection
     // management is the server's (every connection carries one request), so
     // it is dropped instead of sent beside the server's `connection: close`.
-    const initialize = message.method === "initialize" && response.ok;
-    if (!initialize && !response.headers.has("connection")) return response;
+    const issue = initialize && response.ok;
+    if (!issue && !response.headers.has("connection")) return response;
     const headers = new Headers(response.headers);
     headers.delete("connection");
-    // Issue the client its id; clients send it back on every later request.
-    if (initialize) headers.set(SESSION_HEADER, newClientId());
+    // Issue a 2025-era client its id; clients send it back on every later request.
+    if (issue) headers.set(SESSION_HEADER, newClientId());
     return new Response(response.body, { status: response.status, headers });
   }
 
@@ -293,7 +363,11 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     return {
       addr,
       finished: served.finished,
-      shutdown: (graceMs: number) => served.shutdown(graceMs),
+      shutdown: async (graceMs: number) => {
+        draining = true;
+        await served.shutdown(graceMs);
+        await Promise.all([calls.close(), others.close()]);
+      },
       cancelRequest(owner, requestId) {
         const done = inFlight.cancel(owner, requestId);
         if (done) log("info", "http", "request cancelled at another replica", { requestId });

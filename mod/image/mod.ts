@@ -20,3 +20,10 @@ export { DECODE_CHILD_FLAG, runDecodeChild } from "./decode_child.ts";
 export { holdSpareDecoders } from "./decode_process.ts";
 export { type ResizeKernel, resizeRgb } from "./resize.ts";
 export { encodePng, readPngText } from "./png.ts";
+export {
+  MIN_PREVIEW_SIDE,
+  pngDimensions,
+  type Preview,
+  PREVIEW_QUALITIES,
+  previewWithin,
+} from "./preview.ts";

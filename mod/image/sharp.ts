@@ -136,3 +136,14 @@ export async function encodeRawPng(image: RawPixels): Promise<Uint8Array> {
   }).png().toBuffer();
   return own(buffer);
 }
+
+/**
+ * Encodes raw 8-bit RGB pixels as a baseline JPEG at `quality` (1–100,
+ * libjpeg's scale) with 4:2:0 chroma subsampling and no metadata.
+ */
+export async function encodeRawJpeg(image: RawPixels, quality: number): Promise<Uint8Array> {
+  const buffer = await sharp(image.data, {
+    raw: { width: image.width, height: image.height, channels: 3 },
+  }).jpeg({ quality, chromaSubsampling: "4:2:0" }).toBuffer();
+  return own(buffer);
+}

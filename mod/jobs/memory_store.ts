@@ -14,6 +14,7 @@ import { trimOrder } from "./trim.ts";
 import type {
   CancelResult,
   ClaimedJob,
+  JobClaim,
   JobEvent,
   JobItem,
   JobOutcome,
@@ -34,6 +35,8 @@ interface Entry {
   summary: JobSummary;
   request: ImageRequest | null;
   items: JobItem[];
+  /** The token of the claim running it (see {@link JobClaim}). */
+  token?: string;
 }
 
 /** Size of a content item as stored: base64 image data or UTF-16 text length. */
@@ -168,54 +171,63 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.counts} */
-  counts(): Promise<QueueCounts> {
+  counts(_timeoutMs?: number): Promise<QueueCounts> {
     return Promise.resolve(this.#counts());
   }
 
   /** {@inheritDoc JobStore.claim} */
-  claim(_worker: string): Promise<ClaimedJob | null> {
+  claim(worker: string): Promise<ClaimedJob | null> {
     const id = this.#queue.shift();
     if (id === undefined) return Promise.resolve(null);
     const entry = this.#jobs.get(id)!;
     entry.summary.state = "running";
     entry.summary.startedAt = new Date(this.#now());
+    entry.token = crypto.randomUUID();
     this.#events.emit(id, { type: "state", state: "running" });
     return Promise.resolve({
       id,
       request: entry.request!,
       cancelRequested: entry.summary.cancelRequested,
+      claim: { id, worker, token: entry.token },
     });
   }
 
+  /** The running job `claim` holds, or undefined. */
+  #held(claim: JobClaim): Entry | undefined {
+    const entry = this.#jobs.get(claim.id);
+    return entry && entry.summary.state === "running" && entry.token === claim.token
+      ? entry
+      : undefined;
+  }
+
   /** {@inheritDoc JobStore.progress} */
-  progress(id: string, progress: JobProgress): void {
-    const entry = this.#jobs.get(id);
-    if (!entry || entry.summary.state !== "running") return;
+  progress(claim: JobClaim, progress: JobProgress): void {
+    const entry = this.#held(claim);
+    if (!entry) return;
     entry.summary.progress = { ...progress };
-    this.#events.emit(id, { type: "progress", progress: { ...progress } });
+    this.#events.emit(claim.id, { type: "progress", progress: { ...progress } });
   }
 
   /** {@inheritDoc JobStore.append} */
-  append(id: string, from: number, items: JobItem[]): Promise<void> {
-    const entry = this.#jobs.get(id);
-    if (entry) {
-      if (from > entry.items.length) {
-        return Promise.reject(
-          new Error(`job ${id}: items start at ${from}, but ${entry.items.length} are stored`),
-        );
-      }
-      // Positions already stored are kept (a retried write), as in the PostgreSQL store.
-      const fresh = items.slice(entry.items.length - from);
-      entry.items.push(...fresh);
-      entry.summary.resultBytes += fresh.reduce((n, item) => n + itemBytes(item), 0);
+  append(claim: JobClaim, from: number, items: JobItem[]): Promise<boolean> {
+    const entry = this.#held(claim);
+    if (!entry) return Promise.resolve(false);
+    if (from > entry.items.length) {
+      return Promise.reject(
+        new Error(`job ${claim.id}: items start at ${from}, but ${entry.items.length} are stored`),
+      );
     }
-    return Promise.resolve();
+    // Positions already stored are kept (a retried write), as in the PostgreSQL store.
+    const fresh = items.slice(entry.items.length - from);
+    entry.items.push(...fresh);
+    entry.summary.resultBytes += fresh.reduce((n, item) => n + itemBytes(item), 0);
+    return Promise.resolve(true);
   }
 
   /** {@inheritDoc JobStore.finish} */
-  finish(id: string, outcome: JobOutcome): Promise<void> {
-    const entry = this.#jobs.get(id);
-    if (!entry || isTerminal(entry.summary.state)) return Promise.resolve();
+  finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {
+    const entry = this.#held(claim);
+    if (!entry) return Promise.resolve();
     this.#end(entry, outcome.state, outcome.error);
     this.#trim();
     return Promise.resolve();

@@ -8,8 +8,22 @@
  * @module
  */
 
-export { callerOf, JobService, LEASE_EXPIRED_REASON, ownerOf } from "./service.ts";
+export { JobService } from "./service.ts";
+export { callerOf, ownerOf } from "./caller.ts";
 export { handOffDescription } from "./result.ts";
+export {
+  deliverResult,
+  type DeliveryOptions,
+  INLINE_IMAGE_BUDGET,
+  RESOURCE_LINK_REVISION,
+  takesResourceLinks,
+} from "./delivery.ts";
+export {
+  createJobImageTemplate,
+  JOB_IMAGE_URI_TEMPLATE,
+  jobImageUri,
+  parseJobImageUri,
+} from "./image_resource.ts";
 export type { JobHealth, JobServiceOptions } from "./service.ts";
 export { MemoryJobStore } from "./memory_store.ts";
 export { PostgresJobStore, replicaApplicationName } from "./postgres_store.ts";
@@ -22,3 +36,4 @@ export { JOB_ID_PATTERN, newJobId } from "./job_id.ts";
 export { StepTimer } from "./estimate.ts";
 export type { WorkLeft } from "./estimate.ts";
 export * from "./types.ts";
+export { JobTasks } from "./tasks.ts";

@@ -7,8 +7,9 @@
  * Shaped for a queue shared by replicas (docs/deploy.md): the queue is the
  * `state = 'queued'` rows in `seq` order, claimed with `FOR UPDATE SKIP
  * LOCKED` by a named worker; progress and cancellation requests are written
- * to the job row; the `worker` and `lease_expires_at` columns are there for
- * leases. Events reach subscribers in this process directly; a second
+ * to the job row; the `worker`, `lease_expires_at` and `lease_token`
+ * columns are there for leases (every write of a running job carries its
+ * claim's token: docs/database.md, "A stalled database"). Events reach subscribers in this process directly; a second
  * process would hear them through LISTEN/NOTIFY on the same rows.
  *
  * Binary data (decoded input images, result PNGs) travels as base64 text
@@ -18,7 +19,7 @@
  * @module
  */
 
-import type { Database, Queryable, Row } from "../db/mod.ts";
+import { type Database, DatabaseError, type Queryable, type Row } from "../db/mod.ts";
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
@@ -27,23 +28,25 @@ import { itemBytes } from "./memory_store.ts";
 import { hasRoom, queueFullError } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
 import { trimOrder } from "./trim.ts";
-import type {
-  CancelResult,
-  ClaimedJob,
-  JobEvent,
-  JobItem,
-  JobOutcome,
-  JobOwner,
-  JobProgress,
-  JobRecord,
-  JobState,
-  JobStore,
-  JobSummary,
-  LeaseRenewal,
-  QueueCounts,
-  QueuePosition,
-  StoreLimits,
-  WorkAhead,
+import {
+  type CancelResult,
+  type ClaimedJob,
+  type JobClaim,
+  type JobEvent,
+  type JobItem,
+  type JobOutcome,
+  type JobOwner,
+  type JobProgress,
+  type JobRecord,
+  type JobState,
+  type JobStore,
+  type JobSummary,
+  LEASE_LAPSED_REASON,
+  type LeaseRenewal,
+  type QueueCounts,
+  type QueuePosition,
+  type StoreLimits,
+  type WorkAhead,
 } from "./types.ts";
 
 /**
@@ -167,6 +170,12 @@ export class PostgresJobStore implements JobStore {
   #bus: JobBus | null;
   readonly #queued = new Set<() => void>();
   readonly #requestCancels = new Set<(owner: string, request: string | number) => void>();
+  /**
+   * Claims whose answer never came (a timeout or a lost connection), by
+   * token: the row may have been claimed all the same, and nobody runs it.
+   * `settled` turns true once the statement can no longer take effect.
+   */
+  readonly #unanswered = new Map<string, { sentAt: number; settled: boolean }>();
 
   /** Uses `db` (already migrated); the caller closes it. */
   constructor(db: Database, limits: StoreLimits, options: PostgresJobStoreOptions = {}) {
@@ -235,11 +244,13 @@ export class PostgresJobStore implements JobStore {
     return sql.replaceAll("$TTL", String(Math.round(this.#limits.resultTtlMs)));
   }
 
-  async #counts(q: Queryable = this.#db): Promise<QueueCounts> {
+  async #counts(q: Queryable = this.#db, timeoutMs?: number): Promise<QueueCounts> {
     const [row] = await q.query<{ queued: string; running: string }>(
       `SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
               count(*) FILTER (WHERE state = 'running') AS running
          FROM mcp_generation_jobs WHERE state IN ('queued', 'running')`,
+      [],
+      timeoutMs === undefined ? {} : { timeoutMs },
     );
     return { queued: Number(row.queued), running: Number(row.running) };
   }
@@ -389,44 +400,105 @@ export class PostgresJobStore implements JobStore {
     return { running, waiting };
   }
 
-  /** Queue depth and running jobs. */
-  counts(): Promise<QueueCounts> {
-    return this.#counts();
+  /** Queue depth and running jobs; `timeoutMs` bounds the wait. */
+  counts(timeoutMs?: number): Promise<QueueCounts> {
+    return this.#counts(this.#db, timeoutMs);
   }
 
-  /** Claims the oldest queued job; concurrent claimers skip each other's locked rows. */
+  /**
+   * Claims the oldest queued job; concurrent claimers skip each other's
+   * locked rows. Each claim carries a fresh token (see {@link JobClaim}).
+   * A claim whose answer never came may still have taken a row: the next
+   * call first puts such rows back in the queue (they never ran), and sends
+   * no new claim while one younger than a lease is still unanswered, so a
+   * stalled database does not collect claims that all land when it resumes.
+   */
   async claim(worker: string): Promise<ClaimedJob | null> {
-    const [row] = await this.#db.query<
-      {
-        id: string;
-        request: string;
-        image: string | null;
-        mask: string | null;
-        cancel_requested: boolean;
+    // Nothing is sent while a claim is still on its way: the database has not answered it.
+    for (const [token, claim] of this.#unanswered) {
+      const waited = Date.now() - claim.sentAt;
+      if (!claim.settled && waited < this.#leaseMs) {
+        throw new DatabaseError(
+          `database unavailable: the previous claim (${token.slice(0, 8)}) has had no answer ` +
+            `for ${Math.round(waited)} ms`,
+          "TIMEOUT",
+          true,
+        );
       }
-    >(
-      `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
-              lease_expires_at = ${this.#lease()}
-        WHERE id = (SELECT id FROM mcp_generation_jobs WHERE state = 'queued'
-                     ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-        RETURNING id, request::text AS request, ${b64("input_image")} AS image,
-                  ${b64("input_mask")} AS mask, cancel_requested`,
-      [worker],
-    );
+    }
+    await this.#releaseUnanswered();
+    const token = crypto.randomUUID();
+    const sentAt = Date.now();
+    let row;
+    try {
+      [row] = await this.#db.query<
+        {
+          id: string;
+          request: string;
+          image: string | null;
+          mask: string | null;
+          cancel_requested: boolean;
+        }
+      >(
+        `UPDATE mcp_generation_jobs SET state = 'running', started_at = now(), worker = $1,
+                lease_token = $2, lease_expires_at = ${this.#lease()}
+          WHERE id = (SELECT id FROM mcp_generation_jobs WHERE state = 'queued'
+                       ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+          RETURNING id, request::text AS request, ${b64("input_image")} AS image,
+                    ${b64("input_mask")} AS mask, cancel_requested`,
+        [worker, token],
+      );
+    } catch (error) {
+      if (error instanceof DatabaseError && error.unavailable) {
+        const unanswered = { sentAt, settled: false };
+        this.#unanswered.set(token, unanswered);
+        error.settled.then(() => unanswered.settled = true);
+      }
+      throw error;
+    }
     if (!row) return null;
     this.#emit(row.id, { type: "state", state: "running" });
     return {
       id: row.id,
       request: parseRequest(row.request, row.image, row.mask),
       cancelRequested: row.cancel_requested,
+      claim: { id: row.id, worker, token },
     };
+  }
+
+  /**
+   * Puts back in the queue the rows taken by claims whose answer never came
+   * (they never ran: nobody here knows them). A token is forgotten once its
+   * claim had settled before this release was sent: it cannot take a row
+   * any more.
+   */
+  async #releaseUnanswered(): Promise<void> {
+    if (this.#unanswered.size === 0) return;
+    const tokens = [...this.#unanswered.keys()];
+    const settled = tokens.filter((token) => this.#unanswered.get(token)!.settled);
+    const rows = await this.#db.query<{ id: string }>(
+      `UPDATE mcp_generation_jobs SET state = 'queued', worker = NULL, lease_token = NULL,
+              lease_expires_at = NULL, started_at = NULL, progress = NULL
+        WHERE state = 'running'
+          AND lease_token IN (SELECT jsonb_array_elements_text($1::text::jsonb))
+        RETURNING id`,
+      [JSON.stringify(tokens)],
+    );
+    for (const token of settled) this.#unanswered.delete(token);
+    if (rows.length) {
+      log("info", "jobs", "claims whose answer was lost are back in the queue", {
+        jobs: rows.map((r) => r.id),
+      });
+      for (const { id } of rows) this.#emit(id, { type: "state", state: "queued" });
+    }
   }
 
   /**
    * Tells local subscribers at once and writes the row in the background:
    * one write per job in flight, later progress coalesced into the next.
    */
-  progress(id: string, progress: JobProgress): void {
+  progress(claim: JobClaim, progress: JobProgress): void {
+    const { id, token } = claim;
     this.#events.emit(id, { type: "progress", progress: { ...progress } });
     this.#pendingProgress.set(id, { ...progress });
     if (this.#writing.has(id)) return;
@@ -437,22 +509,23 @@ export class PostgresJobStore implements JobStore {
           const next = this.#pendingProgress.get(id);
           if (!next) break;
           this.#pendingProgress.delete(id);
-          const update =
-            `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb WHERE id = $1 AND state = 'running'`;
+          const update = `UPDATE mcp_generation_jobs SET progress = $2::text::jsonb
+                           WHERE id = $1 AND lease_token = $3 AND state = 'running'`;
           if (this.#bus) {
             // The row and the other replicas' waiters hear it in one round trip.
             const event: JobEvent = { type: "progress", progress: next };
             await this.#db.query(
-              `WITH u AS (${update} RETURNING id) SELECT pg_notify($3, $4) FROM u`,
+              `WITH u AS (${update} RETURNING id) SELECT pg_notify($4, $5) FROM u`,
               [
                 id,
                 JSON.stringify(next),
+                token,
                 JOB_CHANNEL,
                 this.#bus.payload({ t: "event", j: id, e: event }),
               ],
             );
           } else {
-            await this.#db.query(update, [id, JSON.stringify(next)]);
+            await this.#db.query(update, [id, JSON.stringify(next), token]);
           }
         }
       } catch (error) {
@@ -467,10 +540,11 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.append} */
-  async append(id: string, from: number, items: JobItem[]): Promise<void> {
-    if (!items.length) return;
+  async append(claim: JobClaim, from: number, items: JobItem[]): Promise<boolean> {
+    if (!items.length) return true;
     // One statement: the rows and the byte count commit together, and ON CONFLICT makes a
     // retry after a lost commit reply store nothing twice (only inserted rows are counted).
+    // Only while the claim holds the row (locked, so the lease sweep cannot end it meanwhile).
     const rows = items.map((item, i) => ({
       position: from + i,
       bytes: itemBytes(item),
@@ -478,37 +552,56 @@ export class PostgresJobStore implements JobStore {
         ? { text: item.text, mime_type: null, data: null }
         : { text: null, mime_type: item.mimeType, data: item.data }),
     }));
-    await this.#db.query(
-      `WITH input AS (
+    const [row] = await this.#db.query<{ held: string }>(
+      `WITH job AS (
+         SELECT id FROM mcp_generation_jobs
+          WHERE id = $1 AND lease_token = $3 AND state = 'running' AND lease_expires_at > now()
+          FOR UPDATE
+       ), input AS (
          SELECT * FROM jsonb_to_recordset($2::text::jsonb)
            AS r(position integer, bytes bigint, text text, mime_type text, data text)
        ), inserted AS (
          INSERT INTO mcp_generation_items (job_id, position, text, mime_type, data)
          SELECT $1, position, text, mime_type, decode(data, 'base64') FROM input
+          WHERE EXISTS (SELECT 1 FROM job)
          ON CONFLICT (job_id, position) DO NOTHING
          RETURNING position
+       ), counted AS (
+         UPDATE mcp_generation_jobs
+            SET result_bytes = result_bytes +
+              (SELECT coalesce(sum(bytes), 0) FROM input WHERE position IN (SELECT position FROM inserted))
+          WHERE id IN (SELECT id FROM job)
+         RETURNING id
        )
-       UPDATE mcp_generation_jobs
-          SET result_bytes = result_bytes +
-            (SELECT coalesce(sum(bytes), 0) FROM input WHERE position IN (SELECT position FROM inserted))
-        WHERE id = $1`,
-      [id, JSON.stringify(rows)],
+       SELECT count(*) AS held FROM job`,
+      [claim.id, JSON.stringify(rows), claim.token],
     );
+    return Number(row.held) > 0;
   }
 
-  /** Ends a running job and trims old results to the byte cap. */
-  async finish(id: string, outcome: JobOutcome): Promise<void> {
+  /**
+   * Ends a running job and trims old results to the byte cap. Only while
+   * `claim` holds the row; past its lease the job ends as `failed` with
+   * {@link LEASE_LAPSED_REASON}, exactly as the lease sweep would end it, so
+   * a job's end does not depend on which of the two reaches a resumed
+   * database first.
+   */
+  async finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {
+    const { id, token } = claim;
     // Progress still being written must not land after the final state.
     this.#pendingProgress.delete(id);
-    const rows = await this.#db.query(
+    const rows = await this.#db.query<{ state: JobOutcome["state"] }>(
       this.#ttl(
-        `UPDATE mcp_generation_jobs SET state = $2, error = $3, cancel_requested = false,
-            finished_at = now(), expires_at = ${EXPIRES}, input_image = NULL, input_mask = NULL
-          WHERE id = $1 AND state = 'running' RETURNING id`,
+        `UPDATE mcp_generation_jobs
+            SET state = CASE WHEN lease_expires_at > now() THEN $2 ELSE 'failed' END,
+                error = CASE WHEN lease_expires_at > now() THEN $3 ELSE $5 END,
+                cancel_requested = false, finished_at = now(), expires_at = ${EXPIRES},
+                input_image = NULL, input_mask = NULL
+          WHERE id = $1 AND lease_token = $4 AND state = 'running' RETURNING state`,
       ),
-      [id, outcome.state, outcome.error],
+      [id, outcome.state, outcome.error, token, LEASE_LAPSED_REASON],
     );
-    if (rows.length) this.#emit(id, { type: "state", state: outcome.state });
+    if (rows.length) this.#emit(id, { type: "state", state: rows[0].state });
     await this.#trim();
   }
 
@@ -620,12 +713,18 @@ export class PostgresJobStore implements JobStore {
     return rows.map((r) => r.id);
   }
 
-  /** Extends the lease of `worker`'s running job; reports a cancellation asked for meanwhile. */
-  async renew(id: string, worker: string): Promise<LeaseRenewal> {
+  /**
+   * Extends the lease of a running job while `claim` holds it and its lease
+   * has not lapsed (a lapsed lease is never revived: the sweep of any
+   * replica may be ending the job at that moment); reports a cancellation
+   * asked for meanwhile.
+   */
+  async renew(claim: JobClaim): Promise<LeaseRenewal> {
     const [row] = await this.#db.query<{ cancel_requested: boolean }>(
       `UPDATE mcp_generation_jobs SET lease_expires_at = ${this.#lease()}
-        WHERE id = $1 AND worker = $2 AND state = 'running' RETURNING cancel_requested`,
-      [id, worker],
+        WHERE id = $1 AND lease_token = $2 AND state = 'running' AND lease_expires_at > now()
+        RETURNING cancel_requested`,
+      [claim.id, claim.token],
       // Bounded, so a renewal lost with its connection does not hold up the next one.
       { timeoutMs: Math.max(500, this.#leaseMs / 4) },
     );

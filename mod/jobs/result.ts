@@ -153,9 +153,18 @@ function excerpt(prompt: string): string {
 }
 
 /**
+ * Most characters of the list's text: under the ~10 KB at which clients cut
+ * a result's text (Copilot CLI: github/copilot-cli#1732; Codex:
+ * openai/codex#6544), so a long list ends with a sentence saying how many
+ * jobs it leaves out instead of losing its middle silently.
+ */
+export const LIST_TEXT_LIMIT = 7_000;
+
+/**
  * The recent jobs a caller can see, newest first, as text and
  * `structuredContent`. Jobs of another key (of the caller's project) name
- * that key's prefix; `owner` is the caller's owner name.
+ * that key's prefix; `owner` is the caller's owner name. The text shows as
+ * many jobs as fit {@link LIST_TEXT_LIMIT}; `structuredContent` has them all.
  */
 export function listResult(jobs: JobSummary[], owner: string): ToolResult {
   if (jobs.length === 0) {
@@ -175,13 +184,21 @@ export function listResult(jobs: JobSummary[], owner: string): ToolResult {
       excerpt(j.prompt)
     }"`;
   });
+  const head = `${jobs.length} generation job${jobs.length > 1 ? "s" : ""}, newest first:`;
+  const tail = "get_generation with a job_id returns its images.";
+  // Room for the head, the tail and the sentence about what is left out.
+  let room = LIST_TEXT_LIMIT - head.length - tail.length - 200;
+  let shown = 0;
+  while (shown < lines.length && room >= lines[shown].length + 1) room -= lines[shown++].length + 1;
+  const left = lines.length - shown;
+  const more = left > 0
+    ? [
+      `... and ${left} older job${left > 1 ? "s" : ""} not shown here to keep this text short ` +
+      `(structuredContent lists all ${jobs.length}; a smaller limit shows the newest).`,
+    ]
+    : [];
   return {
-    content: [{
-      type: "text",
-      text: `${jobs.length} generation job${jobs.length > 1 ? "s" : ""}, newest first:\n${
-        lines.join("\n")
-      }\nget_generation with a job_id returns its images.`,
-    }],
+    content: [{ type: "text", text: [head, ...lines.slice(0, shown), ...more, tail].join("\n") }],
     structuredContent: {
       generations: jobs.map((j) => ({
         job_id: j.id,

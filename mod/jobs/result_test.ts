@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { formatDuration, StepTimer } from "./estimate.ts";
-import { jobResult, listResult, statusResult } from "./result.ts";
+import { jobResult, LIST_TEXT_LIMIT, listResult, statusResult } from "./result.ts";
+import { assertClientSafe } from "../../tests/helpers/results.ts";
 import type { JobRecord } from "./types.ts";
 
 const job = (over: Partial<JobRecord>): JobRecord => ({
@@ -143,6 +144,40 @@ Deno.test("a project's list names the key of each job that is not the caller's",
   assert.match(text, /gen_A{22} {2}queued {2}generate_image x1 {2}created \S+ {2}"p"/);
   const rows = listed.structuredContent?.generations as Array<{ key: string | null }>;
   assert.deepEqual(rows.map((r) => r.key), ["theirs", null]);
+});
+
+Deno.test("a long list's text stops under the limit and says how many it leaves out", () => {
+  const long = "a very long prompt ".repeat(10);
+  const jobs = Array.from({ length: 100 }, (_, i) =>
+    job({
+      id: `gen_${String(i).padStart(22, "C")}`,
+      owner: i % 2 ? "key:mine" : "key:somebody-else",
+      project: 4,
+      images: 10,
+      prompt: long,
+      createdAt: new Date(Date.UTC(2026, 11, 2, 10, 0, i)),
+    }));
+  const listed = listResult(jobs, "key:mine");
+  assertClientSafe(listed, "100 jobs");
+  const text = (listed.content[0] as { text: string }).text;
+  assert.ok(text.length <= LIST_TEXT_LIMIT, `${text.length}`);
+  const shown = text.split("\n").filter((l) => l.startsWith("gen_")).length;
+  assert.ok(shown >= 30 && shown < 100, `${shown} shown`);
+  assert.match(
+    text,
+    new RegExp(
+      `\\.\\.\\. and ${100 - shown} older jobs not shown here to keep this text short ` +
+        `\\(structuredContent lists all 100; a smaller limit shows the newest\\)\\.\\n` +
+        `get_generation with a job_id returns its images\\.$`,
+    ),
+  );
+  assert.equal((listed.structuredContent?.generations as unknown[]).length, 100);
+  // The default limit, 20, fits whole.
+  const twenty = listResult(jobs.slice(0, 20), "key:mine");
+  assertClientSafe(twenty, "20 jobs");
+  const all = (twenty.content[0] as { text: string }).text;
+  assert.equal(all.split("\n").filter((l) => l.startsWith("gen_")).length, 20);
+  assert.doesNotMatch(all, /not shown here/);
 });
 
 Deno.test("estimates: head, steps and tail measured per tool; medians ignore one-off slow steps", () => {

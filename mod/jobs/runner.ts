@@ -7,13 +7,27 @@
  * store it renews the lease of the running job (so a dead worker's job fails), which also
  * brings a cancellation whose notification was missed.
  *
+ * A lease that cannot be renewed in time (the database stalled or went away
+ * for a whole `lease_seconds`) ends the job as a dead worker's ends: it is
+ * stopped at its next step and ends `failed` with {@link LEASE_LAPSED_REASON},
+ * never retried. Every write carries the claim's token, so nothing this
+ * worker sends late (a renewal, an image, the end) changes the job once the
+ * lease has lapsed.
+ *
  * @module
  */
 
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { StepTimer } from "./estimate.ts";
-import type { ClaimedJob, JobOutcome, JobProgress, JobStore } from "./types.ts";
+import {
+  type ClaimedJob,
+  type JobClaim,
+  type JobOutcome,
+  type JobProgress,
+  type JobStore,
+  LEASE_LAPSED_REASON,
+} from "./types.ts";
 
 /** Runs one claimed job (the image pipeline). */
 export type JobExecutor = (job: ClaimedJob, hooks: RunHooks) => Promise<RunOutcome>;
@@ -60,11 +74,15 @@ export class JobRunner {
   readonly #o: JobRunnerOptions;
   /** Measured speed of this engine. */
   readonly timer: StepTimer = new StepTimer();
-  #current: (RunningJob & { controller: AbortController; shutdown: boolean }) | null = null;
+  #current:
+    | (RunningJob & { controller: AbortController; shutdown: boolean; leaseLost: boolean })
+    | null = null;
   #wake: (() => void) | null = null;
   #stopping = false;
   #drain = false;
   #loop: Promise<void> | null = null;
+  /** Claims failed in a row (logged once per streak). */
+  #claimFailures = 0;
 
   /** Creates a stopped runner. */
   constructor(options: JobRunnerOptions) {
@@ -124,25 +142,37 @@ export class JobRunner {
     for (;;) {
       if (this.#stopping && !this.#drain) return;
       let job: ClaimedJob | null;
+      // The lease starts no earlier than this (the database sets it when the claim runs).
+      const claimedAt = Date.now();
       try {
         job = await this.#o.store.claim(this.#o.worker);
       } catch (error) {
-        log("warn", "jobs", "could not claim the next job; retrying", {
-          error: (error as Error)?.message ?? String(error),
-        });
+        // Once per outage, not once a second while the database is away.
+        this.#claimFailures++;
+        log(
+          this.#claimFailures === 1 ? "warn" : "debug",
+          "jobs",
+          "could not claim the next job; retrying every second",
+          { error: (error as Error)?.message ?? String(error) },
+        );
         await this.#sleep(1000);
         continue;
+      }
+      if (this.#claimFailures > 0) {
+        log("info", "jobs", "claiming jobs again", { failed_attempts: this.#claimFailures });
+        this.#claimFailures = 0;
       }
       if (!job) {
         if (this.#stopping) return;
         await this.#sleep(this.#o.pollMs);
         continue;
       }
-      await this.#runJob(job);
+      await this.#runJob(job, claimedAt);
     }
   }
 
-  async #runJob(claimed: ClaimedJob): Promise<void> {
+  async #runJob(claimed: ClaimedJob, claimedAt: number): Promise<void> {
+    const claim = claimed.claim;
     let job: ClaimedJob;
     try {
       job = { ...claimed, request: this.#o.checkRequest(claimed.request) };
@@ -152,9 +182,10 @@ export class JobRunner {
         job: claimed.id,
         error: reason,
       });
-      await this.#finish(claimed.id, { state: "failed", error: reason });
+      await this.#finish(claim, { state: "failed", error: reason });
       return;
     }
+    log("debug", "jobs", "job started", { job: job.id, worker: claim.worker });
     const controller = new AbortController();
     const current = {
       id: job.id,
@@ -164,13 +195,20 @@ export class JobRunner {
       startedAt: Date.now(),
       controller,
       shutdown: false,
+      leaseLost: false,
     };
     this.#current = current;
     const unsubscribe = this.#o.store.subscribe(job.id, (event) => {
       if (event.type === "cancel") controller.abort(new Error("cancelled with cancel_generation"));
     });
     if (job.cancelRequested) controller.abort(new Error("cancelled with cancel_generation"));
-    const renewal = this.#renewLease(job.id, controller);
+    const loseLease = (why: string) => {
+      if (current.leaseLost) return;
+      current.leaseLost = true;
+      log("warn", "jobs", `${why}; stopping it (it ends as failed)`, { job: job.id });
+      controller.abort(new Error(LEASE_LAPSED_REASON));
+    };
+    const lease = this.#holdLease(claim, claimedAt, controller, loseLease);
     let imagesDone = 0;
     // Items stored so far: the position of the next one, so a retried write is idempotent.
     let stored = 0;
@@ -182,22 +220,27 @@ export class JobRunner {
         onProgress: (p) => {
           this.timer.step(p.step, p.steps);
           current.progress = { ...p, imagesDone };
-          this.#o.store.progress(job.id, current.progress);
+          this.#o.store.progress(claim, current.progress);
         },
         onItems: async (items, index) => {
           this.timer.imageDone();
           imagesDone = index;
           if (current.progress) current.progress = { ...current.progress, imagesDone };
+          if (current.leaseLost) return;
           // A database restart must not lose finished images: retried like the end of the job.
-          await this.#persist(
+          const held = await this.#persist(
             job.id,
             "could not store the images of a job",
-            () => this.#o.store.append(job.id, stored, items),
+            () => this.#o.store.append(claim, stored, items),
+            () => current.leaseLost,
           );
-          stored += items.length;
+          if (held === true) stored += items.length;
+          else if (held === false) loseLease("the lease of the running job lapsed");
         },
       });
-      outcome = current.shutdown && result.state === "cancelled"
+      outcome = current.leaseLost
+        ? { state: "failed", error: LEASE_LAPSED_REASON }
+        : current.shutdown && result.state === "cancelled"
         ? { state: "failed", error: SHUTDOWN_REASON }
         : result;
     } catch (error) {
@@ -205,48 +248,102 @@ export class JobRunner {
         job: job.id,
         error: (error as Error)?.stack ?? String(error),
       });
-      outcome = { state: "failed", error: (error as Error)?.message ?? String(error) };
+      outcome = current.leaseLost
+        ? { state: "failed", error: LEASE_LAPSED_REASON }
+        : { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
-      clearInterval(renewal);
+      lease.stop();
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;
     }
-    await this.#finish(job.id, outcome);
+    await this.#finish(claim, outcome);
   }
 
-  /** Renews the lease while the job runs; stops the job when the lease was lost. */
-  #renewLease(id: string, controller: AbortController): ReturnType<typeof setInterval> | undefined {
+  /**
+   * Renews the lease every third of it while the job runs (and while it
+   * winds down after a cancellation: stopping takes up to a step), retrying
+   * every second after a renewal failed, and stops the job when the lease is
+   * lost: the store says the claim no longer holds, or no renewal has been
+   * answered for a whole lease. That is counted from when the last answered
+   * renewal was sent, so this worker gives up no later than the database's
+   * own lease ends; a renewal still on its way at that moment decides (the
+   * database may have resumed just before, and then extended the lease).
+   */
+  #holdLease(
+    claim: JobClaim,
+    claimedAt: number,
+    controller: AbortController,
+    lose: (why: string) => void,
+  ): { stop(): void } {
     const renew = this.#o.store.renew?.bind(this.#o.store);
     const leaseMs = this.#o.leaseMs;
-    if (!renew || !leaseMs) return undefined;
+    if (!renew || !leaseMs) return { stop() {} };
+    const every = Math.max(100, leaseMs / 3);
+    /** When the last answered renewal (or the claim) was sent: the lease holds past it. */
+    let lastHeld = claimedAt;
+    let failing = false;
     let busy = false;
-    return setInterval(async () => {
-      if (busy || controller.signal.aborted) return;
+    let lost = false;
+    /** The lease ran out while a renewal was on its way: its answer decides. */
+    let overdue = false;
+    let lapse: ReturnType<typeof setTimeout> | undefined;
+    const gone = (why: string) => {
+      if (lost) return;
+      lost = true;
+      lose(why);
+    };
+    const lapsed = () =>
+      gone(`no lease renewal was answered for ${leaseMs} ms (jobs.lease_seconds)`);
+    const arm = () => {
+      clearTimeout(lapse);
+      lapse = setTimeout(() => {
+        if (busy) overdue = true;
+        else lapsed();
+      }, Math.max(0, lastHeld + leaseMs - Date.now()));
+    };
+    arm();
+    const tick = async () => {
+      if (busy || lost || (!failing && Date.now() - lastHeld < every)) return;
       busy = true;
+      const sentAt = Date.now();
       try {
-        const lease = await renew(id, this.#o.worker);
+        const lease = await renew(claim);
         if (!lease.held) {
-          log("warn", "jobs", "lost the lease of the running job; stopping it", { job: id });
-          controller.abort(new Error("the worker running it stopped"));
-        } else if (lease.cancelRequested) {
-          controller.abort(new Error("cancelled with cancel_generation"));
+          gone("lost the lease of the running job");
+        } else if (!lost) {
+          failing = false;
+          overdue = false;
+          lastHeld = sentAt;
+          arm();
+          if (lease.cancelRequested && !controller.signal.aborted) {
+            controller.abort(new Error("cancelled with cancel_generation"));
+          }
         }
       } catch (error) {
-        // The database is away: the job goes on, and is failed elsewhere only if the lease runs out.
-        log("debug", "jobs", "could not renew the lease", { job: id, error: String(error) });
+        // The database is away: the job goes on until the lease runs out (the timer above).
+        failing = true;
+        log("debug", "jobs", "could not renew the lease", { job: claim.id, error: String(error) });
       } finally {
         busy = false;
+        if (overdue) lapsed();
       }
-    }, Math.max(100, leaseMs / 3));
+    };
+    const renewal = setInterval(() => void tick(), Math.min(every, 1_000));
+    return {
+      stop() {
+        clearInterval(renewal);
+        clearTimeout(lapse);
+      },
+    };
   }
 
-  async #finish(id: string, outcome: JobOutcome): Promise<void> {
+  async #finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {
     try {
       await this.#persist(
-        id,
+        claim.id,
         "could not record the end of a job",
-        () => this.#o.store.finish(id, outcome),
+        () => this.#o.store.finish(claim, outcome),
       );
     } catch {
       // A job left `running` is failed when its lease runs out, or by the next start-up's recovery.
@@ -257,13 +354,19 @@ export class JobRunner {
    * Runs a store write, retrying it while the database is away. On a shared
    * store it is retried while the lease could still hold (a database restart
    * must not turn a finished job into a failed one); throws the last error.
+   * `giveUp` ends the retries early (the lease was lost: the write would
+   * change nothing); it then resolves undefined.
    */
-  async #persist(id: string, what: string, write: () => Promise<void>): Promise<void> {
+  async #persist<T>(
+    id: string,
+    what: string,
+    write: () => Promise<T>,
+    giveUp: () => boolean = () => false,
+  ): Promise<T | undefined> {
     const tries = Math.max(5, Math.ceil((this.#o.leaseMs ?? 0) / 1000));
     for (let attempt = 1;; attempt++) {
       try {
-        await write();
-        return;
+        return await write();
       } catch (error) {
         log("warn", "jobs", what, {
           job: id,
@@ -272,6 +375,7 @@ export class JobRunner {
         });
         if (attempt >= tries || (this.#stopping && !this.#drain)) throw error;
         await new Promise((r) => setTimeout(r, Math.min(1000 * attempt, 2000)));
+        if (giveUp()) return undefined;
       }
     }
   }

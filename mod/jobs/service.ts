@@ -11,15 +11,22 @@
  *
  * A job belongs to the API key that made it (its owner) and, when that key
  * is bound to a project, to the project: every key of the project may list
- * and fetch it, only its owner may cancel it.
+ * and fetch it, only its owner may cancel it. A call refused by a per-key or
+ * per-project limit is told when to retry: which of the jobs holding the
+ * room must end first, and when that should be from this engine's timings
+ * (`quota.ts`).
  *
  * @module
  */
 
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
-import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { callerOf } from "./caller.ts";
+export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
+import { deliverResult } from "./delivery.ts";
+import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
 import type {
@@ -31,7 +38,7 @@ import type {
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
-import { isTerminal } from "./types.ts";
+import { isTerminal, jobsAhead, LEASE_LAPSED_REASON } from "./types.ts";
 
 /** Options of {@link JobService}. */
 export interface JobServiceOptions {
@@ -69,10 +76,9 @@ export interface JobServiceOptions {
   engine?: boolean;
   /** `[jobs] lease_seconds` in ms, on a store with leases (default 30 s). */
   leaseMs?: number;
+  /** Bytes of images a result carries inline (default `INLINE_IMAGE_BUDGET`, delivery.ts). */
+  inlineImageBytes?: number;
 }
-
-/** Why a job whose worker stopped renewing its lease failed. */
-export const LEASE_EXPIRED_REASON = "the worker running it stopped";
 
 /** `/healthz` numbers: no prompts, no owners. */
 export interface JobHealth {
@@ -98,6 +104,16 @@ function isUnavailable(error: unknown): boolean {
 }
 
 /**
+ * How a tool's text names an unreachable database: without the error's own
+ * message, which names the database (its host, or the embedded cluster).
+ */
+function databaseAway(error: unknown): string {
+  return (error as { code?: unknown } | null)?.code === "TIMEOUT"
+    ? "the database did not answer in time (it is stalled or unreachable)"
+    : "the database is unavailable";
+}
+
+/**
  * Runs `read`, retrying for up to 30 s while the database is unreachable (a
  * restart of PostgreSQL must not turn a job that goes on into a failed call).
  */
@@ -111,16 +127,6 @@ async function untilReachable<T>(read: () => Promise<T>, signal: AbortSignal): P
       await new Promise((r) => setTimeout(r, 500));
     }
   }
-}
-
-/** Who owns the jobs of a call: its API key over HTTP, this process over stdio. */
-export function ownerOf(scope: Scope | undefined): string {
-  return scope ? `key:${scope.keyPrefix}` : `stdio:${Deno.pid}`;
-}
-
-/** The caller as an owner of jobs: its owner name and its key's project. */
-export function callerOf(scope: Scope | undefined): JobOwner {
-  return { owner: ownerOf(scope), project: scope?.projectId ?? null };
 }
 
 /** See the module documentation. */
@@ -187,7 +193,7 @@ export class JobService {
     if (expire) {
       const leaseMs = this.#o.leaseMs ?? 30_000;
       this.#leaseSweep = setInterval(() => {
-        expire(LEASE_EXPIRED_REASON).then((ids) => {
+        expire(LEASE_LAPSED_REASON).then((ids) => {
           if (ids.length) log("warn", "jobs", "jobs whose worker stopped", { jobs: ids });
         }, (error) => log("debug", "jobs", "could not check leases", { error: String(error) }));
       }, Math.max(100, Math.min(leaseMs / 2, 5000)));
@@ -205,7 +211,66 @@ export class JobService {
    */
   async assertRoom(context: ToolContext, images = 1): Promise<void> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
-    await this.#o.store.assertRoom(callerOf(context.scope), images);
+    const caller = callerOf(context.scope);
+    try {
+      await this.#o.store.assertRoom(caller, images);
+    } catch (error) {
+      if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
+      throw new ToolError(
+        "busy",
+        `${databaseAway(error)}, so no generation was queued; call again once the server's ` +
+          `/healthz answers 200`,
+      );
+    }
+  }
+
+  /**
+   * Rethrows `error`; a per-key or per-project refusal gets
+   * {@link retryHint}'s sentence added (when the jobs holding the room can
+   * be read; the refusal stands without it otherwise).
+   */
+  async #withRetryHint(error: unknown, caller: JobOwner): Promise<never> {
+    if (!(error instanceof QuotaError) || error.frees === null) throw error;
+    let hint: string | null = null;
+    try {
+      const held: HeldJob[] = [];
+      // Jobs run in creation order, so the ones still holding room are among the newest.
+      for (const job of await this.#o.store.list(caller, 50)) {
+        if (isTerminal(job.state)) continue;
+        const counts = error.whose === "key"
+          ? job.owner === caller.owner
+          : job.project !== null && job.project === caller.project;
+        if (!counts) continue;
+        const own = job.owner === caller.owner;
+        if (job.state === "running") {
+          const live = this.#runner.current;
+          const progress = live?.id === job.id ? live.progress ?? job.progress : job.progress;
+          held.push({
+            id: job.id,
+            own,
+            images: job.images,
+            progress: progress ? { step: progress.step, steps: progress.steps } : null,
+            place: null,
+            etaMs: this.#remainingMs({ ...job, progress, id: job.id }),
+          });
+        } else {
+          const position = await this.#o.store.position(job.seq);
+          held.push({
+            id: job.id,
+            own,
+            images: job.images,
+            progress: null,
+            place: jobsAhead(position) + 1,
+            etaMs: this.#queuedMs(job, position),
+          });
+        }
+      }
+      hint = retryHint(error, held, !this.#runner.timer.measuredImage);
+    } catch (reason) {
+      log("debug", "jobs", "no retry hint for a refusal", { error: String(reason) });
+    }
+    if (hint === null) throw error;
+    throw new QuotaError(`${error.message}. ${hint}`, error.whose, error.frees);
   }
 
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
@@ -216,8 +281,25 @@ export class JobService {
     // Watched from before it exists, so `cancelOwn(true)` never takes it for an abandoned one.
     this.#watchJob(id);
     try {
-      await this.#o.store.create({ id, ...caller, request });
+      let created: Awaited<ReturnType<JobStore["create"]>>;
+      try {
+        created = await this.#o.store.create({ id, ...caller, request });
+      } catch (error) {
+        if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
+        // The commit may have reached the database just before it stopped answering.
+        throw new ToolError(
+          "busy",
+          `${databaseAway(error)} while this generation was being queued, so it may not have ` +
+            `been: once the server's /healthz answers 200, list_generations shows it (id ${id}) ` +
+            `if it was; call this tool again only if it is not listed`,
+        );
+      }
       this.#runner.wake();
+      if (context.startTask) {
+        // A task: the client polls for it (mod/jobs/tasks.ts), so the call answers at once.
+        context.startTask({ id, createdAt: created.createdAt });
+        return { content: [] };
+      }
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
     } finally {
       this.#unwatchJob(id);
@@ -268,7 +350,7 @@ export class JobService {
     }
     const record = await this.#o.store.get(id, caller);
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
-    const result = jobResult(record);
+    const result = await this.#deliver(jobResult(record), record, context);
     const note = outcome === "removed"
       ? `generation ${id} left the queue before it started; nothing was generated`
       : `generation ${id} had already ended (${record.state}); nothing to cancel`;
@@ -309,23 +391,22 @@ export class JobService {
     return cancelled;
   }
 
-  /** Queue depth and the running job's progress. */
-  async health(): Promise<JobHealth> {
-    let waiting: number | null = null;
+  /**
+   * Queue depth and the running job's progress; `timeoutMs` bounds the one
+   * database read (`/healthz` answers within `auth.db_timeout_ms`).
+   */
+  async health(timeoutMs?: number): Promise<JobHealth> {
+    let counts: { queued: number; running: number } | null = null;
     try {
-      waiting = (await this.#o.store.counts()).queued;
+      counts = await this.#o.store.counts(timeoutMs);
     } catch (error) {
-      log("warn", "jobs", "queue depth unavailable", { error: String(error) });
+      // `/healthz` says the database is unavailable; a line per probe would flood the log.
+      log("debug", "jobs", "queue depth unavailable", { error: String(error) });
     }
-    let shared: JobHealth["shared"];
-    if (this.#o.store.onQueued) {
-      try {
-        const counts = await this.#o.store.counts();
-        shared = { running: counts.running, waiting: counts.queued };
-      } catch {
-        shared = null;
-      }
-    }
+    const waiting = counts?.queued ?? null;
+    const shared: JobHealth["shared"] = this.#o.store.onQueued
+      ? (counts ? { running: counts.running, waiting: counts.queued } : null)
+      : undefined;
     const current = this.#runner.current;
     const limit = this.#o.queueLimit;
     if (!current) {
@@ -451,10 +532,48 @@ export class JobService {
       clearInterval(poll);
       context.signal.removeEventListener("abort", onAbort);
     }
-    const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
-    if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
-    if (isTerminal(record.state)) return jobResult(record);
-    return await this.#status(record, record.state === "queued" ? note : undefined);
+    try {
+      const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
+      if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
+      if (isTerminal(record.state)) return await this.#deliver(jobResult(record), record, context);
+      return await this.#status(record, record.state === "queued" ? note : undefined);
+    } catch (error) {
+      if (!isUnavailable(error)) throw error;
+      return errorResult(
+        `${databaseAway(error)}, so the state of generation ${id} cannot be read now. It stays ` +
+          `stored: a queued generation runs once the database answers again, and one that was ` +
+          `running ends as failed if the database was away longer than jobs.lease_seconds. Call ` +
+          `get_generation with job_id "${id}" once the server's /healthz answers 200.`,
+      );
+    }
+  }
+
+  /** A finished job's result as this caller's client takes it (delivery.ts). */
+  #deliver(result: ToolResult, job: JobSummary, context: ToolContext): Promise<ToolResult> {
+    return this.deliver(result, job, context.protocolVersion);
+  }
+
+  /**
+   * A finished job's result as a client of `protocolVersion` takes it: images
+   * within the inline budget, the rest as previews with links (delivery.ts).
+   * Tasks return their result through it too, so a task's result is the one
+   * `tools/call` would give.
+   */
+  deliver(
+    result: ToolResult,
+    job: JobSummary,
+    protocolVersion: string | undefined,
+  ): Promise<ToolResult> {
+    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#o.inlineImageBytes });
+  }
+
+  /**
+   * Estimated ms until `job` (queued, at `position`, or running) is done,
+   * from this engine's timings; null without measurements or when it ended.
+   */
+  estimateMs(job: JobSummary, position: QueuePosition | null): number | null {
+    if (job.state === "running") return this.#remainingMs({ ...job, id: job.id });
+    return job.state === "queued" && position ? this.#queuedMs(job, position) : null;
   }
 
   /** Estimated ms until a running job (or one ahead in the queue) is done, from this engine's timings. */

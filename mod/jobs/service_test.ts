@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { checkImageRequest } from "../generation/request_check.ts";
-import type { ToolContext } from "../mcp/tool.ts";
+import { type ToolContext, ToolError } from "../mcp/tool.ts";
+import { DatabaseError } from "../db/mod.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { JobService } from "./service.ts";
 import type { ClaimedJob } from "./types.ts";
@@ -333,6 +334,163 @@ Deno.test("a queued job's status counts the running job ahead of it", async () =
     assert.equal(queued.structuredContent?.queue_position, 2);
   } finally {
     jobs.abortRunning();
+    await jobs.dispose();
+  }
+});
+
+/** An in-memory store whose database "stops answering" while `away` is set. */
+class StallingStore extends MemoryJobStore {
+  away = false;
+  #check(): void {
+    if (this.away) {
+      throw new DatabaseError(
+        "database unavailable (postgres://u:***@db.internal/jobs): no answer within 1000 ms",
+        "TIMEOUT",
+        true,
+      );
+    }
+  }
+  override assertRoom(...args: Parameters<MemoryJobStore["assertRoom"]>) {
+    this.#check();
+    return super.assertRoom(...args);
+  }
+  override create(...args: Parameters<MemoryJobStore["create"]>) {
+    this.#check();
+    return super.create(...args);
+  }
+  override get(...args: Parameters<MemoryJobStore["get"]>) {
+    this.#check();
+    return super.get(...args);
+  }
+}
+
+Deno.test("a database that stops answering: calls get a text that says what happened to the job and what to call, never the database's address", async () => {
+  const s = scripted();
+  const store = new StallingStore({ queueLimit: 3, resultTtlMs: 60_000, maxResultBytes: 1 << 20 });
+  const jobs = new JobService({
+    store,
+    execute: s.execute,
+    checkRequest: (r) => checkImageRequest(r, { maxCount: 10 }),
+    maxWaitMs: 30,
+    resultTtlSeconds: 60,
+    queueLimit: 3,
+    stepsPerImage: 2,
+    worker: "t",
+  });
+  await jobs.start();
+  try {
+    store.away = true;
+    // Before anything is queued: nothing was, and the caller may simply call again.
+    await assert.rejects(
+      jobs.assertRoom(context("k1")),
+      (e: unknown) =>
+        e instanceof ToolError && e.category === "busy" &&
+        /^the database did not answer in time \(it is stalled or unreachable\), so no generation was queued/
+          .test(e.message) &&
+        !e.message.includes("db.internal"),
+    );
+    // While queueing: it may have been queued (the commit may have landed), so the text says
+    // how to find out before calling again.
+    await assert.rejects(
+      jobs.submit(request(), context("k1")),
+      (e: unknown) =>
+        e instanceof ToolError && e.category === "busy" &&
+        /it may not have been: once the server's \/healthz answers 200, list_generations shows it \(id gen_/
+          .test(e.message) &&
+        /call this tool again only if it is not listed$/.test(e.message),
+    );
+    // A job made while the database answered, whose state cannot be read when the wait ends.
+    store.away = false;
+    const handoff = await jobs.submit(request(), context("k1"));
+    const id = (handoff.structuredContent as { job_id: string }).job_id;
+    store.away = true;
+    const abort = new AbortController();
+    const reading = jobs.get(id, 0, context("k1", abort.signal));
+    // The read is retried while the database is away (a restart is short); the call gives up.
+    setTimeout(() => abort.abort(), 600);
+    const result = await reading;
+    assert.equal(result.isError, true);
+    assert.match(
+      text(result),
+      new RegExp(
+        `^the database did not answer in time \\(it is stalled or unreachable\\), so the state of generation ${id} cannot be read now\\. It stays stored`,
+      ),
+    );
+    assert.match(text(result), new RegExp(`Call get_generation with job_id "${id}" once`));
+    assert.doesNotMatch(text(result), /db\.internal/);
+    store.away = false;
+    s.release();
+  } finally {
+    store.away = false;
+    await jobs.dispose();
+  }
+});
+
+Deno.test("a call over the key's share is told which of its jobs must end first, and when", async () => {
+  const s = scripted();
+  const jobs = new JobService({
+    store: new MemoryJobStore({
+      queueLimit: 10,
+      resultTtlMs: 60_000,
+      maxResultBytes: 1 << 20,
+      perOwner: {
+        perKey: { jobs: 2, images: 10, resultBytes: 1 << 20 },
+        perProject: { jobs: 10, images: 10 },
+      },
+    }),
+    execute: s.execute,
+    checkRequest: (r) => checkImageRequest(r, { maxCount: 10 }),
+    maxWaitMs: 30,
+    resultTtlSeconds: 60,
+    queueLimit: 10,
+    stepsPerImage: 2,
+    worker: "t",
+  });
+  await jobs.start();
+  const idOf = (r: { structuredContent?: Record<string, unknown> }) =>
+    (r.structuredContent as { job_id: string }).job_id;
+  try {
+    const first = idOf(await jobs.submit(request(), context("k1")));
+    await s.started();
+    const second = idOf(await jobs.submit(request(), context("k1")));
+    // Nothing measured yet: the running job is named, without a time.
+    await assert.rejects(jobs.submit(request(), context("k1")), (e: Error) => {
+      assert.match(e.message, /jobs\.max_jobs_per_key = 2/);
+      assert.match(
+        e.message,
+        new RegExp(
+          `When to retry: generation ${first} \\(running, step 1 of 2\\) must end first; ` +
+            `this server has not measured a step yet, so there is no time estimate\\. .*` +
+            `call get_generation with job_id "${first}": it waits for the job to end, then retry\\.$`,
+        ),
+      );
+      return true;
+    });
+    // The image tools' early check says the same.
+    await assert.rejects(jobs.assertRoom(context("k1")), /When to retry: generation/);
+    // Another key is not refused, and is not told about k1's jobs.
+    const other = await jobs.submit(request(), context("k2"));
+    assert.equal(other.isError, undefined);
+    // Once an image has been measured, the hint has a time: the first job ends, the second runs.
+    s.reset();
+    s.release();
+    await s.started();
+    const third = idOf(await jobs.submit(request(), context("k1")));
+    await assert.rejects(jobs.submit(request(), context("k1")), (e: Error) => {
+      assert.match(
+        e.message,
+        new RegExp(
+          `When to retry: generation ${second} \\(running, step 1 of 2\\) must end first, in ` +
+            `about [^(]+ \\(estimated from this server's measured step times\\)\\. Retry then, ` +
+            `or call get_generation with job_id "${second}"`,
+        ),
+      );
+      return true;
+    });
+    assert.notEqual(third, second);
+    for (let i = 0; i < 4; i++) s.release();
+  } finally {
+    await jobs.cancelOwn(false);
     await jobs.dispose();
   }
 });

@@ -11,7 +11,14 @@ import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
-import type { JobEvent, JobItem, JobStore, OwnerLimits, StoreLimits } from "./types.ts";
+import {
+  type JobEvent,
+  type JobItem,
+  type JobStore,
+  LEASE_LAPSED_REASON,
+  type OwnerLimits,
+  type StoreLimits,
+} from "./types.ts";
 
 const text = (prompt = "a cat", seeds = [1]): ImageRequest => ({
   tool: "generate_image",
@@ -30,6 +37,8 @@ type Open = (limits: StoreLimits) => Promise<{
   store: JobStore;
   /** Another store on the same database, with other limits. */
   withLimits(limits: StoreLimits): JobStore;
+  /** A store on the same database whose claims lapse at once (a worker that died). */
+  lapsing: JobStore;
   close(): Promise<void>;
 }>;
 
@@ -39,16 +48,18 @@ const stores: Array<[string, Open]> = [
     return Promise.resolve({
       store,
       withLimits: (other) => new MemoryJobStore(other),
+      lapsing: store,
       close: () => store.close(),
     });
   }],
   ["postgres", async (limits) => {
     const tdb = await openTestDatabase("jobs_store");
-    // A 1 ms lease: by the time recovery runs, the claims of the test's gone "worker" expired.
-    const store = new PostgresJobStore(tdb.db, limits, { leaseMs: 1 });
+    const store = new PostgresJobStore(tdb.db, limits, { leaseMs: 60_000 });
     return {
       store,
       withLimits: (other) => new PostgresJobStore(tdb.db, other),
+      // A 1 ms lease: by the time recovery runs, the claims of the test's gone "worker" expired.
+      lapsing: new PostgresJobStore(tdb.db, limits, { leaseMs: 1 }),
       async close() {
         await store.close();
         await tdb.close();
@@ -121,7 +132,7 @@ for (const [kind, open] of stores) {
       // A queued job leaves the queue when cancelled; the next claim skips it.
       assert.equal(await store.cancel(b.id, "key:a"), "removed");
       assert.equal((await store.summary(b.id, as("key:a")))?.state, "cancelled");
-      await store.finish(a.id, { state: "succeeded", error: null });
+      await store.finish(first!.claim, { state: "succeeded", error: null });
       assert.equal((await store.claim("w1"))?.id, c.id);
       assert.equal(await store.claim("w1"), null);
     } finally {
@@ -140,22 +151,22 @@ for (const [kind, open] of stores) {
       });
       const events: JobEvent[] = [];
       const unsubscribe = store.subscribe(job.id, (e) => events.push(e));
-      await store.claim("w");
+      const { claim } = (await store.claim("w"))!;
       const progress = { image: 1, images: 2, step: 3, steps: 4, imagesDone: 0 };
-      store.progress(job.id, progress);
+      store.progress(claim, progress);
       const first: JobItem[] = [
         { type: "text", text: "[1/2] seed 1" },
         { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" },
       ];
-      await store.append(job.id, 0, first);
+      assert.equal(await store.append(claim, 0, first), true);
       // The same write again, as the runner retries one whose commit reply was lost:
       // nothing is stored twice, and the byte count is not added twice.
-      await store.append(job.id, 0, first);
-      await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
-      await store.append(job.id, 2, [{ type: "text", text: "[2/2] seed 2" }]);
+      assert.equal(await store.append(claim, 0, first), true);
+      await store.append(claim, 2, [{ type: "text", text: "[2/2] seed 2" }]);
+      await store.append(claim, 2, [{ type: "text", text: "[2/2] seed 2" }]);
       assert.equal(await store.cancel(job.id, "o"), "stopping");
       assert.equal((await store.summary(job.id, as("o")))?.cancelRequested, true);
-      await store.finish(job.id, { state: "cancelled", error: null });
+      await store.finish(claim, { state: "cancelled", error: null });
       unsubscribe();
       assert.deepEqual(events.map((e) => e.type), ["state", "progress", "cancel", "state"]);
       assert.deepEqual(events[1], { type: "progress", progress });
@@ -195,7 +206,7 @@ for (const [kind, open] of stores) {
   });
 
   Deno.test(`${kind} store: results expire, the byte cap drops the oldest, restarts fail running jobs`, async () => {
-    const { store, withLimits, close } = await open({
+    const { store, withLimits, lapsing, close } = await open({
       queueLimit: 10,
       resultTtlMs: 3_600_000,
       maxResultBytes: 25,
@@ -209,9 +220,9 @@ for (const [kind, open] of stores) {
           project: null,
           request: text(),
         });
-        await store.claim("w");
-        await store.append(job.id, 0, [{ type: "text", text: "0123456789" }]);
-        await store.finish(job.id, { state: "succeeded", error: null });
+        const { claim } = (await store.claim("w"))!;
+        await store.append(claim, 0, [{ type: "text", text: "0123456789" }]);
+        await store.finish(claim, { state: "succeeded", error: null });
         ids.push(job.id);
       }
       // 30 bytes over a 25-byte cap: the oldest result is gone, the two newest stay.
@@ -231,7 +242,8 @@ for (const [kind, open] of stores) {
         project: null,
         request: text(),
       });
-      await store.claim("w");
+      assert.equal((await lapsing.claim("w"))?.id, running.id);
+      await sleep(20);
       assert.deepEqual(
         await store.recover("the server restarted"),
         kind === "memory" ? [] : [
@@ -255,7 +267,7 @@ for (const [kind, open] of stores) {
       let claimed = await short.claim("w");
       while (claimed && claimed.id !== brief.id) claimed = await short.claim("w");
       assert.equal(claimed?.id, brief.id);
-      await short.finish(brief.id, { state: "succeeded", error: null });
+      await short.finish(claimed!.claim, { state: "succeeded", error: null });
       await sleep(300);
       assert.equal(await short.get(brief.id, as("p")), null);
       assert.ok(await short.purgeExpired() >= 1);
@@ -316,7 +328,7 @@ for (const [kind, open] of stores) {
       // A job that ends gives its room back (running jobs still count).
       const claimed = await store.claim("w");
       await assert.rejects(create("key:a", 7, [1]), busy(/max_jobs_per_key/));
-      await store.finish(claimed!.id, { state: "succeeded", error: null });
+      await store.finish(claimed!.claim, { state: "succeeded", error: null });
       await create("key:a", 7, [1]);
     } finally {
       await close();
@@ -369,8 +381,8 @@ for (const [kind, open] of stores) {
         const job = await store.create({ id: newJobId(), owner, project: null, request: text() });
         const claimed = await store.claim("w");
         assert.equal(claimed?.id, job.id);
-        await store.append(job.id, 0, [{ type: "text", text: "x".repeat(bytes) }]);
-        await store.finish(job.id, { state: "succeeded", error: null });
+        await store.append(claimed!.claim, 0, [{ type: "text", text: "x".repeat(bytes) }]);
+        await store.finish(claimed!.claim, { state: "succeeded", error: null });
         return job.id;
       };
       const mine = await finished("key:victim", 10);
@@ -422,15 +434,16 @@ Deno.test("postgres store: a second server on the same database never fails a li
   const second = new PostgresJobStore(embedded, LIMITS, { replica: "second", leaseMs: 60_000 });
   try {
     const job = await first.create({ id: newJobId(), owner: "o", project: null, request: text() });
-    assert.equal((await first.claim("first"))?.id, job.id);
+    const claimed = await first.claim("first");
+    assert.equal(claimed?.id, job.id);
     // The second server starts: recovery and the lease sweep leave the running job alone.
     assert.deepEqual(await second.recover("the server restarted"), []);
     assert.deepEqual(await second.expireLeases("the worker running it stopped"), []);
     assert.equal((await second.summary(job.id, as("o")))?.state, "running");
-    assert.deepEqual(await first.renew(job.id, "first"), { held: true, cancelRequested: false });
+    assert.deepEqual(await first.renew(claimed!.claim), { held: true, cancelRequested: false });
     // Once its lease has lapsed (a worker that stopped renewing), it is failed.
     const lapsing = new PostgresJobStore(embedded, LIMITS, { replica: "third", leaseMs: 1 });
-    await lapsing.renew(job.id, "first");
+    await lapsing.renew(claimed!.claim);
     await sleep(20);
     assert.deepEqual(await second.recover("the server restarted"), [job.id]);
     assert.equal((await second.summary(job.id, as("o")))?.error, "the server restarted");
@@ -439,4 +452,112 @@ Deno.test("postgres store: a second server on the same database never fails a li
     await second.close();
     await tdb.close();
   }
+});
+
+Deno.test("postgres store: writes of a claim that no longer holds change nothing; a lapsed claim ends failed, whoever writes first", async () => {
+  const tdb = await openTestDatabase("jobs_fencing");
+  const store = new PostgresJobStore(tdb.db, { ...LIMITS, queueLimit: 5 }, { leaseMs: 500 });
+  const one: JobItem = { type: "text", text: "[1/2] seed 1" };
+  const two: JobItem = { type: "text", text: "[2/2] seed 2" };
+  try {
+    // Both orders of the two writers a resumed database may see first: the worker's own
+    // late end, and the lease sweep of any replica.
+    for (const first of ["worker", "sweep"] as const) {
+      const job = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text("x", [1, 2]),
+      });
+      const { claim } = (await store.claim("w"))!;
+      // Another claim of the same job (one that lost the row) writes nothing.
+      const stranger = { ...claim, token: crypto.randomUUID() };
+      assert.equal(await store.append(stranger, 0, [one]), false);
+      assert.deepEqual(await store.renew(stranger), { held: false, cancelRequested: false });
+      await store.finish(stranger, { state: "succeeded", error: null });
+      assert.equal((await store.summary(job.id, as("o")))?.state, "running");
+      // The holder's writes land while its lease holds.
+      assert.equal(await store.append(claim, 0, [one]), true);
+      assert.deepEqual(await store.renew(claim), { held: true, cancelRequested: false });
+      // Past the lease (the worker lost the database for that long) it is never revived,
+      await sleep(700);
+      assert.deepEqual(await store.renew(claim), { held: false, cancelRequested: false });
+      assert.equal(await store.append(claim, 1, [two]), false);
+      // and the job ends once, as failed with the lease's reason, whatever the worker reports.
+      if (first === "worker") {
+        await store.finish(claim, { state: "succeeded", error: null });
+        assert.deepEqual(await store.expireLeases(LEASE_LAPSED_REASON), []);
+      } else {
+        assert.deepEqual(await store.expireLeases(LEASE_LAPSED_REASON), [job.id]);
+        await store.finish(claim, { state: "succeeded", error: null });
+      }
+      const record = await store.get(job.id, as("o"));
+      assert.equal(record?.state, "failed", first);
+      assert.equal(record?.error, LEASE_LAPSED_REASON, first);
+      // The image finished before the lease lapsed is kept and returned.
+      assert.deepEqual(record?.items, [one], first);
+    }
+  } finally {
+    await store.close();
+    await tdb.close();
+  }
+});
+
+Deno.test({
+  name: "postgres store: a claim whose answer was lost goes back to the queue, then runs once",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const tdb = await openTestDatabase("jobs_lost_claim");
+    // Every statement of this pool gives up after 300 ms, as the server's pool does.
+    const pool = await tdb.connect({ queryTimeoutMs: 300, migrate: false });
+    const store = new PostgresJobStore(pool, LIMITS, { leaseMs: 60_000 });
+    try {
+      const job = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text(),
+      });
+      // The database answers, but too late: the claim lands on the row after the caller gave up.
+      tdb.proxy.setDelay(800);
+      await assert.rejects(
+        store.claim("w"),
+        (e: Error & { code?: string }) => e.code === "TIMEOUT",
+      );
+      tdb.proxy.setDelay(0);
+      const row = async () =>
+        (await tdb.db.query<{ state: string; lease_token: string | null }>(
+          "SELECT state, lease_token FROM mcp_generation_jobs WHERE id = $1",
+          [job.id],
+        ))[0];
+      // The row is taken by a claim nobody holds.
+      for (let i = 0; i < 100 && (await row()).state !== "running"; i++) await sleep(50);
+      const lost = await row();
+      assert.equal(lost.state, "running");
+      assert.ok(lost.lease_token);
+      // The next claims put it back in the queue and take it again, under a claim of their own
+      // (until the lost claim's late answer is in, they send none: it might still land).
+      let claimed = null;
+      for (let i = 0; i < 100 && !claimed; i++) {
+        claimed = await store.claim("w").catch((e: Error & { code?: string }) => {
+          assert.equal(e.code, "TIMEOUT", e.message);
+          return sleep(50).then(() => null);
+        });
+      }
+      assert.equal(claimed?.id, job.id);
+      assert.notEqual(claimed?.claim.token, lost.lease_token);
+      assert.deepEqual(await row(), { state: "running", lease_token: claimed!.claim.token });
+      // It runs once: nothing else to claim, and the lost claim can write nothing.
+      assert.equal(await store.claim("w"), null);
+      const stale = { ...claimed!.claim, token: lost.lease_token! };
+      assert.equal(await store.append(stale, 0, [{ type: "text", text: "stale" }]), false);
+      await store.finish(claimed!.claim, { state: "succeeded", error: null });
+      assert.equal((await store.summary(job.id, as("o")))?.state, "succeeded");
+    } finally {
+      tdb.proxy.setDelay(0);
+      await store.close();
+      await tdb.close();
+    }
+  },
 });

@@ -1,5 +1,6 @@
 /**
- * A started job service on an in-memory store, for tests of the tools.
+ * A started job service for tests of the tools: on an in-memory store, or
+ * on any store a test opens.
  *
  * @module
  */
@@ -7,6 +8,7 @@
 import { checkImageRequest, type ImageService, runImageRequest } from "../generation/mod.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { JobService } from "./service.ts";
+import type { JobStore } from "./types.ts";
 
 /** Options of {@link startMemoryJobs}. */
 export interface MemoryJobsOptions {
@@ -18,19 +20,31 @@ export interface MemoryJobsOptions {
   resultTtlMs?: number;
   /** Result byte cap (default 64 MiB). */
   maxResultBytes?: number;
+  /** Bytes of images a result carries inline (default: the service's). */
+  inlineImageBytes?: number;
 }
 
 /** Starts a job service whose runner makes images with `images`; dispose it when done. */
-export async function startMemoryJobs(
+export function startMemoryJobs(
   images: ImageService,
   options: MemoryJobsOptions = {},
 ): Promise<JobService> {
+  const store = new MemoryJobStore({
+    queueLimit: options.queueLimit ?? 4,
+    resultTtlMs: options.resultTtlMs ?? 3_600_000,
+    maxResultBytes: options.maxResultBytes ?? 64 * 1024 * 1024,
+  });
+  return startJobs(images, store, options);
+}
+
+/** Starts a job service on `store` (its limits are the store's); dispose it when done. */
+export async function startJobs(
+  images: ImageService,
+  store: JobStore,
+  options: MemoryJobsOptions = {},
+): Promise<JobService> {
   const jobs = new JobService({
-    store: new MemoryJobStore({
-      queueLimit: options.queueLimit ?? 4,
-      resultTtlMs: options.resultTtlMs ?? 3_600_000,
-      maxResultBytes: options.maxResultBytes ?? 64 * 1024 * 1024,
-    }),
+    store,
     execute: (job, hooks) => runImageRequest(images, job.request, hooks),
     checkRequest: (request) => checkImageRequest(request, { maxCount: 10 }),
     maxWaitMs: options.maxWaitMs ?? Infinity,
@@ -38,6 +52,7 @@ export async function startMemoryJobs(
     queueLimit: options.queueLimit ?? 4,
     stepsPerImage: 2,
     worker: "test",
+    inlineImageBytes: options.inlineImageBytes,
   });
   await jobs.start();
   return jobs;

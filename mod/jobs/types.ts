@@ -92,6 +92,22 @@ export interface JobRecord extends JobSummary {
   items: JobItem[];
 }
 
+/**
+ * One claim of a running job: the job, the worker that claimed it, and a
+ * token unique to this claim. Every write of a running job carries it
+ * (fencing): once the claim is no longer the row's (its lease lapsed and the
+ * job was failed, or a claim whose answer was lost went back to the queue),
+ * a late write changes nothing.
+ */
+export interface JobClaim {
+  /** The job id. */
+  id: string;
+  /** The worker that claimed it. */
+  worker: string;
+  /** Unique to this claim. */
+  token: string;
+}
+
 /** A job the runner has claimed: it needs the whole request. */
 export interface ClaimedJob {
   /** The job id. */
@@ -100,6 +116,8 @@ export interface ClaimedJob {
   request: ImageRequest;
   /** A cancellation arrived while it was being claimed. */
   cancelRequested: boolean;
+  /** The claim its writes carry. */
+  claim: JobClaim;
 }
 
 /** What a subscriber hears about one job. */
@@ -215,20 +233,31 @@ export interface JobStore {
   list(viewer: JobOwner, limit: number): Promise<JobSummary[]>;
   /** What is ahead of the queued job `seq`. */
   position(seq: number): Promise<QueuePosition>;
-  /** Queue depth and running jobs. */
-  counts(): Promise<QueueCounts>;
-  /** Takes the oldest queued job for `worker` (state `running`), or null when none waits. */
+  /** Queue depth and running jobs; `timeoutMs` bounds the wait (`/healthz`). */
+  counts(timeoutMs?: number): Promise<QueueCounts>;
+  /**
+   * Takes the oldest queued job for `worker` (state `running`), or null when
+   * none waits. A claim whose answer was lost (the database stalled or went
+   * away) is put back in the queue by the next call, never left `running`
+   * under a claim nobody holds.
+   */
   claim(worker: string): Promise<ClaimedJob | null>;
   /** Records progress of a running job (coalesced; never blocks the engine). */
-  progress(id: string, progress: JobProgress): void;
+  progress(claim: JobClaim, progress: JobProgress): void;
   /**
    * Stores result items of a running job at positions `from`, `from + 1`, …
    * Idempotent: a position already stored is kept as it is, so a write retried
-   * after a lost commit reply does not store an image twice.
+   * after a lost commit reply does not store an image twice. Resolves false,
+   * storing nothing, when `claim` no longer holds the job (its lease lapsed).
    */
-  append(id: string, from: number, items: JobItem[]): Promise<void>;
-  /** Ends a running job, sets its expiry, and trims old results to the byte cap. */
-  finish(id: string, outcome: JobOutcome): Promise<void>;
+  append(claim: JobClaim, from: number, items: JobItem[]): Promise<boolean>;
+  /**
+   * Ends a running job, sets its expiry, and trims old results to the byte
+   * cap. Nothing changes when `claim` no longer holds the job; a claim whose
+   * lease has lapsed ends it as `failed` with {@link LEASE_LAPSED_REASON},
+   * whatever `outcome` says, as the lease sweep of any replica would.
+   */
+  finish(claim: JobClaim, outcome: JobOutcome): Promise<void>;
   /**
    * Cancels the job `id` of `owner` (only its owner may): a queued one leaves
    * the queue, a running one is asked to stop.
@@ -254,10 +283,10 @@ export interface JobStore {
   /** Runs `listener` when another replica queued a job (or events may have been missed). */
   onQueued?(listener: () => void): () => void;
   /**
-   * Extends the lease of `worker`'s running job. `held` is false when the
-   * job is no longer this worker's (its lease expired and it was failed).
+   * Extends the lease of a running job. `held` is false when `claim` no
+   * longer holds it (its lease lapsed: it was failed, or is about to be).
    */
-  renew?(id: string, worker: string): Promise<LeaseRenewal>;
+  renew?(claim: JobClaim): Promise<LeaseRenewal>;
   /** Fails every running job whose lease expired, with `reason`; returns their ids. */
   expireLeases?(reason: string): Promise<string[]>;
   /** Tells the other replicas that `owner` cancelled its request `request` (not in flight here). */
@@ -265,6 +294,16 @@ export interface JobStore {
   /** Runs `listener` when another replica passes on a request cancellation. */
   onRequestCancel?(listener: (owner: string, request: string | number) => void): () => void;
 }
+
+/**
+ * Why a job whose lease lapsed ended as `failed`: its worker stopped (a
+ * crash, a kill, a power loss), or could not reach the database for the
+ * whole lease (the database stalled or went away). Either way the job is not
+ * retried (docs/deploy.md, "Leases").
+ */
+export const LEASE_LAPSED_REASON: string =
+  "the worker running it stopped renewing its lease for jobs.lease_seconds: the worker " +
+  "stopped, or the database did not answer it for that long; call the tool again";
 
 /** What {@link JobStore.renew} found. */
 export interface LeaseRenewal {

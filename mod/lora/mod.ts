@@ -40,3 +40,13 @@ export {
   type LoraMatchInput,
   LoraSet,
 } from "./lora_set.ts";
+export {
+  assertLorasListedOnce,
+  fileIdentity,
+  findRepeatedLoras,
+  type ListedOnceOptions,
+  type LoraIdentity,
+  type LoraListEntry,
+  type RepeatedLora,
+  RepeatedLoraError,
+} from "./repeated.ts";

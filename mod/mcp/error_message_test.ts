@@ -1,32 +1,29 @@
 /**
- * A JSON-RPC error reaches the client with one "MCP error <code>:" prefix
- * (the one the client's own McpError adds), for the server's own errors and
- * the SDK's alike: on the wire the message is the error alone.
+ * A JSON-RPC error reaches the client with its message as the server wrote
+ * it: on the wire the message is the error alone (the v1 SDK's server put
+ * "MCP error <code>: " in front, and v1 clients added it again), so a v1
+ * client shows one prefix and a v2 client none.
  */
 
 import assert from "node:assert/strict";
-import { Client, InMemoryTransport, type McpMessage } from "./sdk.ts";
-import { createMcpServer, withoutErrorPrefix } from "./server.ts";
+import type { McpMessage } from "./sdk.ts";
+import { createMcpServer } from "./server.ts";
+import { connectLegacy, connectModern, connectV1 } from "./testing.ts";
 
-async function connect(ready?: Promise<void>) {
-  const server = createMcpServer({ tools: [], ready });
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+/** Records what reaches the client's side of an in-memory pair. */
+function tap(transport: { onmessage?: (m: McpMessage, e?: unknown) => void }): McpMessage[] {
   const wire: McpMessage[] = [];
-  const onmessage = () => clientSide.onmessage;
-  await server.connect(serverSide);
-  const client = new Client({ name: "unit", version: "1" });
-  await client.connect(clientSide);
-  // Record what arrives on the client's side, then hand it on.
-  const deliver = onmessage()!;
-  clientSide.onmessage = (message, extra) => {
+  const deliver = transport.onmessage!;
+  transport.onmessage = (message, extra) => {
     wire.push(message);
     deliver(message, extra);
   };
-  return { client, wire, close: () => client.close() };
+  return wire;
 }
 
-Deno.test("an unknown tool: one prefix at the client, the bare message on the wire", async () => {
-  const { client, wire, close } = await connect();
+Deno.test("an unknown tool: one prefix at a v1 client, the bare message on the wire", async () => {
+  const { client, close } = await connectV1(createMcpServer({ tools: [] }));
+  const wire = tap(client.transport as never);
   try {
     await assert.rejects(client.callTool({ name: "make_video", arguments: {} }), (e: Error) => {
       assert.equal(e.message, "MCP error -32602: Unknown tool: make_video");
@@ -39,8 +36,30 @@ Deno.test("an unknown tool: one prefix at the client, the bare message on the wi
   }
 });
 
-Deno.test("a failed start-up (tools/list): one prefix at the client", async () => {
-  const { client, close } = await connect(Promise.reject(new Error("no model files")));
+Deno.test("an unknown tool: a v2 client sees the message itself, in both eras", async () => {
+  for (
+    const connect of [
+      () => connectLegacy(createMcpServer({ tools: [] })),
+      () => connectModern((era) => createMcpServer({ tools: [], era })),
+    ]
+  ) {
+    const { client, close } = await connect();
+    try {
+      await assert.rejects(client.callTool({ name: "make_video", arguments: {} }), (e: Error) => {
+        assert.equal(e.message, "Unknown tool: make_video");
+        assert.equal((e as Error & { code: number }).code, -32602);
+        return true;
+      });
+    } finally {
+      await close();
+    }
+  }
+});
+
+Deno.test("a failed start-up (tools/list): one prefix at a v1 client", async () => {
+  const ready = Promise.reject(new Error("no model files"));
+  ready.catch(() => {});
+  const { client, close } = await connectV1(createMcpServer({ tools: [], ready }));
   try {
     await assert.rejects(client.listTools(), (e: Error) => {
       assert.equal(
@@ -52,17 +71,4 @@ Deno.test("a failed start-up (tools/list): one prefix at the client", async () =
   } finally {
     await close();
   }
-});
-
-Deno.test("withoutErrorPrefix: only a matching prefix goes; other messages stay as they are", () => {
-  const error = (code: number, message: string) =>
-    ({ jsonrpc: "2.0", id: 1, error: { code, message } }) as McpMessage;
-  assert.deepEqual(
-    withoutErrorPrefix(error(-32602, "MCP error -32602: MCP error -32602: x")),
-    error(-32602, "x"),
-  );
-  const other = error(-32603, "MCP error -32602: x");
-  assert.equal(withoutErrorPrefix(other), other);
-  const result = { jsonrpc: "2.0", id: 1, result: {} } as McpMessage;
-  assert.equal(withoutErrorPrefix(result), result);
 });

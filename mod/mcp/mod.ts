@@ -1,19 +1,25 @@
 /**
- * MCP plumbing: the tool and resource interfaces, extensions, the server
- * factory, the stdio transport and the SDK door.
+ * MCP plumbing: the tool, resource and task interfaces, extensions, the
+ * server factory, the stdio transport and the SDK door.
  *
  * @module
  */
 
 export * from "./tool.ts";
 export { RESOURCE_NOT_FOUND } from "./resource.ts";
-export type { ResourceDefinition } from "./resource.ts";
+export type {
+  ResourceDefinition,
+  ResourceTemplateDefinition,
+  TemplateResourceContents,
+} from "./resource.ts";
 export { toolMetaFor } from "./extension.ts";
 export type { ClientExtensionCapabilities, McpExtension } from "./extension.ts";
 export { createMcpServer, SERVER_INFO } from "./server.ts";
 export type { McpServerOptions } from "./server.ts";
-export { DenoStdioTransport } from "./stdio.ts";
-export type { DenoStdioOptions } from "./stdio.ts";
+export { TASK_POLL_INTERVAL_MS, TASKS_EXTENSION_ID } from "./tasks.ts";
+export type { ProtocolEra, TaskBackend, TaskCancelOutcome, TaskState, TaskView } from "./tasks.ts";
+export { DenoStdioTransport, serveStdioConnection } from "./stdio.ts";
+export type { DenoStdioOptions, StdioConnection } from "./stdio.ts";
 export { watchParent } from "./parent_watch.ts";
 export type { ParentWatch, ParentWatchOptions } from "./parent_watch.ts";
 export { MAX_IMAGE_BASE64_LENGTH, MAX_REQUEST_BYTES } from "./limits.ts";

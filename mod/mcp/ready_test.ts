@@ -1,6 +1,13 @@
+/**
+ * The `ready` gate: the handshake (`initialize`, or `server/discover` under
+ * 2026-07-28) is answered while the models load; `tools/list` and
+ * `tools/call` wait for them, and fail with the start-up error naming it.
+ */
+
 import assert from "node:assert/strict";
-import { Client, InMemoryTransport } from "./sdk.ts";
 import { createMcpServer } from "./server.ts";
+import { connectLegacy, connectModern } from "./testing.ts";
+import type { ProtocolEra } from "./tasks.ts";
 import type { ToolDefinition } from "./tool.ts";
 
 const echo = {
@@ -12,14 +19,13 @@ const echo = {
   handle: () => Promise.resolve({ content: [{ type: "text", text: "hi" }] }),
 } as unknown as ToolDefinition;
 
-async function connect(ready: Promise<void>) {
-  const server = createMcpServer({ tools: [echo], ready });
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: "unit", version: "1" });
-  await client.connect(clientSide);
-  return client;
-}
+const eras: Array<[string, (ready: Promise<void>) => ReturnType<typeof connectLegacy>]> = [
+  ["2025 era", (ready) => connectLegacy(createMcpServer({ tools: [echo], ready }))],
+  [
+    "2026-07-28",
+    (ready) => connectModern((era: ProtocolEra) => createMcpServer({ tools: [echo], ready, era })),
+  ],
+];
 
 async function settledSoon(p: Promise<unknown>): Promise<boolean> {
   let settled = false;
@@ -28,30 +34,38 @@ async function settledSoon(p: Promise<unknown>): Promise<boolean> {
   return settled;
 }
 
-Deno.test("ready: initialize does not wait; tools/list and tools/call do", async () => {
-  let open!: () => void;
-  const client = await connect(new Promise<void>((r) => open = r));
-  const listed = client.listTools();
-  const called = client.callTool({ name: "echo", arguments: {} });
-  assert.equal(await settledSoon(listed), false);
-  assert.equal(await settledSoon(called), false);
-  open();
-  assert.deepEqual((await listed).tools.map((t) => t.name), ["echo"]);
-  assert.deepEqual((await called).content, [{ type: "text", text: "hi" }]);
-  await client.close();
-});
+for (const [label, connect] of eras) {
+  Deno.test(`ready (${label}): the handshake does not wait; tools/list and tools/call do`, async () => {
+    let open!: () => void;
+    const { client, close } = await connect(new Promise<void>((r) => open = r));
+    try {
+      const listed = client.listTools();
+      const called = client.callTool({ name: "echo", arguments: {} });
+      assert.equal(await settledSoon(listed), false);
+      assert.equal(await settledSoon(called), false);
+      open();
+      assert.deepEqual((await listed).tools.map((t) => t.name), ["echo"]);
+      assert.deepEqual((await called).content, [{ type: "text", text: "hi" }]);
+    } finally {
+      await close();
+    }
+  });
 
-Deno.test("ready: a rejected start is a JSON-RPC error naming it, for list and call", async () => {
-  let fail!: (e: Error) => void;
-  const ready = new Promise<void>((_, reject) => fail = reject);
-  ready.catch(() => {});
-  const client = await connect(ready);
-  const listed = client.listTools();
-  fail(new Error("unet: file not found"));
-  await assert.rejects(listed, /could not start its tools: unet: file not found/);
-  await assert.rejects(
-    client.callTool({ name: "echo", arguments: {} }),
-    /could not start its tools: unet: file not found/,
-  );
-  await client.close();
-});
+  Deno.test(`ready (${label}): a rejected start is a JSON-RPC error naming it`, async () => {
+    let fail!: (e: Error) => void;
+    const ready = new Promise<void>((_, reject) => fail = reject);
+    ready.catch(() => {});
+    const { client, close } = await connect(ready);
+    try {
+      const listed = client.listTools();
+      fail(new Error("unet: file not found"));
+      await assert.rejects(listed, /could not start its tools: unet: file not found/);
+      await assert.rejects(
+        client.callTool({ name: "echo", arguments: {} }),
+        /could not start its tools: unet: file not found/,
+      );
+    } finally {
+      await close();
+    }
+  });
+}

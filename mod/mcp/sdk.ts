@@ -1,59 +1,54 @@
 /**
- * The one door to the MCP SDK. Its `…/x.js` subpath imports type-check as
- * `any` under Deno unless each is given its declaration file, so they are
- * gathered here with `@ts-types` pointing into `node_modules`.
+ * The one door to the MCP server SDK (`@modelcontextprotocol/server`, the
+ * v2 line: the 2026-07-28 revision and the 2025 era from one server
+ * definition). Nothing else in the server imports it; the client SDKs the
+ * tests and benchmarks drive are behind `client_sdk.ts`.
  *
  * @module
  */
 
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/server/index.d.ts"
-export { Server } from "@modelcontextprotocol/sdk/server/index.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/server/webStandardStreamableHttp.d.ts"
-export { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/types.d.ts"
 export {
-  CallToolRequestSchema,
-  CallToolResultSchema,
-  ErrorCode,
-  JSONRPCMessageSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  McpError,
-  ReadResourceRequestSchema,
-} from "@modelcontextprotocol/sdk/types.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/types.d.ts"
-export type {
-  CallToolResult,
-  JSONRPCMessage,
-  ServerNotification,
-  ServerRequest,
-} from "@modelcontextprotocol/sdk/types.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/shared/transport.d.ts"
-export type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/shared/protocol.d.ts"
-export type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/server/index.d.ts"
-import type { Server as SdkServer } from "@modelcontextprotocol/sdk/server/index.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/shared/transport.d.ts"
-import type { Transport as SdkTransport } from "@modelcontextprotocol/sdk/shared/transport.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/types.d.ts"
-import type { JSONRPCMessage as SdkJsonRpcMessage } from "@modelcontextprotocol/sdk/types.js";
+  CLIENT_CAPABILITIES_META_KEY as CLIENT_CAPABILITIES_KEY,
+  createMcpHandler,
+  isLegacyRequest,
+  MissingRequiredClientCapabilityError,
+  parseJSONRPCMessage,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+} from "@modelcontextprotocol/server";
+export { serveStdio } from "@modelcontextprotocol/server/stdio";
+import type {
+  JSONRPCMessage as SdkJsonRpcMessage,
+  JSONRPCRequest as SdkJsonRpcRequest,
+  McpHttpHandler as SdkHttpHandler,
+  McpRequestContext as SdkRequestContext,
+  Server as SdkServer,
+  ServerCapabilities as SdkServerCapabilities,
+  ServerContext as SdkServerContext,
+  Transport as SdkTransport,
+  TransportSendOptions as SdkSendOptions,
+} from "@modelcontextprotocol/server";
 
 // Bare aliases give the SDK types a documented name of our own, so public
 // signatures (`createMcpServer`, `DenoStdioTransport`, the HTTP options) can
 // name them without `deno doc` counting them as private third-party types.
-/** The SDK's low-level MCP `Server` (one per stdio session or HTTP request). */
+/** The SDK's low-level MCP `Server`: one per stdio connection or HTTP request. */
 export type McpServer = SdkServer;
+/** The capabilities a server advertises (`initialize` / `server/discover`). */
+export type McpServerCapabilities = SdkServerCapabilities;
 /** The SDK's transport interface: what {@link McpServer.connect} drives. */
 export type McpTransport = SdkTransport;
+/** Options of one `send` (the request an answer or notification belongs to). */
+export type McpSendOptions = SdkSendOptions;
 /** One JSON-RPC 2.0 message (request, notification or response) as the SDK types it. */
 export type McpMessage = SdkJsonRpcMessage;
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.d.ts"
-export { Client } from "@modelcontextprotocol/sdk/client/index.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/client/stdio.d.ts"
-export { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/client/streamableHttp.d.ts"
-export { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-// @ts-types="../../node_modules/@modelcontextprotocol/sdk/dist/esm/inMemory.d.ts"
-export { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+/** One JSON-RPC request as the SDK types it. */
+export type McpRequest = SdkJsonRpcRequest;
+/** What a request handler gets besides its params: the request's id, signal, `_meta` envelope. */
+export type McpHandlerContext = SdkServerContext;
+/** What the server factory of an entry (HTTP or stdio) gets: the era it serves, the request. */
+export type McpFactoryContext = SdkRequestContext;
+/** The SDK's HTTP entry: `fetch(request, { authInfo, parsedBody })`. */
+export type McpHttpHandler = SdkHttpHandler;

@@ -1,6 +1,6 @@
 /**
- * The MCP server's dispatch, through a real SDK client over an in-memory
- * transport: scope refusals and invalid arguments use each tool's own error
+ * The MCP server's dispatch, through a real SDK client (v1 1.32) over an
+ * in-memory transport: scope refusals and invalid arguments use each tool's own error
  * shape, and a refused call never reaches the tool's I/O.
  */
 
@@ -8,18 +8,14 @@ import assert from "node:assert/strict";
 import { createBackendClient } from "../backend/mod.ts";
 import { startFakeBackend } from "../backend/testing.ts";
 import { createDesignCodeTools } from "../../tools/design_code.ts";
-import { CallToolResultSchema, Client, InMemoryTransport } from "./sdk.ts";
+import { CallToolResultSchema } from "./client_sdk.ts";
 import { createMcpServer } from "./server.ts";
+import { connectV1 } from "./testing.ts";
 import type { Scope } from "./tool.ts";
 
-async function connect(scope: Scope | undefined, backendUrl: string) {
+function connect(scope: Scope | undefined, backendUrl: string) {
   const backend = createBackendClient({ baseUrl: backendUrl, timeoutMs: 2000 });
-  const server = createMcpServer({ tools: createDesignCodeTools(backend), scope });
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await server.connect(serverSide);
-  const client = new Client({ name: "unit", version: "1" });
-  await client.connect(clientSide);
-  return { client, close: () => client.close() };
+  return connectV1(createMcpServer({ tools: createDesignCodeTools(backend), scope }));
 }
 
 const readKey: Scope = { keyPrefix: "abc", projectId: 42, userId: 7, permission: "read" };

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { JSONRPCMessage } from "./sdk.ts";
+import type { McpMessage as JSONRPCMessage } from "./sdk.ts";
 import { DenoStdioTransport } from "./stdio.ts";
 
 /** A transport fed from chunks, collecting what it writes. */

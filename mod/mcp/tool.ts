@@ -73,10 +73,33 @@ export interface ImageContent {
   mimeType: string;
 }
 
+/**
+ * A link to a resource the client may read with `resources/read` (MCP
+ * 2025-06-18 and later; older revisions have no such content block).
+ */
+export interface ResourceLinkContent {
+  /** MCP content kind: always `resource_link`. */
+  type: "resource_link";
+  /** The resource's URI. */
+  uri: string;
+  /** Programmatic name (e.g. a file name). */
+  name: string;
+  /** Human title. */
+  title?: string;
+  /** What it is, for the model and the user. */
+  description?: string;
+  /** MIME type of the resource's content. */
+  mimeType?: string;
+  /** Size of the raw content in bytes (before base64). */
+  size?: number;
+  /** Who the resource is for (`user`, `assistant`). */
+  annotations?: { audience?: Array<"user" | "assistant">; priority?: number };
+}
+
 /** What a tool handler returns: the MCP `CallToolResult`. */
 export interface ToolResult {
-  /** Content blocks in order: text and/or images. */
-  content: Array<TextContent | ImageContent>;
+  /** Content blocks in order: text, images and resource links. */
+  content: Array<TextContent | ImageContent | ResourceLinkContent>;
   /** Machine-readable result object, when the tool defines one. */
   structuredContent?: Record<string, unknown>;
   /** True for a tool-level failure the model should see (MCP `isError`); absent or false on success. */
@@ -116,10 +139,42 @@ export interface ToolContext {
   /** The caller's scope; undefined over stdio. */
   scope?: Scope;
   /**
+   * The MCP revision the client speaks for this call (`2025-11-25`; the one
+   * negotiated by `initialize`, or the request's own under 2026-07-28).
+   * Absent when the server does not say: results then hold only what every
+   * revision has (no `resource_link`).
+   */
+  protocolVersion?: string;
+  /**
    * Reports progress; a no-op unless the request carried a progressToken.
    * `progress` must increase with every call.
    */
   progress(progress: number, total?: number, message?: string): Promise<void>;
+  /**
+   * Present when the call runs as a task (the client can poll for its
+   * result, see `tasks.ts`): a tool that starts a long job hands the job
+   * over here as soon as it exists, instead of waiting for it, and returns
+   * at once; its return value is then not sent.
+   */
+  startTask?(task: StartedTask): void;
+}
+
+/** A job a tool started and handed over as a task (see {@link ToolContext.startTask}). */
+export interface StartedTask {
+  /** The job id, which is the task id. */
+  id: string;
+  /** When the job was created. */
+  createdAt: Date;
+}
+
+/**
+ * Whether a tool may run as a task: MCP 2025-11-25's `execution.taskSupport`
+ * (`optional`: the client chooses). Under 2026-07-28 the server decides, for
+ * the tools that allow it, when the client accepts the tasks extension.
+ */
+export interface ToolExecution {
+  /** `optional` or `required` lets a call run as a task; `forbidden` (the default) does not. */
+  taskSupport: "optional" | "required" | "forbidden";
 }
 
 /** One MCP tool: schema for `tools/list`, zod schema for validation, handler. */
@@ -140,6 +195,8 @@ export interface ToolDefinition<Schema extends ZodSchema = ZodSchema> {
    * (see `extension.ts`).
    */
   _meta?: Readonly<Record<string, unknown>>;
+  /** Whether calls may run as tasks, listed as the tool's `execution`. */
+  execution?: ToolExecution;
   /** Validates raw arguments; failures become field-level tool errors. */
   validate: Schema;
   /**

@@ -33,34 +33,61 @@ export interface SafetensorsEntry {
   data: Float32Array;
 }
 
+/** What {@link safetensorsLayout} computes. */
+export interface SafetensorsLayout {
+  /** The JSON header, padded with spaces so that 8 + its length is a multiple of 8. */
+  header: Uint8Array;
+  /** Bytes of tensor data after the header. */
+  dataBytes: number;
+  /** The whole file: 8 + header + data. */
+  size: number;
+}
+
+/**
+ * The header and size of a safetensors file with these tensors in this
+ * order, without their values (so the size of a full-size file can be known
+ * without making it).
+ */
+export function safetensorsLayout(
+  entries: ReadonlyArray<Pick<SafetensorsEntry, "name" | "dtype" | "shape">>,
+  metadata: Record<string, string> = {},
+): SafetensorsLayout {
+  const header: Record<string, unknown> = {};
+  if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const e of entries) {
+    const bytes = e.shape.reduce((a, b) => a * b, 1) * (e.dtype === "F32" ? 4 : 2);
+    header[e.name] = {
+      dtype: e.dtype,
+      shape: [...e.shape],
+      data_offsets: [offset, offset + bytes],
+    };
+    offset += bytes;
+  }
+  let json = JSON.stringify(header);
+  while ((8 + json.length) % 8 !== 0) json += " ";
+  const head = new TextEncoder().encode(json);
+  return { header: head, dataBytes: offset, size: 8 + head.length + offset };
+}
+
 /** Encodes tensors as one safetensors file (entries in the given order). */
 export function encodeSafetensors(
   entries: readonly SafetensorsEntry[],
   metadata: Record<string, string> = {},
 ): Uint8Array {
-  const header: Record<string, unknown> = {};
-  if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   const blobs: Uint8Array[] = [];
-  let offset = 0;
   for (const e of entries) {
     const count = e.shape.reduce((a, b) => a * b, 1);
     if (count !== e.data.length) {
       throw new Error(`safetensors ${e.name}: ${e.data.length} values for shape [${e.shape}]`);
     }
-    const bytes = e.dtype === "F32"
-      ? new Uint8Array(Float32Array.from(e.data).buffer)
-      : new Uint8Array(float32ToFloat16Bits(e.data).buffer);
-    header[e.name] = {
-      dtype: e.dtype,
-      shape: [...e.shape],
-      data_offsets: [offset, offset + bytes.length],
-    };
-    blobs.push(bytes);
-    offset += bytes.length;
+    blobs.push(
+      e.dtype === "F32"
+        ? new Uint8Array(Float32Array.from(e.data).buffer)
+        : new Uint8Array(float32ToFloat16Bits(e.data).buffer),
+    );
   }
-  let json = JSON.stringify(header);
-  while ((8 + json.length) % 8 !== 0) json += " ";
-  const head = new TextEncoder().encode(json);
+  const { header: head, dataBytes: offset } = safetensorsLayout(entries, metadata);
   const out = new Uint8Array(8 + head.length + offset);
   new DataView(out.buffer).setBigUint64(0, BigInt(head.length), true);
   out.set(head, 8);
@@ -140,6 +167,64 @@ export interface TinyLoraOptions {
    * when `alpha` equals the rank.
    */
   layout?: "kohya" | "peft";
+  /**
+   * Write the tensors sorted by name with `{"format": "pt"}` metadata, as
+   * the Python `safetensors` library saves a torch state dict (default: the
+   * module order, with kohya's `ss_network_module`).
+   */
+  torchSaved?: boolean;
+}
+
+/** kohya keys of a LoRA's tensors, with their shapes, for `modules` at `rank`. */
+export function kohyaLoraTensors(
+  modules: readonly TinyLoraModule[],
+  rank: number,
+  dtype: SafetensorsDtype,
+  alpha: boolean,
+): Array<Pick<SafetensorsEntry, "name" | "dtype" | "shape">> {
+  return modules.flatMap((m) => {
+    const conv = m.kind === "conv";
+    return [
+      {
+        name: `${m.key}.lora_down.weight`,
+        dtype,
+        shape: conv ? [rank, m.in, m.k, m.k] : [rank, m.in],
+      },
+      { name: `${m.key}.lora_up.weight`, dtype, shape: conv ? [m.out, rank, 1, 1] : [m.out, rank] },
+      ...(alpha ? [{ name: `${m.key}.alpha`, dtype, shape: [] }] : []),
+    ];
+  });
+}
+
+/**
+ * A stand-in for ByteDance's Hyper-SD unified SD 1.5 LoRA
+ * (`Hyper-SD15-1step-lora.safetensors`) in its layout: kohya keys for the
+ * modules an LCM LoRA adapts, float32 values and alphas (alpha = rank),
+ * sorted by name with `{"format": "pt"}` metadata. With the full-size
+ * UNet's 278 such modules at rank 64 this layout is exactly the published
+ * file's 269,127,096 bytes (`lora_test.ts`); `scale` keeps a random-weight
+ * update small.
+ */
+export function buildHyperSdLora(
+  seed: number,
+  options: {
+    modules?: readonly TinyLoraModule[];
+    rank?: number;
+    scale?: number;
+    dims?: ModelDims;
+  } = {},
+): Uint8Array {
+  const rank = options.rank ?? 64;
+  return buildTinyLora(seed, {
+    modules: options.modules,
+    dims: options.dims,
+    rank,
+    alpha: rank,
+    dtype: "F32",
+    targets: "unet",
+    scale: options.scale,
+    torchSaved: true,
+  });
 }
 
 /** kohya key → diffusers/PEFT module prefix: `lora_unet_…` → `unet.<dotted module path>`. */
@@ -209,6 +294,10 @@ export function buildTinyLora(seed: number, options: TinyLoraOptions = {}): Uint
     if (alpha !== null) {
       entries.push({ name: `${m.key}.alpha`, dtype, shape: [], data: Float32Array.of(alpha) });
     }
+  }
+  if (options.torchSaved) {
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return encodeSafetensors(entries, { format: "pt" });
   }
   return encodeSafetensors(
     entries,

@@ -55,10 +55,14 @@ export {
   type UnetOptions,
 } from "./unet.ts";
 export {
+  buildHyperSdLora,
   buildTinyLora,
   encodeSafetensors,
+  kohyaLoraTensors,
   type SafetensorsDtype,
   type SafetensorsEntry,
+  type SafetensorsLayout,
+  safetensorsLayout,
   type TinyLoraModule,
   tinyLoraModules,
   type TinyLoraOptions,

@@ -16,19 +16,22 @@
  *   `models.local.lock` (see add.ts) and prints the config lines to use, or
  *   sets them in the config's `config.local.toml` with `--write-config`: the
  *   user's own files, which git does not track, so `git pull` never conflicts.
+ *   For a LoRA, `[lora] files` is what the user wrote plus the new entry, never
+ *   the resolved list (the fast preset adds its LCM LoRA to that by itself).
  *
  * The config is `--config`, else `$SD_MCP_CONFIG`, else `./config.toml` when
  * it exists, else the defaults (root `./models`, lock `./models.lock`);
  * `--lock` / `--root` override it. Exit status: 0 all good, 1 some file
- * failed or is not ok, 2 usage, lock or config error, 130 interrupted
- * (partial files are kept for resuming).
+ * failed or is not ok, 2 usage, lock or config error (a LoRA listed twice
+ * among them), 130 interrupted by SIGINT or SIGTERM (partial downloads are
+ * kept for resuming; a conversion or merge in progress is removed).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
 import { parse as parseToml } from "smol-toml";
-import { join, resolve } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { type Help, printHelp, usageText } from "../cli/mod.ts";
 import { log } from "../log/mod.ts";
 import {
@@ -38,6 +41,7 @@ import {
   editConfigText,
   loadConfig,
   localOverlayPath,
+  readWrittenConfig,
   type ResolvedConfig,
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
@@ -52,7 +56,9 @@ import {
 } from "./lock.ts";
 import { writeAtomically } from "./lock_write.ts";
 import { neededFiles, toLockPath } from "./required.ts";
+import { assertLorasListedOnce, type LoraListEntry, RepeatedLoraError } from "../lora/mod.ts";
 import { buildDerivedFiles } from "./startup.ts";
+import { removeUnfinishedBuilds } from "./unfinished.ts";
 import { checkMergedModels, prepareMergedModels } from "./merged.ts";
 
 const HELP: Help = {
@@ -99,7 +105,8 @@ const HELP: Help = {
   notes: [
     "Downloads use HTTPS_PROXY / HTTP_PROXY when set and reach the hosts in NO_PROXY directly. " +
     "Exit status: 0 all good, 1 some file failed or is not ok, 2 a usage, lock or config " +
-    "mistake, 130 interrupted (partial downloads are kept and resumed).",
+    "mistake (a LoRA listed twice among them), 130 interrupted (SIGINT or SIGTERM: partial " +
+    "downloads are kept and resumed; a conversion or merge in progress is removed).",
   ],
 };
 
@@ -115,6 +122,8 @@ interface Setup {
   config: CheckedConfig & Pick<ResolvedConfig, "lora">;
   configPath: string | undefined;
   lora: ResolvedConfig["lora"];
+  /** The resolved `[generation] preset` (which may add a LoRA of its own). */
+  preset: ResolvedConfig["generation"]["preset"];
 }
 
 /** Moves every configured path from the config's root to `root` (the `--root` override). */
@@ -158,7 +167,7 @@ async function setup(v: { config?: string; lock?: string; root?: string }): Prom
   const config = await loadConfig({ path: configPath, overrides: { transport: "stdio" } });
   const models = rebase(config, v.root !== undefined ? resolve(v.root) : config.models.root);
   if (v.lock !== undefined) models.models.lock = resolve(v.lock);
-  return { config: models, configPath, lora: models.lora };
+  return { config: models, configPath, lora: models.lora, preset: config.generation.preset };
 }
 
 /** Runs the command with `args`; returns the process exit status. */
@@ -219,7 +228,7 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
     }
     if (
       e instanceof LockError || e instanceof AddError || e instanceof ConfigEditError ||
-      (e as Error).name === "ConfigError"
+      e instanceof RepeatedLoraError || (e as Error).name === "ConfigError"
     ) {
       log("error", "models", (e as Error).message);
       return 2;
@@ -236,6 +245,8 @@ async function download(
   const { config } = await setup(v);
   const { root, lock } = config.models;
   const { files: all, derived } = await readLock(lock);
+  // A LoRA listed twice is refused before anything is fetched or merged.
+  await assertLorasOnce(config.lora.files, root, all);
   let entries;
   let localFailures: string[] = [];
   if (v.all) {
@@ -272,7 +283,7 @@ async function download(
   for (const line of localFailures) log("error", "models", line);
   if (entries.length === 0) {
     if (localFailures.length > 0) return 1;
-    await buildDerived(config);
+    await buildDerived(config, signal);
     log("info", "models", "all model files the configuration needs are present and verified", {
       lock,
     });
@@ -292,7 +303,7 @@ async function download(
     log("error", "models", `${failed} of ${entries.length + localFailures.length} files failed`);
     return 1;
   }
-  await buildDerived(config);
+  await buildDerived(config, signal);
   log("info", "models", "all model files present and verified", { files: entries.length });
   return 0;
 }
@@ -301,19 +312,41 @@ async function download(
  * Builds the derived files the configuration needs whose inputs are now in
  * place, and the LoRA-merged models (so the first start merges nothing).
  */
-async function buildDerived(config: Setup["config"]): Promise<void> {
+async function buildDerived(config: Setup["config"], signal?: AbortSignal): Promise<void> {
   const check = await checkConfiguredFiles(config);
-  const built = await buildDerivedFiles(config, check);
+  const built = await buildDerivedFiles(config, check, { signal });
   if (built > 0) log("info", "models", "derived model files built", { folders: built });
   if (check.files.some((f) => f.state !== "ok" && !f.derived)) return;
-  const merged = await prepareMergedModels(config);
+  const merged = await prepareMergedModels(config, { signal });
   if (merged) log("info", "models", "LoRA-merged models in place", { models: Object.keys(merged) });
+}
+
+/** Refuses a LoRA listed twice in the resolved list (by path, file or the sha256 `entries` pin). */
+async function assertLorasOnce(
+  files: readonly LoraListEntry[],
+  root: string,
+  entries: ReadonlyArray<{ path: string; sha256: string }>,
+): Promise<void> {
+  const pinned = new Map(entries.map((e) => [join(root, ...e.path.split("/")), e.sha256]));
+  await assertLorasListedOnce(files, { root, sha256Of: (path) => pinned.get(path) });
 }
 
 async function check(v: { config?: string; lock?: string; root?: string }): Promise<number> {
   const { config } = await setup(v);
   const result = await checkConfiguredFiles(config, { progress: {} });
   const width = Math.max(...result.files.map((f) => f.state.length), 2);
+  let repeated: string[] = [];
+  try {
+    await assertLorasOnce(
+      config.lora.files,
+      config.models.root,
+      (await readLock(config.models.lock)).files,
+    );
+  } catch (e) {
+    if (!(e instanceof RepeatedLoraError)) throw e;
+    repeated = e.message.split("\n");
+  }
+  for (const line of repeated) out(`${"repeated".padEnd(width)}  ${line}`);
   for (const line of result.outside) out(`${"outside".padEnd(width)}  ${line}`);
   for (const f of result.files) {
     const made = f.derived && !f.detail
@@ -326,7 +359,7 @@ async function check(v: { config?: string; lock?: string; root?: string }): Prom
     out(`${m.state.padEnd(width)}  ${m.folder}/  (LoRA-merged ${m.model}: ${m.detail})`);
   }
   const bad = result.files.filter((f) => f.state !== "ok").length + result.outside.length +
-    merged.filter((m) => m.state !== "ok").length;
+    merged.filter((m) => m.state !== "ok").length + (repeated.length > 0 ? 1 : 0);
   out(
     `${
       result.files.length + merged.length
@@ -360,7 +393,7 @@ async function add(
     }
     component = v.component as AddComponent;
   }
-  const { config, configPath, lora } = await setup(v);
+  const { config, configPath, lora, preset } = await setup(v);
   const result = await addModels({
     target,
     component,
@@ -382,13 +415,16 @@ async function add(
   );
   let edits = result.edits;
   if (component === "lora") {
-    // Keep the configured LoRAs; the added one joins them (or replaces its own entry).
-    const others = (lora?.files ?? [])
-      .map((f) => ({ path: toLockPath(f.path, config.models.root), weight: f.weight }))
-      .filter((f) => f.path !== result.lockPath);
-    const files = [...others, { path: result.lockPath, weight: 1 }]
-      .map((f) => `{ path = ${tomlString(f.path)}, weight = ${f.weight.toFixed(1)} }`);
-    edits = [{ section: "lora", key: "files", value: `[${files.join(", ")}]` }];
+    const plan = await loraFilesEdit(
+      configPath,
+      config.models.root,
+      lora.files,
+      preset,
+      result.lockPath,
+    );
+    for (const line of plan.warnings) log("warn", "models", line);
+    if (plan.edit === undefined) return 0;
+    edits = [plan.edit];
   }
   // The user's settings go to the config's local overlay, which git does not track.
   const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
@@ -415,6 +451,67 @@ async function add(
     );
   }
   return 0;
+}
+
+/** A TOML float for a LoRA weight: `1.0`, `0.75` (never rounded). */
+function tomlWeight(weight: number): string {
+  return Number.isInteger(weight) ? weight.toFixed(1) : String(weight);
+}
+
+/**
+ * The `[lora] files` edit that adds `added` (a lock path under `root`): the
+ * entries the user wrote (config.toml with its config.local.toml over it;
+ * never the resolved list, to which a preset appends its own LoRA) as they
+ * wrote them, plus the new one at weight 1.0. An entry for the same file
+ * stays where it is, with its weight. No edit when `added` is a LoRA the
+ * preset merges by itself (listing it too would merge it twice), and a
+ * warning for each such LoRA the user's own list already names.
+ *
+ * @param resolved the resolved `[lora] files` (absolute paths under `root`):
+ *   the user's entries and what the preset adds
+ */
+async function loraFilesEdit(
+  configPath: string | undefined,
+  root: string,
+  resolved: ReadonlyArray<{ path: string }>,
+  preset: string,
+  added: string,
+): Promise<{ edit?: ConfigEdit; warnings: string[] }> {
+  const own = writtenLoraFiles(await readWrittenConfig(configPath));
+  // Written paths are relative to the models root (or absolute); compare them as lock paths.
+  const key = (p: string) => toLockPath(isAbsolute(p) ? p : join(root, p), root);
+  // What the resolved list holds beyond the user's entries is the preset's.
+  const extra = new Map<string, number>();
+  for (const r of resolved) extra.set(key(r.path), (extra.get(key(r.path)) ?? 0) + 1);
+  for (const f of own) extra.set(key(f.path), (extra.get(key(f.path)) ?? 0) - 1);
+  const presetAdds = new Set([...extra].filter(([, n]) => n > 0).map(([p]) => p));
+  const warnings = own.filter((f) => presetAdds.has(key(f.path))).map((f) =>
+    `[lora] files lists ${f.path}, which the ${preset} preset merges by itself: the server ` +
+    "refuses a LoRA listed twice; remove that entry from [lora] files"
+  );
+  if (presetAdds.has(added)) {
+    warnings.push(
+      `${added} is the LoRA the ${preset} preset merges by itself: it needs no [lora] files ` +
+        "entry (it would be merged twice); it is locked, and the config is left as it is",
+    );
+    return { warnings };
+  }
+  const files = own.some((f) => key(f.path) === added) ? own : [...own, { path: added, weight: 1 }];
+  const value = `[${
+    files.map((f) => `{ path = ${tomlString(f.path)}, weight = ${tomlWeight(f.weight)} }`)
+      .join(", ")
+  }]`;
+  return { edit: { section: "lora", key: "files", value }, warnings };
+}
+
+/** `[lora] files` as the user wrote it (`weight` defaults to 1.0, as in the config schema). */
+function writtenLoraFiles(written: Record<string, unknown>): { path: string; weight: number }[] {
+  const files = (written.lora as { files?: unknown } | undefined)?.files;
+  if (!Array.isArray(files)) return [];
+  return files.map((f: { path: string; weight?: number }) => ({
+    path: f.path,
+    weight: f.weight ?? 1,
+  }));
 }
 
 function configLines(edits: readonly ConfigEdit[]): string[] {
@@ -459,7 +556,11 @@ if (import.meta.main) {
   const controller = new AbortController();
   const onSignal = () => controller.abort(new Error("interrupted"));
   Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
   const code = await main(Deno.args, controller.signal);
   Deno.removeSignalListener("SIGINT", onSignal);
+  Deno.removeSignalListener("SIGTERM", onSignal);
+  // A build the signal abandoned may still be writing into its scratch folder.
+  removeUnfinishedBuilds();
   Deno.exit(code);
 }

@@ -180,3 +180,65 @@ Deno.test("cli: a dead HTTPS_PROXY is named in the one line, with how to bypass 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: SIGTERM during a download ends `deno task models` with 130 and keeps the partial file to resume", async () => {
+  const content = new Uint8Array(200_000).map((_, i) => (i * 31) % 251);
+  const sha = createHash("sha256").update(content).digest("hex");
+  const dir = await Deno.makeTempDir({ prefix: "models_cli_sigterm_" });
+  // The first response stalls after 70,000 bytes and never ends; the next ones are normal.
+  const server = await startFixtureServer(
+    content,
+    (n) => n === 1 ? { kind: "stall", after: 70_000 } : { kind: "normal" },
+  );
+  try {
+    await Deno.writeTextFile(
+      join(dir, "models.lock"),
+      `[[file]]\ncomponent = "unet"\npath = "sd15/unet/weights.pb"\nurl = "${server.url}"\n` +
+        `size = ${content.length}\nsha256 = "${sha}"\n`,
+    );
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--config",
+        join(REPO, "deno.json"),
+        "-P=models",
+        "--quiet",
+        join(REPO, "mod/models/cli.ts"),
+        "--all",
+      ],
+      cwd: dir,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+    const stderrText = new Response(child.stderr).text();
+    const partial = join(dir, "models/sd15/unet/weights.pb.partial");
+    // Until the stalled bytes are on disk: the download is under way and cannot end by itself.
+    for (;;) {
+      const size = await Deno.stat(partial).then((s) => s.size, () => 0);
+      if (size >= 70_000) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill("SIGTERM");
+    const { code } = await child.status;
+    const stderr = await stderrText;
+    strictEqual(code, 130, stderr);
+    match(stderr, /interrupted; run `deno task models` again to resume/);
+    strictEqual((await Deno.stat(partial)).size, 70_000, "the partial file is kept");
+    await Deno.stat(join(dir, "models/sd15/unet/weights.pb")).then(
+      () => ok(false, "no final file"),
+      (e) => ok(e instanceof Deno.errors.NotFound),
+    );
+    // The next run resumes from it.
+    strictEqual(
+      await main(["--all", "--lock", join(dir, "models.lock"), "--root", join(dir, "models")]),
+      0,
+    );
+    strictEqual(server.requests.at(-1)?.range, "bytes=70000-");
+    deepStrictEqual(await Deno.readFile(join(dir, "models/sd15/unet/weights.pb")), content);
+  } finally {
+    await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -15,7 +15,9 @@
  * stale, and {@link ensureDerived} builds the folder again: into a scratch
  * folder beside it (same file system), recorded, then moved into place, so an
  * interrupted build never leaves a folder that looks complete. Scratch folders
- * of processes that died are swept at the next build.
+ * of processes that died are swept at the next build; a build abandoned by a
+ * shutdown during start-up has its scratch folder removed before the process
+ * exits (`unfinished.ts`).
  *
  * One mechanism for every derived file: `models.lock` `[[derived]]` folders
  * (`required.ts` finds them, `check.ts` reports them, start-up and
@@ -31,6 +33,7 @@ import type { WrittenFile } from "../convert/mod.ts";
 import { log } from "../log/mod.ts";
 import { processAlive } from "../lora/mod.ts";
 import { sha256File } from "./sha256_file.ts";
+import { buildDone, buildStarted, untilAborted } from "./unfinished.ts";
 
 /** The record's file name inside a derived folder. */
 export const DERIVED_RECORD = ".derived.json";
@@ -131,6 +134,12 @@ export interface DerivedOptions {
   names?: readonly string[];
   /** Full-hash function (tests count calls); default streaming sha256. */
   hashFile?: (path: string) => Promise<string>;
+  /**
+   * {@link ensureDerived}: stop waiting for the build when this aborts (a
+   * shutdown during start-up): the scratch folder is removed and the
+   * signal's reason thrown; the build itself is abandoned (`unfinished.ts`).
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -271,13 +280,26 @@ export async function ensureDerived(
   if (check.ok) return { record: check.record };
   await Deno.mkdir(dirname(dir), { recursive: true });
   await sweepScratch(dir);
-  const scratch = await Deno.makeTempDir({
-    dir: dirname(dir),
-    prefix: `${basename(dir)}${BUILDING}${Deno.pid}-`,
-  });
+  const { signal } = options;
+  signal?.throwIfAborted();
+  const scratch = join(
+    dirname(dir),
+    `${basename(dir)}${BUILDING}${Deno.pid}-${
+      crypto.randomUUID().replaceAll("-", "").slice(0, 16)
+    }`,
+  );
+  // Known before it exists and made synchronously: a stop at any moment either finds it
+  // registered (and removes it before the process exits) or finds nothing to remove.
+  buildStarted(scratch);
+  try {
+    Deno.mkdirSync(scratch, { mode: 0o700 });
+  } catch (e) {
+    buildDone(scratch);
+    throw e;
+  }
   try {
     const started = performance.now();
-    const out = await build(scratch);
+    const out = await untilAborted(build(scratch), signal);
     const hashFile = options.hashFile ?? sha256File;
     const files: RecordedFile[] = [];
     for (const f of out.files) {
@@ -308,10 +330,12 @@ export async function ensureDerived(
       ...(out.info !== undefined ? { info: out.info } : {}),
     };
     await writeRecord(scratch, record);
+    signal?.throwIfAborted();
     await Deno.remove(dir, { recursive: true }).catch((e) => {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     });
     await Deno.rename(scratch, dir);
+    buildDone(scratch);
     log("info", "models", "built derived model files", {
       folder: dir,
       converter: recipe.converter,
@@ -323,6 +347,8 @@ export async function ensureDerived(
     return { record, built: `${check.problem}: ${check.detail}` };
   } catch (e) {
     await Deno.remove(scratch, { recursive: true }).catch(() => {});
+    // An abandoned build may still write into it: it is removed again before the process exits.
+    if (!signal?.aborted) buildDone(scratch);
     throw e;
   }
 }

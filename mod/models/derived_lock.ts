@@ -40,12 +40,14 @@ export function checkLockDerived(
 
 /**
  * Builds the folder of `d` when it is not in place (its inputs must have been
- * verified against the lock first).
+ * verified against the lock first); `signal` abandons the build (see
+ * {@link ensureDerived}).
  */
 export function ensureLockDerived(
   root: string,
   d: DerivedEntry,
   files: readonly LockEntry[],
+  signal?: AbortSignal,
 ): Promise<EnsureResult> {
   const converter = CONVERTERS[d.converter];
   const inputs = d.from.map((p) => join(root, ...p.split("/")));
@@ -53,6 +55,6 @@ export function ensureLockDerived(
     join(root, d.path),
     lockRecipe(d, files),
     async (into) => ({ files: await converter.run(inputs, into) }),
-    { names: names(d) },
+    { names: names(d), signal },
   );
 }

@@ -12,8 +12,12 @@
  * such and opened unchanged.
  *
  * Folders of other keys are swept: for each model the current one and the
- * most recently built other one are kept (switching between two LoRA configs
- * does not merge again), older ones and interrupted builds are removed.
+ * {@link OTHER_MERGES_KEPT} most recently used others are kept, so switching
+ * `[generation] preset` between fast (the LCM LoRA), turbo (the Hyper-SD
+ * LoRA) and quality (no preset LoRA; a merge only with your own `[lora]
+ * files`) merges nothing again once each has run, with or without your own
+ * LoRAs; older ones and interrupted builds are removed. A merged UNet costs
+ * the base UNet's size on disk (3.4 GB in fp32) per kept folder.
  *
  * @module
  */
@@ -42,6 +46,12 @@ import { toLockPath } from "./required.ts";
 
 /** The cache folder under the models root. */
 export const MERGED_DIR = ".merged";
+
+/**
+ * Merges of other keys kept per model beside the current one: the other two
+ * presets' (module docs), most recently used first.
+ */
+export const OTHER_MERGES_KEPT = 2;
 
 /** What the cache needs from the resolved config. */
 export interface MergeConfig extends CheckedConfig {
@@ -82,10 +92,16 @@ interface Slot {
  * models root cannot be written (the engine then merges in memory at start-up,
  * as before the cache). The files it reads must have been verified.
  *
+ * `signal` (a shutdown during start-up) abandons a merge in progress: its
+ * scratch folder is removed and the signal's reason thrown (`derived.ts`).
+ *
  * @throws LoraError naming the file when a LoRA cannot be read or matches no
  *   node of any model; an Error naming the model when an update does not fit
  */
-export async function prepareMergedModels(config: MergeConfig): Promise<MergedPaths | undefined> {
+export async function prepareMergedModels(
+  config: MergeConfig,
+  options: { signal?: AbortSignal } = {},
+): Promise<MergedPaths | undefined> {
   const files = config.lora.files;
   if (files.length === 0) return undefined;
   const cache = join(config.models.root, MERGED_DIR);
@@ -106,7 +122,7 @@ export async function prepareMergedModels(config: MergeConfig): Promise<MergedPa
   const paths: MergedPaths = {};
   const infos: MergeInfo[] = [];
   for (const { slot, recipe, dir } of await mergePlan(config)) {
-    const { record } = await ensureDerived(dir, recipe, async (into) => {
+    const { record, built } = await ensureDerived(dir, recipe, async (into) => {
       loras ??= await LoraSet.load(files);
       const patched = await patchModel(slot.model, slot.target, loras.loras, { into });
       const info: MergeInfo = {
@@ -128,7 +144,9 @@ export async function prepareMergedModels(config: MergeConfig): Promise<MergedPa
         weights: patched.patched.length,
       });
       return { files: names.sort().map((name) => ({ name })), info };
-    });
+    }, { signal: options.signal });
+    // The folder's modification time says when it was last used (the sweep keeps the newest).
+    if (!built) await Deno.utime(dir, new Date(), new Date()).catch(() => {});
     const info = record.info as MergeInfo;
     infos.push(info);
     if (!info.identity) paths[slot.name] = join(dir, basename(slot.model));
@@ -279,11 +297,13 @@ async function mergePlan(
 }
 
 /**
- * Removes cached merges of `folder` other than `current` and the most
- * recently built other one, and interrupted builds of dead processes.
+ * Removes cached merges of `folder` other than `current` and the
+ * {@link OTHER_MERGES_KEPT} most recently used others (by the folder's
+ * modification time, renewed at every use), and interrupted builds of dead
+ * processes.
  */
 async function sweepMerged(cache: string, folder: string, current: string): Promise<void> {
-  const others: Array<{ path: string; builtAt: string }> = [];
+  const others: Array<{ path: string; usedAt: number }> = [];
   for await (const e of Deno.readDir(cache)) {
     if (!e.isDirectory || !e.name.startsWith(`${folder}-`)) continue;
     const path = join(cache, e.name);
@@ -294,11 +314,15 @@ async function sweepMerged(cache: string, folder: string, current: string): Prom
       continue;
     }
     const record = await readDerivedRecord(path);
-    if (!record) await remove(path);
-    else others.push({ path, builtAt: record.builtAt });
+    if (!record) {
+      await remove(path);
+      continue;
+    }
+    const mtime = (await Deno.stat(path).catch(() => null))?.mtime?.getTime() ?? 0;
+    others.push({ path, usedAt: Math.max(mtime, Date.parse(record.builtAt) || 0) });
   }
-  others.sort((a, b) => (a.builtAt < b.builtAt ? 1 : -1));
-  for (const o of others.slice(1)) await remove(o.path);
+  others.sort((a, b) => b.usedAt - a.usedAt);
+  for (const o of others.slice(OTHER_MERGES_KEPT)) await remove(o.path);
 }
 
 async function remove(path: string): Promise<void> {

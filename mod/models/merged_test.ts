@@ -9,11 +9,20 @@ import {
 } from "../model_builder/mod.ts";
 import { copyDir } from "../../tests/helpers/copy_dir.ts";
 import { readDerivedRecord } from "./derived.ts";
-import { checkMergedModels, type MergeConfig, MERGED_DIR, prepareMergedModels } from "./merged.ts";
+import {
+  checkMergedModels,
+  type MergeConfig,
+  MERGED_DIR,
+  type MergedPaths,
+  prepareMergedModels,
+} from "./merged.ts";
 
 const FIXTURES = new URL("../../tests/fixtures/tiny/", import.meta.url).pathname;
 
-/** A models root with the tiny `sd15/` set and LoRAs `a` (UNet modules only) and `none` (no module). */
+/**
+ * A models root with the tiny `sd15/` set and LoRAs `a` (UNet modules only),
+ * `lcm` and `hyper` (stand-ins for the two presets' LoRAs) and `none` (no module).
+ */
 async function fixture() {
   const root = await Deno.makeTempDir({ prefix: "sd15-merged-" });
   await copyDir(join(FIXTURES, "models/sd15"), join(root, "sd15"));
@@ -32,14 +41,20 @@ async function fixture() {
       data: new Float32Array(4),
     },
   ]);
+  const lcm = buildTinyLora(6, { rank: 2, targets: "unet" });
+  const hyper = buildTinyLora(7, { rank: 2, targets: "unet", dtype: "F32" });
   await Deno.mkdir(join(root, "lora"));
   await Deno.writeFile(join(root, "lora/a.safetensors"), a);
   await Deno.writeFile(join(root, "lora/none.safetensors"), none);
+  await Deno.writeFile(join(root, "lora/lcm.safetensors"), lcm);
+  await Deno.writeFile(join(root, "lora/hyper.safetensors"), hyper);
   const entries = parseLock(await Deno.readTextFile(join(FIXTURES, "models.lock")))
     .filter((e) => e.path.startsWith("sd15/"));
   entries.push(
     lockEntry("lora", "lora/a.safetensors", a),
     lockEntry("lora", "lora/none.safetensors", none),
+    lockEntry("lora", "lora/lcm.safetensors", lcm),
+    lockEntry("lora", "lora/hyper.safetensors", hyper),
   );
   await Deno.writeTextFile(join(root, "models.lock"), lockText(entries));
   const off = { enabled: false, model: "", preprocessor: "", detector: "", estimator: "" };
@@ -101,12 +116,20 @@ Deno.test("merged-LoRA cache: keyed by model, LoRA and weight; reused; a text en
     assert.equal(again.unet, first.unet);
     assert.equal((await readDerivedRecord(unetDir))!.builtAt, built);
 
-    // Another weight is another key; the previous merge is kept as the one other, older ones go.
+    // Another weight is another key; the two most recently used others are kept, older ones go.
     const w5 = (await prepareMergedModels(config([{ path: "lora/a.safetensors", weight: 0.5 }])))!;
     assert.notEqual(w5.unet, first.unet);
     const w3 = (await prepareMergedModels(config([{ path: "lora/a.safetensors", weight: 0.3 }])))!;
-    const unets = (await cached(root)).filter((n) => n.startsWith("unet-"));
-    assert.deepEqual(unets.sort(), [w3.unet!, w5.unet!].map((p) => p.split("/").at(-2)!).sort());
+    const folders = (...p: MergedPaths[]) => p.map((m) => m.unet!.split("/").at(-2)!).sort();
+    const unets = async () => (await cached(root)).filter((n) => n.startsWith("unet-")).sort();
+    assert.deepEqual(await unets(), folders(first, w5, w3));
+    // Using 0.8 again renews it, so the next new key pushes out 0.5, the least recently used.
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal((await prepareMergedModels(a08))!.unet, first.unet);
+    assert.equal((await readDerivedRecord(unetDir))!.builtAt, built, "reused, not rebuilt");
+    await new Promise((r) => setTimeout(r, 20));
+    const w2 = (await prepareMergedModels(config([{ path: "lora/a.safetensors", weight: 0.2 }])))!;
+    assert.deepEqual(await unets(), folders(first, w3, w2));
   } finally {
     await Deno.remove(root, { recursive: true });
   }
@@ -123,6 +146,41 @@ Deno.test("merged-LoRA cache: a LoRA that matches nothing fails start-up naming 
       );
     }
     assert.equal(await prepareMergedModels(config([])), undefined);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("merged-LoRA cache: switching between the presets' LoRA sets merges each once, with or without your own LoRA", async () => {
+  const { root, config } = await fixture();
+  try {
+    const style = { path: "lora/a.safetensors", weight: 0.7 };
+    // quality with your LoRA, fast (the LCM LoRA appended), turbo (the Hyper-SD LoRA appended).
+    const presets = {
+      quality: [style],
+      fast: [style, { path: "lora/lcm.safetensors", weight: 1 }],
+      turbo: [style, { path: "lora/hyper.safetensors", weight: 1 }],
+    };
+    const first: Record<string, string> = {};
+    for (const [name, files] of Object.entries(presets)) {
+      first[name] = (await prepareMergedModels(config(files)))!.unet!;
+    }
+    const builtAt = async (unet: string) => (await readDerivedRecord(join(unet, "..")))!.builtAt;
+    const stamps = await Promise.all(Object.values(first).map(builtAt));
+    // Any order of switching afterwards reuses the three merges.
+    for (const name of ["fast", "quality", "turbo", "fast", "turbo", "quality"] as const) {
+      assert.equal((await prepareMergedModels(config(presets[name])))!.unet, first[name], name);
+    }
+    assert.deepEqual(await Promise.all(Object.values(first).map(builtAt)), stamps);
+    // Without your own LoRA: fast and turbo merge, quality opens the base set (no LoRA at all).
+    const fast = (await prepareMergedModels(config([presets.fast[1]])))!.unet!;
+    const turbo = (await prepareMergedModels(config([presets.turbo[1]])))!.unet!;
+    assert.equal(await prepareMergedModels(config([])), undefined);
+    assert.equal((await prepareMergedModels(config([presets.fast[1]])))!.unet, fast);
+    assert.equal((await prepareMergedModels(config([presets.turbo[1]])))!.unet, turbo);
+    const unets = (await cached(root)).filter((n) => n.startsWith("unet-"));
+    assert.equal(unets.length, 3, "the current merge and the two most recently used others");
+    assert.ok(unets.includes(fast.split("/").at(-2)!) && unets.includes(turbo.split("/").at(-2)!));
   } finally {
     await Deno.remove(root, { recursive: true });
   }

@@ -85,7 +85,15 @@ export {
 export { ADDED_MARK, derivedToml, entryToml, updateLockText } from "./lock_write.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
 export { sha256File } from "./sha256_file.ts";
-export { buildDerivedFiles, type StartupModelConfig, verifyConfiguredModels } from "./startup.ts";
+export {
+  assertConfiguredLorasOnce,
+  buildDerivedFiles,
+  pinnedSha256,
+  type StartupModelConfig,
+  type StartupOptions,
+  verifyConfiguredModels,
+} from "./startup.ts";
+export { removeUnfinishedBuilds, untilAborted } from "./unfinished.ts";
 export {
   checkDerived,
   DERIVED_RECORD,

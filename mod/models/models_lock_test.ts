@@ -38,6 +38,7 @@ Deno.test("models.lock: valid, pinned, one entry per path", async () => {
       "annotators/yolox_l.onnx",
       "controlnet/depth.onnx",
       "controlnet/inpaint.onnx",
+      "lora/hyper-sd/Hyper-SD15-1step-lora.safetensors",
       "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
       "sd15/controlnet_unet/model.onnx",
       "sd15/scheduler/scheduler_config.json",
@@ -93,6 +94,35 @@ Deno.test("models.lock: the default config on the CPU provider (fast preset) nee
       const e = files.find((f) => f.path === input)!;
       ok(e.url && e.size > 0 && /^[0-9a-f]{64}$/.test(e.sha256), input);
     }
+  }
+});
+
+Deno.test('models.lock: preset = "turbo" needs the pinned Hyper-SD LoRA (ByteDance/Hyper-SD @ 123f4ee) and nothing unpinned', async () => {
+  const { files, derived } = await readLock(LOCK);
+  const dir = await Deno.makeTempDir({ prefix: "lock_turbo_" });
+  try {
+    await Deno.copyFile(CONFIG, `${dir}/config.toml`);
+    await Deno.writeTextFile(`${dir}/config.local.toml`, `[generation]\npreset = "turbo"\n`);
+    const config = await loadConfig({ path: `${dir}/config.toml`, env: {} });
+    strictEqual(config.generation.preset, "turbo");
+    const needed = neededFiles(config, files, derived);
+    for (const f of needed.files) {
+      ok(f.entry || f.derived, `${f.path} is neither pinned nor derived`);
+    }
+    const paths = needed.files.map((f) => f.path);
+    ok(paths.includes("taesd/vae_decoder/model.onnx"));
+    ok(!paths.includes("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"));
+    const hyper = needed.files.find((f) => f.path.endsWith("Hyper-SD15-1step-lora.safetensors"))!;
+    deepStrictEqual([hyper.entry!.size, hyper.entry!.sha256], [
+      269_127_096,
+      "a04fd9a535c1e56d38f7590ee72a13fd5ca0409853b4fff021e5a9482cf1ca3b",
+    ]);
+    ok(hyper.entry!.url!.includes(
+      "/ByteDance/Hyper-SD/resolve/123f4ee05849b8241d5f451b089cb14a1019566d/",
+    ));
+    ok(hyper.key.startsWith("[lora] files"), hyper.key);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -4,7 +4,8 @@
  * tensors, the execution providers' start-up check and their errors, fp16
  * bit conversion, feeds in the declared dtype, the per-component I/O
  * contract, the load-time rewrite that makes a VAE encoder deterministic, and
- * the one that drops the zero addend of exported attention scores.
+ * the one that drops the zero addend of exported attention scores, and the
+ * thread counts every session gets (all the cores the process may use).
  *
  * @module
  */
@@ -88,3 +89,16 @@ export {
   VaeEncoderGraphError,
 } from "./vae_encoder_graph.ts";
 export { dropZeroAddends, type ZeroAddendReport } from "./zero_addend.ts";
+export {
+  type SessionThreads,
+  sessionThreads,
+  type ThreadSettings,
+  threadsText,
+} from "./threads.ts";
+export { GLIBC_TUNABLES, type HugePages, hugePages, MALLOC_HUGETLB } from "./huge_pages.ts";
+export {
+  processUsableCores,
+  type ReadText,
+  type UsableCores,
+  usableCores,
+} from "./usable_cores.ts";

@@ -19,6 +19,9 @@ import {
   explainProviderFailure,
   explainRunFailure,
 } from "./providers.ts";
+import { type CacheRuntime, openThroughCache } from "./optimized_cache.ts";
+import { sessionThreads } from "./threads.ts";
+import { processUsableCores, type UsableCores } from "./usable_cores.ts";
 
 /**
  * Keeps float16 tensor data as `Uint16Array` bit patterns. onnxruntime-common
@@ -72,9 +75,16 @@ export type ExecutionMode = "sequential" | "parallel";
 export interface SessionOptions {
   /** Execution provider; default "cpu". ORT falls back to CPU per node for unsupported ops. */
   executionProvider?: ExecutionProvider;
-  /** Threads inside one operator; 0 or absent = ORT's default (one per physical core). */
+  /**
+   * Threads inside one operator; 0 or absent = every core the process may
+   * use (its CPU affinity and cgroup quota, `usable_cores.ts`), not ONNX
+   * Runtime's own count of physical cores.
+   */
   intraOpThreads?: number;
-  /** Threads across operators; 0 or absent = ORT's default. */
+  /**
+   * Threads across operators, used by the "parallel" execution mode only;
+   * 0 or absent = the usable cores there (`threads.ts`).
+   */
   interOpThreads?: number;
   /** Graph optimization level; default "all". */
   graphOptimization?: GraphOptimization;
@@ -101,6 +111,25 @@ export interface SessionOptions {
    * {@link releaseDeviceTensor} once the last run that reads them is done.
    */
   outputLocations?: Readonly<Record<string, OutputLocation>>;
+  /**
+   * A folder where ONNX Runtime's optimised graph of a model opened by path
+   * is kept, so that later starts open it without optimising again
+   * (`optimized_cache.ts`). Models opened from bytes need `readFrom` as well.
+   */
+  optimizedCache?: string;
+  /**
+   * For a model opened from bytes: the file they were read from (and
+   * rewritten). With `optimizedCache`, such a model's optimised graph is
+   * cached too, keyed by the bytes; without it, it is optimised at every open.
+   */
+  readFrom?: string;
+  /**
+   * Writes the graph ONNX Runtime optimised while opening to `path` (its
+   * `optimizedModelFilePath`), every initializer of 1 KiB or more into
+   * `externalData` beside it, and with `prepacked` also the weights its CPU
+   * kernels pre-pack. What the cache builds with.
+   */
+  saveOptimized?: { path: string; externalData: string; prepacked: boolean };
 }
 
 /** One external-data file handed over in memory (for byte loads). */
@@ -211,8 +240,23 @@ export class Session implements SessionIo {
  * recorded in the model.
  */
 export async function createSession(path: string, options: SessionOptions = {}): Promise<Session> {
+  if (options.optimizedCache !== undefined) {
+    return await openThroughCache({ path }, options, CACHE_RUNTIME);
+  }
+  return await openPath(path, options);
+}
+
+/** What the optimised-graph cache opens models with. */
+const CACHE_RUNTIME: CacheRuntime = {
+  open: (path, options) => openPath(path, options),
+  openBytes: (bytes, externalData, options) => openBytes(bytes, externalData, options),
+  version: `onnxruntime-node ${ort.env.versions.node ?? "?"}, ` +
+    `onnxruntime-common ${ort.env.versions.common}`,
+};
+
+async function openPath(path: string, options: SessionOptions): Promise<Session> {
   const label = options.label ?? path.split(/[\\/]/).slice(-2).join("/");
-  return await open(path, toOrtOptions(options), label, options.executionProvider ?? "cpu");
+  return await open(path, ortSessionOptions(options), label, options.executionProvider ?? "cpu");
 }
 
 /**
@@ -225,7 +269,22 @@ export async function createSessionFromBytes(
   externalData: readonly ExternalDataFile[] = [],
   options: SessionOptions = {},
 ): Promise<Session> {
-  const ortOptions = toOrtOptions(options);
+  if (options.optimizedCache !== undefined && options.readFrom !== undefined) {
+    return await openThroughCache(
+      { bytes, externalData, from: options.readFrom },
+      options,
+      CACHE_RUNTIME,
+    );
+  }
+  return await openBytes(bytes, externalData, options);
+}
+
+async function openBytes(
+  bytes: Uint8Array,
+  externalData: readonly ExternalDataFile[],
+  options: SessionOptions,
+): Promise<Session> {
+  const ortOptions = ortSessionOptions(options);
   if (externalData.length > 0) {
     (ortOptions as { externalData?: unknown }).externalData = externalData.map((f) => ({
       path: f.path,
@@ -327,22 +386,23 @@ export function releaseDeviceTensor(tensor: Tensor | undefined): void {
   if (tensor && isDeviceTensor(tensor)) tensor.dispose();
 }
 
-function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOptions {
+/**
+ * The options handed to `InferenceSession.create` for `options`; thread
+ * counts of 0 are resolved against `cores` (this process's by default).
+ * Exported for tests.
+ */
+export function ortSessionOptions(
+  options: SessionOptions,
+  cores: UsableCores = processUsableCores(),
+): ort.InferenceSession.SessionOptions {
   const provider = options.executionProvider ?? "cpu";
   const out: ort.InferenceSession.SessionOptions = {
     executionProviders: [provider],
     graphOptimizationLevel: options.graphOptimization ?? "all",
   };
-  const intra = options.intraOpThreads ?? 0;
-  const inter = options.interOpThreads ?? 0;
-  if (!Number.isInteger(intra) || intra < 0) {
-    throw new Error(`intraOpThreads must be an integer >= 0, got ${intra}`);
-  }
-  if (!Number.isInteger(inter) || inter < 0) {
-    throw new Error(`interOpThreads must be an integer >= 0, got ${inter}`);
-  }
-  if (intra > 0) out.intraOpNumThreads = intra;
-  if (inter > 0) out.interOpNumThreads = inter;
+  const threads = sessionThreads(options, cores);
+  out.intraOpNumThreads = threads.intraOp;
+  if (threads.interOp > 0) out.interOpNumThreads = threads.interOp;
   // Read by the Node binding (onnxruntime `js/node/src/session_options_helper.cc`).
   if (options.cpuMemArena !== undefined) out.enableCpuMemArena = options.cpuMemArena;
   if (options.memoryPattern !== undefined) out.enableMemPattern = options.memoryPattern;
@@ -353,6 +413,23 @@ function toOrtOptions(options: SessionOptions): ort.InferenceSession.SessionOpti
       );
     }
     out.executionMode = options.executionMode;
+  }
+  const save = options.saveOptimized;
+  if (save) {
+    out.optimizedModelFilePath = save.path;
+    // ONNX Runtime warns that an "all"-level graph is specific to this machine; the cache
+    // keys it by the CPU (optimized_cache.ts), so the warning would only be noise at each
+    // first start. Errors still throw.
+    out.logSeverityLevel = 3;
+    // Session config entries (onnxruntime_session_options_config_keys.h), read by the Node
+    // binding from `extra` (onnxruntime js/node/src/session_options_helper.cc).
+    out.extra = {
+      session: {
+        optimized_model_external_initializers_file_name: save.externalData,
+        optimized_model_external_initializers_min_size_in_bytes: "1024",
+        save_external_prepacked_constant_initializers: save.prepacked ? "1" : "0",
+      },
+    };
   }
   const locations = options.outputLocations;
   if (locations && Object.keys(locations).length > 0) {

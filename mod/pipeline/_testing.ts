@@ -49,6 +49,8 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
       cpuMemArena: false,
       memoryPattern: true,
       executionMode: "sequential",
+      optimizedCache: null,
+      warmUp: false,
     },
     generation: {
       steps: 3,

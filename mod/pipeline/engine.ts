@@ -148,6 +148,7 @@ export async function createEngine(
 
 /** The image-to-image pipeline diffusers would use for this UNet and scheduler (image_to_image.ts). */
 function imageToImagePipeline(models: ModelSet, s: GenerationSettings): ImageToImagePipeline {
+  if (s.scheduler === "tcd") return "tcd";
   return models.unet.io.hasTimestepCond === true && s.scheduler === "lcm"
     ? "latent_consistency"
     : "stable_diffusion";
@@ -496,7 +497,7 @@ export class Engine {
         lcm
           ? "the negative prompt is not used: this LCM UNet runs without classifier-free guidance"
           : `the negative prompt is not used: guidance_scale ${settings.guidanceScale} <= 1 ` +
-            `runs without classifier-free guidance (the fast preset does)`,
+            `runs without classifier-free guidance (the fast and turbo presets do)`,
       );
     }
     return { text, notes, cfg, lcm, batch: cfg ? 2 : 1 };

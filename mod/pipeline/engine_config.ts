@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
+import { SIZES } from "./types.ts";
 
 /** Generation settings that apply to every request (never tool inputs). */
 export type GenerationSettings = Pick<
@@ -45,6 +46,11 @@ export interface EngineConfig {
    * as a configuration error.
    */
   imageToImage?: { strengths: Array<{ key: string; value: number }> };
+  /**
+   * Make one image of one step at this size once the models are loaded,
+   * before the engine reports ready (`warm_up.ts`); absent: none.
+   */
+  warmUp?: { width: number; height: number };
 }
 
 /** Paths of models with the LoRAs merged in; a missing one has no LoRA module (open the base's). */
@@ -82,6 +88,7 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
     },
     controlnet: structuredClone(config.controlnet),
     lora: merged ? { files: [] } : structuredClone(config.lora),
+    ...(config.runtime.warmUp ? { warmUp: { ...SIZES[config.generation.defaultSize] } } : {}),
     imageToImage: {
       strengths: [
         { key: "[transform] subtle", value: config.transform.subtle },

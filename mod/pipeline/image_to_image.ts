@@ -42,6 +42,16 @@
  * `int(original_inference_steps · strength)` training steps and all `steps`
  * are run; `prepare_latents` is the same.
  *
+ * The turbo preset (the Hyper-SD LoRA, `TCDScheduler`) cannot be cut that
+ * way: at its one step `int(1 · strength)` is 0 for every strength below 1,
+ * and `StableDiffusionImg2ImgPipeline` then has nothing to run. TCD's
+ * `set_timesteps(steps, strength=strength)` (diffusers v0.27.2
+ * `scheduling_tcd.py`, documented there "for img2img, inpaint") starts the
+ * grid at `int(original_inference_steps · strength)` instead, as LCM's does
+ * for the latent consistency pipeline: all `steps` run, from a timestep
+ * that keeps as much of the image as `strength` says (strength 0.3: one
+ * step from t = 299). `prepare_latents` is the same.
+ *
  * `image_to_image_reference_test.ts` replays diffusers 0.25.0's own
  * `get_timesteps`, `prepare_latents`, `retrieve_timesteps` and schedulers
  * (`testdata/make_img2img_reference.py`) through the engine; docs/image-to-image.md.
@@ -49,7 +59,7 @@
  * @module
  */
 
-import type { LcmScheduler, Scheduler } from "../schedulers/mod.ts";
+import type { LcmScheduler, Scheduler, TcdScheduler } from "../schedulers/mod.ts";
 
 /**
  * `scheduler.order` of every scheduler offered: each diffusers class sets
@@ -62,7 +72,9 @@ export type ImageToImagePipeline =
   /** `StableDiffusionImg2ImgPipeline` (every scheduler, the LCM LoRA included). */
   | "stable_diffusion"
   /** `LatentConsistencyModelImg2ImgPipeline` (an LCM-distilled UNet with the lcm scheduler). */
-  | "latent_consistency";
+  | "latent_consistency"
+  /** The tcd scheduler's own `set_timesteps(steps, strength)`, every step run (module docs). */
+  | "tcd";
 
 /** The schedule of one image-to-image run. */
 export interface ImageToImageSchedule {
@@ -99,8 +111,8 @@ export function cutTimesteps(
  * When `int(steps · strength)` is 0 (diffusers then has nothing to run and
  * fails), the last step is run alone.
  *
- * @throws RangeError when strength is outside (0, 1], or, for the LCM
- *   pipeline, when `int(original_inference_steps · strength)` is below `steps`
+ * @throws RangeError when strength is outside (0, 1], or, for the LCM and
+ *   TCD pipelines, when `int(original_inference_steps · strength)` is below `steps`
  */
 export function imageToImageSchedule(
   scheduler: Scheduler,
@@ -116,6 +128,15 @@ export function imageToImageSchedule(
       );
     }
     (scheduler as LcmScheduler).setTimesteps(steps, strength);
+    return { timesteps: scheduler.timesteps, start: 0, initTimestep: steps };
+  }
+  if (pipeline === "tcd") {
+    if (scheduler.name !== "tcd") {
+      throw new RangeError(
+        `the tcd image-to-image schedule needs the tcd scheduler, got ${scheduler.name}`,
+      );
+    }
+    (scheduler as TcdScheduler).setTimesteps(steps, strength);
     return { timesteps: scheduler.timesteps, start: 0, initTimestep: steps };
   }
   scheduler.setTimesteps(steps);

@@ -26,7 +26,7 @@ function getTimesteps(timesteps: number[], n: number, strength: number): number[
  * leading for PNDM/DDIM, linspace for Euler/Euler a/DPM-Solver), from each
  * `set_timesteps` in schedulers/scheduling_*.py.
  */
-const FULL: Record<Exclude<SchedulerName, "lcm">, (n: number) => number[]> = {
+const FULL: Record<Exclude<SchedulerName, "lcm" | "tcd">, (n: number) => number[]> = {
   // scheduling_pndm.py: _timesteps = arange(0, N) · (1000 // N) + steps_offset;
   // plms_timesteps = concat([_t[:-1], _t[-2:-1], _t[-1:]])[::-1]
   pndm: (n) => {
@@ -148,4 +148,27 @@ Deno.test("strength out of range is refused; a strength that keeps no step runs 
   deepStrictEqual(last.timesteps, FULL.pndm(3).slice(2));
   strictEqual(last.initTimestep, 1);
   deepStrictEqual(cutTimesteps(FULL.ddim(3), 3, 0.3).timesteps, [], "the diffusers formula itself");
+});
+
+Deno.test("the turbo preset (Hyper-SD LoRA + TCDScheduler): strength in TCD's own set_timesteps", () => {
+  // scheduling_tcd.py set_timesteps(N, strength): origin = arange(1, int(50 · strength) + 1) · 20 − 1,
+  // reversed, at floor(linspace(0, len, N, endpoint=False)); every step runs.
+  const at = (steps: number, strength: number) =>
+    imageToImageSchedule(createScheduler("tcd", SCHEDULER_CONFIG), steps, strength, "tcd");
+  // One step: the first grid timestep at or under the strength's share of the schedule.
+  deepStrictEqual(at(1, 0.3).timesteps, [299]);
+  deepStrictEqual(at(1, 0.5).timesteps, [499]);
+  deepStrictEqual(at(1, 0.75).timesteps, [739]);
+  deepStrictEqual(at(1, 1).timesteps, [999]);
+  // Two steps at 0.5: len 25, indices 0 and 12 of [499, 479, …, 19].
+  deepStrictEqual(at(2, 0.5).timesteps, [499, 259]);
+  strictEqual(at(2, 0.5).initTimestep, 2);
+  strictEqual(at(2, 0.5).start, 0);
+  // Under StableDiffusionImg2ImgPipeline's cut one step would keep nothing at 0.3.
+  strictEqual(cutTimesteps([999], 1, 0.3).timesteps.length, 0);
+  throws(() => at(8, 0.1), /original_inference_steps × strength = 50 × 0.1 is smaller/);
+  throws(
+    () => imageToImageSchedule(createScheduler("lcm", SCHEDULER_CONFIG), 1, 0.5, "tcd"),
+    /needs the tcd scheduler/,
+  );
 });

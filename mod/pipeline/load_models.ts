@@ -21,12 +21,17 @@ import {
   ExecutionProviderError,
   exposeLatentParameters,
   type ExternalDataFile,
+  GLIBC_TUNABLES,
+  hugePages,
   LATENT_PARAMETERS,
+  MALLOC_HUGETLB,
   noFloat16Text,
   type ProviderCheck,
   readModelInfo,
   type ResolvedIo,
   type SessionOptions,
+  sessionThreads,
+  threadsText,
   type VaeEncoderGraph,
 } from "../onnx/mod.ts";
 import { log } from "../log/mod.ts";
@@ -95,7 +100,8 @@ export const defaultOpener: SessionOpener = (path, options) => createSession(pat
 
 /** Opens a model held in memory with `mod/onnx`'s `createSessionFromBytes`. */
 export const defaultBytesOpener: BytesOpener = (model, options) =>
-  createSessionFromBytes(model.bytes, model.externalData, options);
+  // `readFrom`: with the optimised-graph cache on, the rewritten graph is cached by its bytes.
+  createSessionFromBytes(model.bytes, model.externalData, { ...options, readFrom: model.path });
 
 /** Reads a JSON object, with errors naming the file. */
 async function readJsonObject(path: string): Promise<Record<string, unknown>> {
@@ -139,6 +145,27 @@ export async function loadModels(
   if (provider !== "cpu") {
     log("info", "pipeline", "execution provider ready", { provider, float16: device.float16 });
   }
+  // Every session gets these (mod/onnx `ortSessionOptions` resolves 0 the same way).
+  const threads = sessionThreads(config.runtime);
+  const pages = hugePages();
+  log("info", "pipeline", `ONNX Runtime sessions compute on ${threadsText(threads)}`, {
+    intraOpThreads: threads.intraOp,
+    interOpThreads: threads.interOp,
+    configured: {
+      intraOpThreads: config.runtime.intraOpThreads,
+      interOpThreads: config.runtime.interOpThreads,
+    },
+    usableCores: threads.usableCores,
+    hugePages: pages,
+  });
+  if (pages.system === "madvise" && !pages.malloc) {
+    log(
+      "info",
+      "pipeline",
+      "tensors get 4 KiB pages: the first image after a start and every run pay more page " +
+        `faults; \`deno task serve\` sets ${GLIBC_TUNABLES}=${MALLOC_HUGETLB} (docs/performance.md)`,
+    );
+  }
   const options: SessionOptions = {
     executionProvider: config.runtime.executionProvider,
     intraOpThreads: config.runtime.intraOpThreads,
@@ -147,6 +174,8 @@ export async function loadModels(
     cpuMemArena: config.runtime.cpuMemArena,
     memoryPattern: config.runtime.memoryPattern,
     executionMode: config.runtime.executionMode,
+    // Later starts open the graphs ONNX Runtime optimised at the first (mod/onnx optimized_cache.ts).
+    ...(config.runtime.optimizedCache ? { optimizedCache: config.runtime.optimizedCache } : {}),
   };
   const opened: LoadedModel[] = [];
   const loraFiles = config.lora?.files ?? [];

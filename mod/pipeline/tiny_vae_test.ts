@@ -101,7 +101,7 @@ Deno.test("fast preset sampling: LCM LoRA (kohya layout) + lcm, 4 steps, guidanc
       deepStrictEqual(steps, [1, 2, 3, 4]);
       deepStrictEqual(result.notes, [
         "the negative prompt is not used: guidance_scale 1 <= 1 runs without classifier-free " +
-        "guidance (the fast preset does)",
+        "guidance (the fast and turbo presets do)",
       ]);
       const other = await noLora.generate(request);
       notDeepStrictEqual(result.image.data, other.image.data, "the LoRA is blended in");

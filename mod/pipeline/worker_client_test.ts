@@ -185,3 +185,28 @@ Deno.test("worker: out of memory → out_of_memory ToolError, sessions released,
     await generator.close();
   }
 });
+
+Deno.test("worker: with warmUp the warm-up image is made before ready; images are unchanged", async () => {
+  const messages: FromWorker[] = [];
+  const config = { ...tinyConfig(root), warmUp: { width: 64, height: 64 } };
+  const generator = await createWorkerGenerator({
+    config,
+    onWorkerMessage: (m) => messages.push(m),
+  });
+  const engine = await createEngine(tinyConfig(root));
+  try {
+    const ready = messages.find((m) => m.type === "ready");
+    ok(
+      ready && ready.type === "ready" && typeof ready.warmUpMs === "number",
+      "ready says its cost",
+    );
+    strictEqual(messages.length, 1, "the warm-up posts no progress of its own");
+    deepStrictEqual(
+      (await generator.generate(t2i())).image.data,
+      (await engine.generate(t2i())).image.data,
+    );
+  } finally {
+    await engine.release();
+    await generator.close();
+  }
+});

@@ -11,6 +11,7 @@ import { log } from "../log/mod.ts";
 import type { Engine } from "./engine.ts";
 import type { EngineConfig } from "./engine_config.ts";
 import { classifyError, errorMessage } from "./errors.ts";
+import { warmUp } from "./warm_up.ts";
 import type { FromWorker, ToWorker } from "./worker_protocol.ts";
 
 /** What the host needs of an engine. */
@@ -45,7 +46,26 @@ export function serveEngine(factory: EngineFactory): void {
       case "init": {
         try {
           engine = await factory(message.config);
-          post({ type: "ready", info: engine.info });
+          const size = message.config.warmUp;
+          let warmUpMs: number | undefined;
+          if (size) {
+            try {
+              warmUpMs = await warmUp(engine, size);
+              log("info", "pipeline", "warmed up: every session planned for the default size", {
+                ms: warmUpMs,
+                width: size.width,
+                height: size.height,
+              });
+            } catch (e) {
+              // The first request pays what the warm-up would have; it fails on its own if it must.
+              log("warn", "pipeline", "the warm-up image failed", { message: errorMessage(e) });
+            }
+          }
+          post({
+            type: "ready",
+            info: engine.info,
+            ...(warmUpMs !== undefined ? { warmUpMs } : {}),
+          });
         } catch (e) {
           post({ type: "init_error", message: errorMessage(e) });
         }

@@ -27,7 +27,8 @@ export type ToWorker =
 
 /** Worker → main thread. */
 export type FromWorker =
-  | { type: "ready"; info: EngineInfo }
+  /** The models are loaded (and the warm-up image made, in `warmUpMs` milliseconds). */
+  | { type: "ready"; info: EngineInfo; warmUpMs?: number }
   | { type: "init_error"; message: string }
   | { type: "progress"; id: number; step: number; total: number }
   | { type: "result"; id: number; image: RgbImage; notes: string[] }

@@ -12,6 +12,7 @@ import { EulerScheduler } from "./euler.ts";
 import { EulerAncestralScheduler } from "./euler_ancestral.ts";
 import { LcmScheduler } from "./lcm.ts";
 import { PndmScheduler } from "./pndm.ts";
+import { TcdScheduler } from "./tcd.ts";
 import { SCHEDULER_NAMES } from "./scheduler.ts";
 import type { Scheduler, SchedulerName } from "./scheduler.ts";
 import { parseSchedulerConfig } from "./scheduler_config.ts";
@@ -19,18 +20,21 @@ import type { TimestepSpacing } from "./scheduler_config.ts";
 
 /** Per-request choices that override the model's scheduler config. */
 export interface SchedulerOverrides {
-  /** Replaces `timestep_spacing` (ignored by lcm, whose grid has no spacing option). */
+  /** Replaces `timestep_spacing` (ignored by lcm and tcd, whose grids have no spacing option). */
   timestepSpacing?: TimestepSpacing;
   /** Karras sigmas; only euler and dpmpp_2m implement them. */
   karras?: boolean;
-  /** DDIM η (0..1); other schedulers accept only 0. */
+  /**
+   * η (0..1) of ddim and tcd (TCD's γ; its own default 0.3 when absent);
+   * other schedulers accept only 0.
+   */
   eta?: number;
 }
 
 /**
  * Creates a fresh scheduler. Without a `timestepSpacing` override each class
  * uses the config's `timestep_spacing` or else its diffusers default
- * (pndm/ddim/lcm "leading", euler/euler_a/dpmpp_2m "linspace").
+ * (pndm/ddim "leading"; lcm and tcd have no spacing, euler/euler_a/dpmpp_2m "linspace").
  *
  * @param config the parsed JSON of `scheduler/scheduler_config.json`.
  * @throws Error for an unknown name, an invalid or unsupported config value,
@@ -53,8 +57,8 @@ export function createScheduler(
       `scheduler ${name} does not implement Karras sigmas (only euler and dpmpp_2m do)`,
     );
   }
-  if (eta !== undefined && eta !== 0 && name !== "ddim") {
-    throw new Error(`eta=${eta} applies only to ddim, not to ${name}`);
+  if (eta !== undefined && eta !== 0 && name !== "ddim" && name !== "tcd") {
+    throw new Error(`eta=${eta} applies only to ddim and tcd, not to ${name}`);
   }
   switch (name) {
     case "pndm":
@@ -69,5 +73,7 @@ export function createScheduler(
       return new DpmSolverMultistepScheduler(parsed, { timestepSpacing, karras });
     case "lcm":
       return new LcmScheduler(parsed);
+    case "tcd":
+      return new TcdScheduler(parsed, { eta });
   }
 }

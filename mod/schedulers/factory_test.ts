@@ -13,6 +13,7 @@ Deno.test("factory: every name builds its class with the diffusers default spaci
     euler_a: [999, Math.fround((999 * 18) / 19)],
     dpmpp_2m: [999, 949], // linspace over N+1 points
     lcm: [999, 959], // grid 999, 979, … at floor(2.5 i): spacing-independent
+    tcd: [999, 959], // the same grid as lcm
   };
   for (const name of SCHEDULER_NAMES) {
     const s = createScheduler(name, SD15_CONFIG);
@@ -47,7 +48,7 @@ Deno.test("factory: karras and eta go only where implemented", () => {
   );
   throws(
     () => createScheduler("euler_a", SD15_CONFIG, { eta: 0.5 }),
-    /eta=0\.5 applies only to ddim, not to euler_a/,
+    /eta=0\.5 applies only to ddim and tcd, not to euler_a/,
   );
   createScheduler("euler_a", SD15_CONFIG, { eta: 0 });
   const ddim = createScheduler("ddim", SD15_CONFIG, { eta: 0.5 });

@@ -1,6 +1,6 @@
 /**
  * Ports of the diffusers schedulers the SD 1.5 pipeline offers (PNDM/PLMS,
- * DDIM, Euler, Euler ancestral, DPM++ 2M, LCM), their shared noise schedule
+ * DDIM, Euler, Euler ancestral, DPM++ 2M, LCM, TCD), their shared noise schedule
  * and timestep spacing, and a factory from `scheduler_config.json`.
  *
  * @module
@@ -25,3 +25,5 @@ export { EulerScheduler } from "./euler.ts";
 export { EulerAncestralScheduler } from "./euler_ancestral.ts";
 export { DpmSolverMultistepScheduler } from "./dpmpp_2m.ts";
 export { LcmScheduler } from "./lcm.ts";
+export { TcdScheduler } from "./tcd.ts";
+export type { TcdOptions } from "./tcd.ts";

@@ -10,7 +10,7 @@
 import type { TorchGenerator } from "../random/mod.ts";
 
 /** The schedulers this project offers. */
-export type SchedulerName = "pndm" | "ddim" | "euler" | "euler_a" | "dpmpp_2m" | "lcm";
+export type SchedulerName = "pndm" | "ddim" | "euler" | "euler_a" | "dpmpp_2m" | "lcm" | "tcd";
 
 /** Every {@link SchedulerName}, in a stable order. */
 export const SCHEDULER_NAMES: readonly SchedulerName[] = [
@@ -20,6 +20,7 @@ export const SCHEDULER_NAMES: readonly SchedulerName[] = [
   "euler_a",
   "dpmpp_2m",
   "lcm",
+  "tcd",
 ];
 
 /** What one {@link Scheduler.step} produced. */
@@ -55,7 +56,7 @@ export interface Scheduler {
   scaleModelInput(sample: Float32Array, t: number): Float32Array;
   /**
    * One denoising step from the UNet output at timestep `t`. Stochastic
-   * schedulers (euler_a, lcm, ddim with eta > 0) draw `generator.randn`
+   * schedulers (euler_a, lcm, ddim and tcd with eta > 0) draw `generator.randn`
    * noise in the order diffusers does and throw when `generator` is missing.
    * Inputs are not modified.
    */

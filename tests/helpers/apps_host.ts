@@ -10,7 +10,7 @@
 
 import hostHtml from "./apps_host/host.html" with { type: "text" };
 import sandboxHtml from "./apps_host/sandbox.html" with { type: "text" };
-import type { Client } from "../../mod/mcp/sdk.ts";
+import type { Client } from "../../mod/mcp/client_sdk.ts";
 
 /** A running test host. */
 export interface AppsHost {

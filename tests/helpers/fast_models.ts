@@ -12,13 +12,21 @@
 
 import { join } from "node:path";
 import { randomTaesdWeights, taesdSafetensors } from "../../mod/convert/taesd_testing.ts";
-import { buildTinyLora, lockEntry, lockText, parseLock } from "../../mod/model_builder/mod.ts";
+import {
+  buildHyperSdLora,
+  buildTinyLora,
+  lockEntry,
+  lockText,
+  parseLock,
+} from "../../mod/model_builder/mod.ts";
 import { derivedToml } from "../../mod/models/mod.ts";
 import { copyDir } from "./copy_dir.ts";
 import { ROOT } from "./paths.ts";
 
 /** Where the shipped config.toml looks for the LCM LoRA (`[models] lcm_lora`). */
 export const LCM_LORA = "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors";
+/** Where the shipped config.toml looks for the Hyper-SD LoRA (`[models] turbo_lora`). */
+export const TURBO_LORA = "lora/hyper-sd/Hyper-SD15-1step-lora.safetensors";
 /** The pinned TAESD decoder weights the tiny VAE is derived from. */
 export const TAESD_SAFETENSORS = "taesd/taesd_decoder.safetensors";
 
@@ -50,4 +58,26 @@ export async function layOutFastModels(models: string): Promise<string> {
     lockEntry("vae_decoder", TAESD_SAFETENSORS, taesd),
   );
   return `${lockText(entries)}\n${TAESD_DERIVED}`;
+}
+
+/**
+ * {@link layOutFastModels} plus what the turbo preset and every image tool
+ * need: a Hyper-SD-shaped LoRA stand-in (kohya keys, float32, as the
+ * published file) at the path the shipped config names, and the tiny set's
+ * ControlNets, residual UNet and annotators (guided and inpaint). Returns the
+ * lock text.
+ */
+export async function layOutPresetModels(models: string): Promise<string> {
+  const fixtures = join(ROOT, "tests/fixtures/tiny");
+  const fast = await layOutFastModels(models);
+  for (const dir of ["controlnet", "annotators"]) {
+    await copyDir(join(fixtures, "models", dir), join(models, dir));
+  }
+  const hyper = buildHyperSdLora(43, { rank: 4, scale: 0.2 });
+  await Deno.mkdir(join(models, TURBO_LORA, ".."), { recursive: true });
+  await Deno.writeFile(join(models, TURBO_LORA), hyper);
+  const more = parseLock(await Deno.readTextFile(join(fixtures, "models.lock")))
+    .filter((e) => e.path.startsWith("controlnet/") || e.path.startsWith("annotators/"));
+  more.push(lockEntry("lora", TURBO_LORA, hyper));
+  return `${lockText(more)}\n${fast}`;
 }

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { Client, StreamableHTTPClientTransport } from "../../mod/mcp/sdk.ts";
+import { Client, StreamableHTTPClientTransport } from "../../mod/mcp/client_sdk.ts";
 
 /**
  * Connects a client to `http://127.0.0.1:<port>/mcp` sending `headers` on

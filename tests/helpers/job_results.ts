@@ -5,7 +5,8 @@
  * @module
  */
 
-import type { Client } from "../../mod/mcp/sdk.ts";
+import type { Client } from "../../mod/mcp/client_sdk.ts";
+import { assertClientSafe } from "./results.ts";
 
 /** A `tools/call` result as the SDK client returns it. */
 export type CallResult = Awaited<ReturnType<Client["callTool"]>>;
@@ -31,6 +32,7 @@ export async function untilEnded(
       undefined,
       { timeout: options.timeoutMs ?? 60_000 },
     ) as CallResult;
+    assertClientSafe(result, `get_generation ${id}`);
     const state = (result.structuredContent as { state?: string } | undefined)?.state;
     if (state !== "queued" && state !== "running") return result;
   }

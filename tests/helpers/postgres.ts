@@ -32,9 +32,19 @@ export interface TestDatabase {
   /** Stops, slows and restores the database as the client sees it. */
   readonly proxy: TcpProxy;
   /** Opens another pool on the same database through the proxy. */
-  connect(options?: { maxConnections?: number; migrate?: boolean }): Promise<Database>;
+  connect(options?: PoolOptions): Promise<Database>;
   /** Closes everything and removes the database or its directory. */
   close(): Promise<void>;
+}
+
+/** Options of {@link TestDatabase.connect}. */
+export interface PoolOptions {
+  /** Pool size. */
+  maxConnections?: number;
+  /** Apply migrations (default true). */
+  migrate?: boolean;
+  /** The pool's bound on every statement (see `openDatabase`). */
+  queryTimeoutMs?: number;
 }
 
 /** Whether tests run against a real PostgreSQL server (`DATABASE_URL` set). */
@@ -90,7 +100,7 @@ async function openOnServer(serverUrl: string, label: string): Promise<TestDatab
     password,
   );
   const pools: Database[] = [];
-  const connect = async (options: { maxConnections?: number; migrate?: boolean } = {}) => {
+  const connect = async (options: PoolOptions = {}) => {
     const db = await openDatabase({ url, embeddedDir: "", ...options });
     pools.push(db);
     return db;
@@ -144,7 +154,7 @@ export async function openEmbedded(): Promise<TestDatabase> {
   const url = `postgres://postgres:${password}@127.0.0.1:${proxy.port}/postgres`;
   const directUrl = url;
   const pools: Database[] = [];
-  const connect = async (options: { maxConnections?: number; migrate?: boolean } = {}) => {
+  const connect = async (options: PoolOptions = {}) => {
     const db = await openDatabase({ url, embeddedDir, ...options });
     pools.push(db);
     return db;

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { Client, StdioClientTransport } from "../../mod/mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../../mod/mcp/client_sdk.ts";
 import { teeChildLog } from "./log_secrets.ts";
 import { ROOT } from "./paths.ts";
 

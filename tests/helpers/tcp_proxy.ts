@@ -2,8 +2,12 @@
  * A TCP proxy for tests that stands between postgres.js and a database
  * server and can take the database "down" (drop every connection and stop
  * listening, so new connections are refused as by a stopped server), bring it
- * back on the same port, or slow every chunk down. It works the same in front
- * of a real PostgreSQL server's TCP port and the embedded server's Unix socket.
+ * back on the same port, slow every chunk down, or stall: stop forwarding
+ * while every connection stays open and new ones are accepted, as a stopped
+ * server process, a frozen disk or VM or a network path that drops packets
+ * look to a client (no error, no answer), then forward again. It works the
+ * same in front of a real PostgreSQL server's TCP port and the embedded
+ * server's Unix socket.
  *
  * @module
  */
@@ -26,6 +30,8 @@ export class TcpProxy {
   readonly #pumps = new Set<Promise<void>>();
   #down = false;
   #delayMs = 0;
+  /** While stalled: resolves when forwarding resumes. */
+  #stalled: { promise: Promise<void>; resume: () => void } | null = null;
   #accepting: Promise<void> = Promise.resolve();
 
   private constructor(listener: Deno.Listener, target: ProxyTarget) {
@@ -76,6 +82,35 @@ export class TcpProxy {
     this.#accepting = this.#acceptLoop(this.#listener);
   }
 
+  /**
+   * Stops forwarding: bytes already read are held, nothing more is read from
+   * either side, and new connections are accepted but not connected onwards.
+   * Nothing is closed, so the client sees no error, only silence.
+   */
+  stall(): void {
+    if (this.#stalled) return;
+    let resume!: () => void;
+    const promise = new Promise<void>((r) => resume = r);
+    this.#stalled = { promise, resume };
+  }
+
+  /** Forwards again after {@link stall}: what was held goes on, in order. */
+  resume(): void {
+    const stalled = this.#stalled;
+    this.#stalled = null;
+    stalled?.resume();
+  }
+
+  /** True between {@link stall} and {@link resume}. */
+  get isStalled(): boolean {
+    return this.#stalled !== null;
+  }
+
+  /** Resolves at once, or when a stall ends. */
+  async #flowing(): Promise<void> {
+    while (this.#stalled) await this.#stalled.promise;
+  }
+
   /** Holds every forwarded chunk (both directions) for `ms` before passing it on. */
   setDelay(ms: number): void {
     this.#delayMs = ms;
@@ -83,6 +118,7 @@ export class TcpProxy {
 
   /** Stops listening and drops every connection. */
   async close(): Promise<void> {
+    this.resume();
     await this.down();
     await Promise.allSettled([...this.#pumps]);
   }
@@ -106,6 +142,7 @@ export class TcpProxy {
   }
 
   async #forward(client: Deno.Conn): Promise<void> {
+    await this.#flowing();
     let server: Deno.Conn;
     try {
       server = "path" in this.#target
@@ -143,6 +180,7 @@ export class TcpProxy {
         if (n === null) return;
         const chunk = buffer.slice(0, n);
         if (this.#delayMs > 0) await sleep(this.#delayMs);
+        await this.#flowing();
         let written = 0;
         while (written < chunk.length) written += await to.write(chunk.subarray(written));
       }

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The MCP conformance suite (@modelcontextprotocol/conformance, pinned in .ci/node_tools.sh)
+# against the real server over streamable HTTP, once per protocol revision the server serves:
+# `--requirements 2026-07-28` (stateless, per-request `_meta`, `server/discover`) and
+# `--requirements 2025-11-25` (the `initialize` handshake). Each run is exactly the scenarios the
+# revision requires, plus the ones it runs without scoring (the tasks extension, pending ones),
+# and the whole suite output goes to the log. Every check must pass except those the suite
+# cannot run against this server (its own fixture tools, prompts and resources), which are
+# listed with the reason in .ci/conformance_not_applicable.txt.
+#
+# The suite takes only a URL, and this server wants an API key (and the X-MCP-Token of a
+# deployment behind the CDN) on every request: .ci/key_relay.ts, a loopback TCP relay, adds
+# them and passes everything else through unchanged, Host and Origin included, so the DNS
+# rebinding checks see what the suite sent. The relay's origin is the one allowed origin.
+#
+# Uses DATABASE_URL when set (CI's throwaway cluster), else the embedded database in a
+# temporary folder. Prints "conformance: N passed, N failed" last (one per revision) and exits 1
+# if a revision failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+# shellcheck source=node_tools.sh
+source .ci/node_tools.sh
+
+passed=0
+failed=0
+finish() {
+  echo "conformance: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+  exit $?
+}
+ci_node_tools || { failed=$((failed + 1)); finish; }
+
+deno task fixtures >/dev/null 2>&1 || { echo "deno task fixtures failed" >&2; failed=1; finish; }
+work=$(mktemp -d)
+# Searchable by the `postgres` user that runs the embedded database when this runs as root.
+chmod 711 "$work"
+server_pid=""
+relay_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+secret="ci-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+config="$work/config.toml"
+write_config() { # $1: the relay's port (its origins are allowed)
+  cat >"$config" <<EOF
+[server]
+environment = "production"       # X-MCP-Token required, as behind the CDN
+data_dir = "$work/data"
+allowed_origins = ["http://localhost:$1", "http://127.0.0.1:$1"]
+
+[models]
+root = "$root/tests/fixtures/tiny/models"
+lock = "$root/tests/fixtures/tiny/models.lock"
+
+[runtime]
+intra_op_threads = 1
+inter_op_threads = 1
+
+[generation]
+preset = "quality"               # the tiny set has no LCM LoRA for the CPU's default fast preset
+steps = 4
+EOF
+}
+
+# The relay first: the server's allowed origins name its port.
+: >"$work/server-port"
+write_config 0
+key=$(deno task --quiet keys create --config "$config" --project 1 --user 1 --permission write \
+  --name conformance-ci 2>"$work/keys.log" | tail -n 1)
+case "$key" in
+  guinness_*) ;;
+  *) cat "$work/keys.log" >&2; echo "deno task keys create printed no key" >&2; failed=1; finish ;;
+esac
+RELAY_HEADERS="MCP-API-Key: $key
+X-MCP-Token: $secret" deno run --allow-net=127.0.0.1 --allow-read="$work" \
+  --allow-env=RELAY_HEADERS .ci/key_relay.ts "$work/server-port" >"$work/relay.log" 2>&1 &
+relay_pid=$!
+relay_port=""
+for _ in $(seq 1 60); do
+  relay_port=$(grep -oE 'relay listening on [0-9]+' "$work/relay.log" | grep -oE '[0-9]+$')
+  [ -n "$relay_port" ] && break
+  sleep 0.5
+done
+[ -n "$relay_port" ] || { cat "$work/relay.log" >&2; echo "the relay did not start" >&2; failed=1; finish; }
+write_config "$relay_port"
+
+CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
+  --transport http --port 0 2>"$work/http.log" </dev/null &
+server_pid=$!
+server_port=""
+for _ in $(seq 1 120); do
+  server_port=$(grep -oE 'listening on http://[^ ]+/mcp' "$work/http.log" | head -n 1 |
+    sed -E 's#.*:([0-9]+)/mcp#\1#')
+  [ -n "$server_port" ] && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.5
+done
+[ -n "$server_port" ] || { cat "$work/http.log" >&2; echo "HTTP server did not start" >&2; failed=1; finish; }
+echo "$server_port" >"$work/server-port"
+url="http://localhost:$relay_port/mcp"
+echo "conformance: the server on port $server_port, through the key relay at $url" >&2
+
+# Judges one run's results: every FAILURE must be listed as not applicable to this server.
+judge() { # $1 revision, $2 results folder
+  "$node" -e '
+    const fs = require("fs");
+    const path = require("path");
+    const [revision, dir, listFile] = process.argv.slice(1);
+    const exempt = new Map();
+    for (const raw of fs.readFileSync(listFile, "utf8").split("\n")) {
+      const [spec, reason = ""] = raw.split("#");
+      const [rev, scenario, check] = spec.trim().split(/\s+/);
+      if (rev === revision && scenario) exempt.set(`${scenario} ${check}`, reason.trim());
+    }
+    const notApplicable = (scenario, check) =>
+      exempt.get(`${scenario} ${check}`) ??
+        (check === "wire-schema-valid" ? undefined : exempt.get(`${scenario} *`));
+    let bad = 0;
+    for (const entry of fs.readdirSync(dir).sort()) {
+      const scenario = entry.replace(/^server-/, "").replace(/-\d{4}-\d\d-\d\dT.*$/, "");
+      const checks = JSON.parse(fs.readFileSync(path.join(dir, entry, "checks.json"), "utf8"));
+      const failures = checks.filter((c) => c.status === "FAILURE");
+      const unexpected = failures.filter((c) => notApplicable(scenario, c.id) === undefined);
+      const ok = checks.filter((c) => c.status === "SUCCESS").length;
+      const na = failures.length - unexpected.length;
+      for (const c of unexpected) {
+        bad++;
+        console.error(`conformance ${revision} FAILED: ${scenario} ${c.id}: ${c.errorMessage ?? c.description}`);
+      }
+      if (unexpected.length) continue;
+      const reasons = [...new Set(failures.map((c) => notApplicable(scenario, c.id)))].join("; ");
+      if (ok === 0 && na > 0) {
+        console.error(`conformance ${revision} not applicable: ${scenario} (${reasons})`);
+      } else {
+        console.error(`conformance ${revision} ok: ${scenario} (${ok} passed` +
+          (na ? `, ${na} not applicable: ${reasons})` : ")"));
+      }
+    }
+    process.exit(bad ? 1 : 0);
+  ' "$1" "$2" "$root/.ci/conformance_not_applicable.txt"
+}
+
+for revision in 2026-07-28 2025-11-25; do
+  results="$work/results-$revision"
+  echo "=== conformance --requirements $revision ===" >&2
+  # Its own exit status counts the not-applicable checks too: judge() decides.
+  "$node" "$conformance_dir/dist/index.js" server --url "$url" --requirements "$revision" \
+    --output-dir "$results" >&2
+  if [ -d "$results" ] && judge "$revision" "$results"; then
+    echo "conformance ok: every applicable $revision check passes" >&2
+    passed=$((passed + 1))
+  else
+    echo "conformance FAILED: $revision" >&2
+    failed=$((failed + 1))
+  fi
+done
+finish

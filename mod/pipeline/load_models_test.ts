@@ -1,0 +1,80 @@
+import { deepStrictEqual, ok, strictEqual } from "node:assert";
+import { join } from "node:path";
+import { OPTIMIZED_RECORD } from "../onnx/optimized_cache.ts";
+import { tinyConfig, tinyModels } from "./_testing.ts";
+import { createEngine } from "./engine.ts";
+import type { GenerationRequest } from "./types.ts";
+
+const root = await tinyModels("load_models");
+
+const REQUEST: GenerationRequest = {
+  mode: "text_to_image",
+  positive: "a lighthouse at dusk",
+  negative: "",
+  width: 64,
+  height: 64,
+  seed: 7,
+};
+
+async function cachedFolders(cache: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(cache)) if (e.isDirectory) names.push(e.name);
+  return names.sort();
+}
+
+Deno.test("warm start: the engine keeps each model's optimised graph; the next engine opens those and draws the same image", async () => {
+  const cache = await Deno.makeTempDir({ prefix: "sd15-optimized-" });
+  try {
+    const config = tinyConfig(root);
+    config.runtime.optimizedCache = cache;
+    // Loads the VAE encoder too, which the tiny set's export samples in the graph: rewritten in
+    // memory at load, it is cached by the rewritten bytes.
+    config.imageToImage = { strengths: [] };
+    const cold = await createEngine(config);
+    let first;
+    try {
+      first = await cold.generate(REQUEST);
+    } finally {
+      await cold.release();
+    }
+    const folders = await cachedFolders(cache);
+    deepStrictEqual(folders.map((f) => f.replace(/-[0-9a-f]{8}-[0-9a-f]{16}$/, "")), [
+      "text_encoder",
+      "unet",
+      "vae_decoder",
+      "vae_encoder",
+    ]);
+    const used = async () =>
+      await Promise.all(
+        folders.map(async (f) =>
+          (await Deno.stat(join(cache, f, OPTIMIZED_RECORD))).mtime!.getTime()
+        ),
+      );
+    const before = await used();
+    await new Promise((r) => setTimeout(r, 20));
+
+    const warm = await createEngine(config);
+    try {
+      const again = await warm.generate(REQUEST);
+      deepStrictEqual(again.image.data, first.image.data, "the cached graphs draw the same pixels");
+    } finally {
+      await warm.release();
+    }
+    deepStrictEqual(await cachedFolders(cache), folders, "nothing rebuilt");
+    const after = await used();
+    ok(after.every((t, i) => t > before[i]), "each cached graph was opened (its record touched)");
+
+    // The plain engine (no cache) agrees as well.
+    const plain = await createEngine(tinyConfig(root));
+    try {
+      strictEqual(
+        (await plain.generate(REQUEST)).image.data.join(),
+        first.image.data.join(),
+      );
+    } finally {
+      await plain.release();
+    }
+  } finally {
+    await Deno.remove(cache, { recursive: true });
+  }
+});
