@@ -1,6 +1,8 @@
 /**
  * `deno task bench`: the Deno benchmarks (`deno bench`, test-sized models),
- * or with `--full` the full-size benchmark (`full.ts`; not a test).
+ * or with `--full` the full-size benchmark (`full.ts`; not a test) and the
+ * comparison with stable-diffusion.cpp and diffusers (`peers.ts`,
+ * `--only peers`).
  *
  * @module
  */
@@ -8,12 +10,14 @@
 import { type Help, printHelp, wantsHelp } from "../cli/mod.ts";
 import { runFullBench } from "./full.ts";
 import { runDiffusersCheck } from "./full_diffusers.ts";
+import { runPeersBench, splitPeersArgs } from "./peers.ts";
 
 const HELP: Help = {
   usage: [
     "deno task bench [DENO BENCH FLAGS] [FILES]",
     "deno task bench --full [--steps N] [--size S] [--only A,B] [--lpb N] [--out FILE] " +
-    "[--fresh-reuse] [--fresh-export DIR]",
+    "[--fresh-reuse] [--fresh-export DIR] [--sdcpp-src DIR --diffusers-src DIR [--python PY] " +
+    "[--peers-images N] [--peers-threads N] [--peers-out FILE]]",
     "deno task bench --diffusers-check --export DIR --diffusers SRC --tcd SRC [--runs turbo-1,turbo-2,fast-4] " +
     "[--eta E] [--seed N] [--python PATH] [--out FILE]",
   ],
@@ -35,7 +39,8 @@ const HELP: Help = {
       "--only A,B",
       "full: only these scenarios, by number (1-based, as listed) or name; `fresh` = the " +
       "fresh-defaults scenario (the shipped config.toml and models.lock over full-size " +
-      "stand-ins), `startup` = the start-up run",
+      "stand-ins), `startup` = the start-up run, `peers` = the project against " +
+      "stable-diffusion.cpp and diffusers on the same weights",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
     [
@@ -55,6 +60,31 @@ const HELP: Help = {
       "`--only fresh-export` runs that alone",
     ],
     [
+      "--sdcpp-src DIR",
+      "full, peers: a stable-diffusion.cpp checkout with its ggml submodule (git clone " +
+      "--branch master-827-97d2990 --recursive https://github.com/leejet/stable-diffusion.cpp); " +
+      "built with cmake into .cache/peers/sdcpp-build",
+    ],
+    [
+      "--diffusers-src DIR",
+      "full, peers: a diffusers checkout, v0.27 or later (git clone --branch v0.27.2 " +
+      "https://github.com/huggingface/diffusers); needs python3-torch, python3-onnx, " +
+      "python3-numpy, python3-pil",
+    ],
+    [
+      "--python PY",
+      "full, peers and diffusers-check: the Python with torch (default /usr/bin/python3)",
+    ],
+    [
+      "--peers-images N",
+      "full, peers: images per runtime and path (default 3; the first is a warm-up)",
+    ],
+    [
+      "--peers-threads N",
+      "full, peers: threads the peers use (default: every CPU this process may use)",
+    ],
+    ["--peers-out FILE", "full, peers: where its JSON goes (default .cache/bench/peers.json)"],
+    [
       "--diffusers-check",
       "the few-step presets' images against diffusers' own StableDiffusionPipeline on a " +
       "diffusers-script export (mod/bench/full_diffusers.ts); results in docs/performance.md",
@@ -65,7 +95,6 @@ const HELP: Help = {
     ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
     ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
     ["--seed N", "diffusers-check: the seed of every run (default 42)"],
-    ["--python PATH", "diffusers-check: the Python with torch (default /usr/bin/python3)"],
     ["-h, --help", "print this help and exit"],
   ],
 };
@@ -75,7 +104,16 @@ async function main(args: string[]): Promise<number> {
   if (args.includes("--diffusers-check")) {
     return await runDiffusersCheck(args.filter((a) => a !== "--diffusers-check"));
   }
-  if (args.includes("--full")) return await runFullBench(args.filter((a) => a !== "--full"));
+  if (args.includes("--full")) {
+    const split = splitPeersArgs(args.filter((a) => a !== "--full"));
+    let code = 0;
+    if (split.runOthers) code = await runFullBench(split.rest);
+    if (split.runPeers) {
+      const peers = await runPeersBench(split.peers, !split.peersNamed);
+      code = code || peers;
+    }
+    return code;
+  }
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["bench", "-P=test", ...args],
     stdout: "inherit",

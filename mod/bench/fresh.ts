@@ -100,7 +100,7 @@ function standIns(
  * sizes and hashes plus the repository's `[[derived]]` tables (each `from`
  * extended by the external data files the built models have beside them).
  */
-async function layout(
+export async function layout(
   fp16: FullSet,
   dir: string,
   seed: number,
@@ -166,7 +166,7 @@ async function layout(
 }
 
 /** The repository's config.toml with the models root, lock and data folder moved (and `edits`). */
-async function freshConfig(
+export async function freshConfig(
   dir: string,
   lock: string,
   name: string,
@@ -186,7 +186,7 @@ async function freshConfig(
 }
 
 /** Runs `deno task models` on `config`: ms, exit code, peak RSS, the last lines of stderr. */
-async function runModels(config: string) {
+export async function runModels(config: string) {
   const t0 = performance.now();
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-P=models", "--quiet", "mod/models/cli.ts", "--config", config],
