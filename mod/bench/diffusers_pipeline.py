@@ -6,8 +6,13 @@ few-step scheduler, so `full_diffusers.ts` can hold the project's images
     python3 diffusers_pipeline.py SRC TCD_SRC JOB_JSON OUT_DIR
 
 - SRC: a diffusers v0.25.0 checkout (`git archive v0.25.0 src scripts`), the
-  one the export is made from, so `diffusers_export.py`'s seeded builders make
-  the very weights the ONNX files hold (its text encoder, UNet and VAE).
+  one the export is made from. The text encoder and the UNet are those of the
+  export (`"export"` in the job): `sd15_torch.build` replays the export's
+  sequence of draws from torch's generator and takes the text encoder's
+  biases and norms from the export's files (they are drawn before the export
+  seeds the generator, and Debian's torch seeds it at random at start), and
+  `check_against_export` proves them equal to the ONNX files' initializers.
+  Built in any other order, the UNet's biases would be other draws.
 - TCD_SRC: a diffusers v0.27.2 checkout (`git archive v0.27.2 src`), whose
   `schedulers/scheduling_tcd.py` (`TCDScheduler`, first released in v0.27) is
   loaded into the v0.25.0 package as `diffusers.schedulers.scheduling_tcd`.
@@ -15,7 +20,7 @@ few-step scheduler, so `full_diffusers.ts` can hold the project's images
   LoRAs only through PEFT, which cannot be installed where the Python package
   index is unreachable; v0.25.0 still has the LoRA-compatible layers
   (`load_lora_weights` → `unet.load_attn_procs`, `fuse_lora`).
-- JOB_JSON: `{"input_ids": [77 ints], "seed": n, "size": 512, "taesd": PATH
+- JOB_JSON: `{"export": DIR, "input_ids": [77 ints], "seed": n, "size": 512, "taesd": PATH
   or null, "groups": [{"lora": PATH, "runs": [{"name", "scheduler": "tcd" |
   "lcm", "steps", "eta", "guidance_scale"}]}]}`: per group a fresh UNet with
   that LoRA (a kohya `.safetensors`, read here with numpy; "" for none) loaded
@@ -49,6 +54,7 @@ import shutil
 import struct
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -56,6 +62,7 @@ import torch
 SRC, TCD_SRC, JOB, OUT = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diffusers_export as dx  # noqa: E402
+import sd15_torch  # noqa: E402
 
 work = dx.setup(SRC)
 torch.set_num_threads(os.cpu_count() or 1)
@@ -178,15 +185,26 @@ result = {
 }
 with torch.no_grad():
     t0 = time.time()
-    text_encoder = dx.text_encoder()
+    # First, before anything else draws from torch's generator: the export's own weights.
+    parts = {"text_encoder", "unet"} | (set() if job.get("taesd") else {"vae"})
+    models = sd15_torch.build(parts, job["export"])
+    export = Path(job["export"])
+    result["checked"] = {
+        part: sd15_torch.check_against_export(models[part], export / part / "model.onnx")
+        for part in ("text_encoder", "unet")
+    }
+    text_encoder = models.pop("text_encoder")
     ids = torch.tensor([job["input_ids"]], dtype=torch.int32)
     prompt_embeds = text_encoder(ids)[0]
     del text_encoder
-    vae = tiny_vae(job["taesd"]) if job.get("taesd") else dx.vae()
+    vae = tiny_vae(job["taesd"]) if job.get("taesd") else models.pop("vae")
+    unet = models.pop("unet")
+    # Each group fuses its LoRA into these weights, restored before the next.
+    base_weights = {k: v.clone() for k, v in unet.state_dict().items()}
     result["text_and_vae_s"] = time.time() - t0
     for group in job["groups"]:
         t0 = time.time()
-        unet = dx.unet()
+        unet.load_state_dict(base_weights)
         pipe = StableDiffusionPipeline(
             vae=vae,
             text_encoder=None,
@@ -235,6 +253,12 @@ with torch.no_grad():
                 "lora_load_and_fuse_s": load_s,
             }
             print(f"{run['name']}: {seconds:.1f} s", flush=True)
-        del pipe, unet
+        # The LoRA layers off (what `unload_lora_weights` does to a UNet without PEFT; the
+        # pipeline's own call also walks the text encoder, which is None here); the weights are
+        # restored at the top of the next group.
+        for _, module in unet.named_modules():
+            if hasattr(module, "set_lora_layer"):
+                module.set_lora_layer(None)
+        del pipe
 json.dump(result, open(os.path.join(OUT, "result.json"), "w"), indent=2)
 shutil.rmtree(work)

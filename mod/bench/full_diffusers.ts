@@ -221,7 +221,10 @@ export async function runDiffusersCheck(args: readonly string[]): Promise<number
     });
   }
   const job = join(work, "job.json");
-  await Deno.writeTextFile(job, JSON.stringify({ input_ids: ids, seed, size, taesd, groups }));
+  await Deno.writeTextFile(
+    job,
+    JSON.stringify({ export: exportDir, input_ids: ids, seed, size, taesd, groups }),
+  );
   const t0 = performance.now();
   const py = await run(v.python!, [
     join(REPO, "mod/bench/diffusers_pipeline.py"),
