@@ -168,6 +168,12 @@ class TextEncoder(torch.nn.Module):
     def dtype(self):
         return next(self.parameters()).dtype
 
+    @property
+    def device(self):
+        # The pipeline's `device` asks the first module of a set of names, so in an order that
+        # changes with Python's string hashing: sometimes this one (transformers' models have it).
+        return next(self.parameters()).device
+
     def forward(self, input_ids, attention_mask=None):
         return self.model(input_ids)
 
