@@ -27,6 +27,7 @@ import { type ConfigEdit, editConfigText } from "../config/mod.ts";
 import { Client, StdioClientTransport } from "../mcp/client_sdk.ts";
 import {
   buildFullUnet,
+  buildHyperSdLora,
   buildTinyLora,
   lcmLoraModules,
   lockEntry,
@@ -90,6 +91,11 @@ function standIns(
   files.set(
     "lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors",
     buildTinyLora(seed, { modules, rank: 64, alpha: 64, scale: 0.001, targets: "unet" }),
+  );
+  // The turbo preset's LoRA at its pinned path, in Hyper-SD's layout (kohya keys, float32).
+  files.set(
+    "lora/hyper-sd/Hyper-SD15-1step-lora.safetensors",
+    buildHyperSdLora(seed + 1, { modules, rank: 64, scale: 0.001 }),
   );
   return files;
 }

@@ -478,7 +478,13 @@ export async function runPeersBench(
   const exp = await projectExport(cache, o.python, o.diffusersSrc, log, o.exportDir);
   report.export = { dir: exp.dir, ms: exp.ms, reused: exp.reused };
   const dir = join(cache, "project");
-  const layoutStamp = JSON.stringify({ export: exp.stamp, fp16: FULL_SET_VERSION, lpb: o.lpb });
+  // standIns 2: the turbo preset's LoRA is laid out too.
+  const layoutStamp = JSON.stringify({
+    export: exp.stamp,
+    fp16: FULL_SET_VERSION,
+    lpb: o.lpb,
+    standIns: 2,
+  });
   const reuse = (await readStamp(dir)) === layoutStamp;
   const lock = await layout(fp16, dir, 1234, o.lpb, reuse, exp.dir);
   await Deno.writeTextFile(join(dir, ".peers-stamp.json"), layoutStamp);
