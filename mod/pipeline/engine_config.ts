@@ -48,7 +48,8 @@ export interface EngineConfig {
   imageToImage?: { strengths: Array<{ key: string; value: number }> };
   /**
    * Make one image of one step at this size once the models are loaded,
-   * before the engine reports ready (`warm_up.ts`); absent: none.
+   * right after the engine reports ready and before any request
+   * (`warm_up.ts`); absent: none.
    */
   warmUp?: { width: number; height: number };
 }

@@ -1,7 +1,10 @@
 /**
  * The warm-up run: one image of one step at the configured default size,
- * made right after the models are loaded and before the engine says it is
- * ready, so that the first user's image runs at steady speed.
+ * made right after the models are loaded. The engine says it is ready
+ * first (so the tools are listed without waiting for it) and runs the
+ * warm-up before any request: a client that lists the tools at start and
+ * asks for an image later gets it at steady speed, and one that asks at once
+ * waits for the rest of the warm-up instead of paying a first run's costs.
  *
  * A fresh ONNX Runtime session's first run at a given input shape has no
  * memory plan yet (`memory_pattern` plans one buffer per run from the first

@@ -202,7 +202,10 @@ class WorkerClient implements WorkerGenerator {
   }
 
   #onMessage(running: Running, message: FromWorker): void {
-    if (message.type === "closed" || message.type === "ready" || message.type === "init_error") {
+    if (
+      message.type === "closed" || message.type === "ready" || message.type === "init_error" ||
+      message.type === "warmed_up"
+    ) {
       return;
     }
     const pending = this.#pending.get(message.id);

@@ -186,7 +186,7 @@ Deno.test("worker: out of memory → out_of_memory ToolError, sessions released,
   }
 });
 
-Deno.test("worker: with warmUp the warm-up image is made before ready; images are unchanged", async () => {
+Deno.test("worker: with warmUp, ready comes first and the warm-up image is made before any request; images are unchanged", async () => {
   const messages: FromWorker[] = [];
   const config = { ...tinyConfig(root), warmUp: { width: 64, height: 64 } };
   const generator = await createWorkerGenerator({
@@ -195,16 +195,16 @@ Deno.test("worker: with warmUp the warm-up image is made before ready; images ar
   });
   const engine = await createEngine(tinyConfig(root));
   try {
-    const ready = messages.find((m) => m.type === "ready");
-    ok(
-      ready && ready.type === "ready" && typeof ready.warmUpMs === "number",
-      "ready says its cost",
-    );
-    strictEqual(messages.length, 1, "the warm-up posts no progress of its own");
-    deepStrictEqual(
-      (await generator.generate(t2i())).image.data,
-      (await engine.generate(t2i())).image.data,
-    );
+    strictEqual(messages[0]?.type, "ready", "ready before the warm-up");
+    // Asked at once: the request runs after the warm-up, which says its cost first.
+    const image = (await generator.generate(t2i())).image.data;
+    const types = messages.map((m) => m.type);
+    const warmed = messages.find((m) => m.type === "warmed_up");
+    ok(warmed && warmed.type === "warmed_up" && warmed.ms >= 0, "the warm-up says its cost");
+    const at = types.indexOf("warmed_up");
+    ok(at > 0 && at < types.indexOf("result"), types.join(", "));
+    ok(types.indexOf("progress") > at, `the warm-up posts no progress: ${types.join(", ")}`);
+    deepStrictEqual(image, (await engine.generate(t2i())).image.data);
   } finally {
     await engine.release();
     await generator.close();

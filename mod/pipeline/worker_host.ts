@@ -46,28 +46,28 @@ export function serveEngine(factory: EngineFactory): void {
       case "init": {
         try {
           engine = await factory(message.config);
-          const size = message.config.warmUp;
-          let warmUpMs: number | undefined;
-          if (size) {
-            try {
-              warmUpMs = await warmUp(engine, size);
-              log("info", "pipeline", "warmed up: every session planned for the default size", {
-                ms: warmUpMs,
-                width: size.width,
-                height: size.height,
-              });
-            } catch (e) {
-              // The first request pays what the warm-up would have; it fails on its own if it must.
-              log("warn", "pipeline", "the warm-up image failed", { message: errorMessage(e) });
-            }
-          }
-          post({
-            type: "ready",
-            info: engine.info,
-            ...(warmUpMs !== undefined ? { warmUpMs } : {}),
-          });
         } catch (e) {
           post({ type: "init_error", message: errorMessage(e) });
+          return;
+        }
+        // Ready first, so the tools are listed as soon as the models are open; the warm-up
+        // runs inside this handler, so a request that arrives meanwhile (handled in order,
+        // see `queue`) starts right after it, on planned sessions.
+        post({ type: "ready", info: engine.info });
+        const size = message.config.warmUp;
+        if (size) {
+          try {
+            const ms = await warmUp(engine, size);
+            log("info", "pipeline", "warmed up: every session planned for the default size", {
+              ms,
+              width: size.width,
+              height: size.height,
+            });
+            post({ type: "warmed_up", ms });
+          } catch (e) {
+            // The first request pays what the warm-up would have; it fails on its own if it must.
+            log("warn", "pipeline", "the warm-up image failed", { message: errorMessage(e) });
+          }
         }
         return;
       }

@@ -27,8 +27,10 @@ export type ToWorker =
 
 /** Worker → main thread. */
 export type FromWorker =
-  /** The models are loaded (and the warm-up image made, in `warmUpMs` milliseconds). */
-  | { type: "ready"; info: EngineInfo; warmUpMs?: number }
+  /** The models are loaded; a configured warm-up runs next, before any request. */
+  | { type: "ready"; info: EngineInfo }
+  /** The warm-up image is made, in `ms` milliseconds (requests posted meanwhile ran after it). */
+  | { type: "warmed_up"; ms: number }
   | { type: "init_error"; message: string }
   | { type: "progress"; id: number; step: number; total: number }
   | { type: "result"; id: number; image: RgbImage; notes: string[] }
