@@ -45,23 +45,9 @@ import { ClipTokenizer, writeClipTokenizerFiles } from "../tokenizer/mod.ts";
 import { benchCacheDir } from "./full_models.ts";
 import type { DiffusersRun } from "./full_diffusers_run.ts";
 import { sampleRss } from "./proc_memory.ts";
+import { SD15_CONFIG } from "../schedulers/testdata/reference.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
-
-/** SD 1.5's scheduler config (runwayml/stable-diffusion-v1-5 `scheduler/scheduler_config.json`). */
-const SD15_SCHEDULER = {
-  _class_name: "PNDMScheduler",
-  _diffusers_version: "0.6.0",
-  beta_end: 0.012,
-  beta_schedule: "scaled_linear",
-  beta_start: 0.00085,
-  num_train_timesteps: 1000,
-  set_alpha_to_one: false,
-  skip_prk_steps: true,
-  steps_offset: 1,
-  trained_betas: null,
-  clip_sample: false,
-};
 
 /** The preset runs by name: `turbo-N` (tcd, N steps, guidance 0), `fast-N` (lcm, guidance 1). */
 export function presetRun(name: string, eta: number): DiffusersRun & { lora: "turbo" | "fast" } {
@@ -178,7 +164,7 @@ export async function runDiffusersCheck(args: readonly string[]): Promise<number
   await Deno.mkdir(join(base, "scheduler"));
   await Deno.writeTextFile(
     join(base, "scheduler", "scheduler_config.json"),
-    JSON.stringify(SD15_SCHEDULER),
+    JSON.stringify(SD15_CONFIG),
   );
   // TAESD: random weights in the published file's layout, converted by the project's converter.
   const taesd = join(work, "taesd_decoder.safetensors");
