@@ -78,6 +78,7 @@ async function main(): Promise<void> {
       graphOptimization: "all",
       cpuMemArena: false,
       memoryPattern: true,
+      imageSessions: { cpuMemArena: false, memoryPattern: true },
       executionMode: "sequential",
       // Each comparison image is made once from fresh sessions: no cache, no warm-up.
       optimizedCache: null,

@@ -116,6 +116,7 @@ async function main(): Promise<void> {
       graphOptimization: "all",
       cpuMemArena: v.arena === "on",
       memoryPattern: v.pattern === "on",
+      imageSessions: { cpuMemArena: v.arena === "on", memoryPattern: v.pattern === "on" },
       executionMode: "sequential",
       // Every in-process scenario optimises at its start, as they were measured before the cache.
       optimizedCache: null,

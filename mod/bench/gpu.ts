@@ -297,6 +297,7 @@ function engineConfig(
       graphOptimization: "all",
       cpuMemArena: false,
       memoryPattern: true,
+      imageSessions: { cpuMemArena: false, memoryPattern: true },
       executionMode: "sequential",
       optimizedCache: null,
       warmUp: false,

@@ -113,10 +113,20 @@ export interface ResolvedConfig {
     intraOpThreads: number;
     interOpThreads: number;
     graphOptimization: "disabled" | "basic" | "extended" | "all";
-    /** `cpu_mem_arena`: ORT's CPU memory arena (off keeps RSS near the weights, docs/performance.md). */
+    /**
+     * `cpu_mem_arena`: ORT's CPU memory arena for every session but the ones
+     * each image runs (the VAE encoder, a full VAE decoder, ControlNets,
+     * preprocessors); off keeps RSS near the weights (docs/performance.md).
+     */
     cpuMemArena: boolean;
-    /** `memory_pattern`: ORT's memory pattern planning. */
+    /** `memory_pattern`: ORT's memory pattern planning for those sessions. */
     memoryPattern: boolean;
+    /**
+     * The same two for the sessions every image runs: the text encoder, the
+     * UNet and the tiny VAE decoder (`cpu_mem_arena = "auto"`: kept under the
+     * fast and turbo presets, see {@link imageSessionMemory}).
+     */
+    imageSessions: { cpuMemArena: boolean; memoryPattern: boolean };
     /** `execution_mode`: ORT's node scheduling. */
     executionMode: "sequential" | "parallel";
     /**
@@ -315,6 +325,44 @@ export function samplingText(s: SamplingSummary): string {
     `guidance ${s.guidanceScale}, ${s.vaeDecoder} VAE)`;
 }
 
+/**
+ * `cpu_mem_arena = "auto"`: whether the sessions every image runs keep their
+ * working memory between runs under a preset. Kept under `fast` and `turbo`:
+ * with it given back after each run, an image asked after the server idled
+ * 20 s took 1.5× a steady one (turbo) on a 2-core Firecracker VM, whose
+ * memory freed and asked for again after an idle period is backed anew,
+ * against 1.04–1.06× when it is kept, for the same steady images and peak
+ * RSS (the UNet's working memory is the peak either way) and 1.3 GB more
+ * held while idle (docs/performance.md, "Warm starts"). Not under `quality`
+ * and `custom`: CFG doubles the UNet's batch and the full VAE decoder's
+ * working memory at 512² is larger than the UNet's, so keeping them raises
+ * the peak.
+ */
+export function imageSessionMemory(preset: PresetName): boolean {
+  return preset === "fast" || preset === "turbo";
+}
+
+/**
+ * The arena and memory-pattern settings per kind of session. A value written
+ * in the config applies to every session; "auto" keeps the arena only for the
+ * sessions every image runs, under the presets {@link imageSessionMemory}
+ * names, and plans a memory pattern only where the arena is off: with both
+ * on, a session's second run asks the arena for its planned block on top of
+ * the first run's chunks (the full-size UNet held 2.3 GB, against 1.1 GB with
+ * the pattern off).
+ */
+function sessionMemory(
+  arena: boolean | "auto",
+  pattern: boolean | "auto",
+  preset: PresetName,
+): Pick<ResolvedConfig["runtime"], "cpuMemArena" | "memoryPattern" | "imageSessions"> {
+  const of = (keep: boolean) => {
+    const cpuMemArena = arena === "auto" ? keep : arena;
+    return { cpuMemArena, memoryPattern: pattern === "auto" ? !cpuMemArena : pattern };
+  };
+  return { ...of(false), imageSessions: of(imageSessionMemory(preset)) };
+}
+
 /** `warm_up = "auto"` warms up sampling of at most this many steps (the fast and one-step presets). */
 export const WARM_UP_AUTO_STEPS = 8;
 
@@ -498,8 +546,7 @@ export function resolveConfig(
       intraOpThreads: raw.runtime.intra_op_threads,
       interOpThreads: raw.runtime.inter_op_threads,
       graphOptimization: raw.runtime.graph_optimization,
-      cpuMemArena: raw.runtime.cpu_mem_arena,
-      memoryPattern: raw.runtime.memory_pattern,
+      ...sessionMemory(raw.runtime.cpu_mem_arena, raw.runtime.memory_pattern, preset),
       executionMode: raw.runtime.execution_mode,
       optimizedCache: raw.runtime.optimized_cache ? join(root, OPTIMIZED_DIR) : null,
       warmUp: raw.runtime.warm_up === "auto"

@@ -38,3 +38,35 @@ Deno.test('[runtime] warm_up = "auto": on for few-step sampling, at the default 
   assert.equal(off.runtime.warmUp, false);
   await assert.rejects(load('[runtime]\nwarm_up = "always"\n'), /warm_up/);
 });
+
+Deno.test('[runtime] cpu_mem_arena / memory_pattern = "auto": the sessions every image runs keep their memory under fast and turbo, no others', async () => {
+  const given = { cpuMemArena: false, memoryPattern: true };
+  const kept = { cpuMemArena: true, memoryPattern: false };
+  const memory = (c: Awaited<ReturnType<typeof load>>["config"]) => ({
+    others: { cpuMemArena: c.runtime.cpuMemArena, memoryPattern: c.runtime.memoryPattern },
+    everyImage: c.runtime.imageSessions,
+  });
+  for (const preset of ["fast", "turbo"]) {
+    const c = (await load(`[generation]\npreset = "${preset}"\n`)).config;
+    assert.deepEqual(memory(c), { others: given, everyImage: kept }, preset);
+    assert.deepEqual(engineConfigOf(c).runtime.imageSessions, kept);
+  }
+  for (const preset of ["quality", "custom"]) {
+    const c = (await load(`[generation]\npreset = "${preset}"\n`)).config;
+    assert.deepEqual(memory(c), { others: given, everyImage: given }, preset);
+  }
+  // A value written in the config applies to every session; the pattern follows the arena.
+  const on = (await load('[generation]\npreset = "quality"\n\n[runtime]\ncpu_mem_arena = true\n'))
+    .config;
+  assert.deepEqual(memory(on), { others: kept, everyImage: kept });
+  const off = (await load('[generation]\npreset = "turbo"\n\n[runtime]\ncpu_mem_arena = false\n'))
+    .config;
+  assert.deepEqual(memory(off), { others: given, everyImage: given });
+  const both = (await load('[generation]\npreset = "turbo"\n\n[runtime]\nmemory_pattern = true\n'))
+    .config;
+  assert.deepEqual(memory(both), {
+    others: given,
+    everyImage: { cpuMemArena: true, memoryPattern: true },
+  });
+  await assert.rejects(load('[runtime]\ncpu_mem_arena = "on"\n'), /cpu_mem_arena/);
+});

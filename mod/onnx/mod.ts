@@ -16,6 +16,7 @@ export {
   isDeviceTensor,
   listBackends,
   nativeLibraryDir,
+  openCachedRewrite,
   releaseDeviceTensor,
   Session,
   Tensor,
@@ -85,6 +86,7 @@ export {
 export {
   exposeLatentParameters,
   LATENT_PARAMETERS,
+  LATENT_PARAMETERS_REWRITE,
   type VaeEncoderGraph,
   VaeEncoderGraphError,
 } from "./vae_encoder_graph.ts";

@@ -74,13 +74,22 @@ export interface CacheRuntime {
 
 /**
  * The model to open: a file (its `.onnx` and the external data it names are
- * hashed, once per change), or bytes rewritten in memory (hashed at every
- * start) with the file they were read from (`from`: names the cache's folder
- * and lets the sweep see when it is gone).
+ * hashed, once per change), or bytes rewritten in memory with the file they
+ * were read from (`from`: names the cache's folder and lets the sweep see
+ * when it is gone). Rewritten bytes are keyed by themselves (hashed at every
+ * start), or, with `recipe` (the name and version of a rewrite that depends
+ * on nothing but the file), by the file's remembered hash and the recipe:
+ * then a later start can find the graph with {@link openCachedRewrite}
+ * before reading or rewriting anything.
  */
 export type CacheSource =
   | { path: string }
-  | { bytes: Uint8Array; externalData: readonly ExternalDataFile[]; from: string };
+  | {
+    bytes: Uint8Array;
+    externalData: readonly ExternalDataFile[];
+    from: string;
+    recipe?: string;
+  };
 
 /** Everything that changes an optimised graph. */
 export interface OptimizedKey {
@@ -186,15 +195,7 @@ export async function openThroughCache(
 
   let plan: Plan;
   try {
-    plan = await planFor(model, dir, label, {
-      format: OPTIMIZED_CACHE_VERSION,
-      runtime: runtime.version,
-      provider,
-      graphOptimization: level,
-      prepacked: true,
-      cpu: cpuId,
-      sources: [],
-    });
+    plan = await planFor(model, dir, label, keyBase(runtime, provider, level, cpuId));
   } catch (e) {
     // Once per folder and process: every model of a start would say the same.
     if (!warned.has(dir)) {
@@ -208,6 +209,76 @@ export async function openThroughCache(
     return await bypass(errorText(e));
   }
 
+  const hit = await openHit(plan, plain, runtime, onOutcome);
+  return hit ?? await build(openSource, plan, plain, onOutcome);
+}
+
+/**
+ * Opens the cached graph of a file rewritten by `recipe` (see
+ * {@link CacheSource}) without the rewritten bytes: null when the cache is
+ * off for these options, nothing is cached for the file and recipe, or what
+ * is cached is stale or does not open (then the caller rewrites the file and
+ * opens the bytes with the same recipe, which caches them afresh). Never
+ * fails because of the cache.
+ */
+export async function openCachedRewrite(
+  model: { from: string; recipe: string },
+  options: SessionOptions,
+  runtime: CacheRuntime,
+  onOutcome?: (outcome: CacheOutcome) => void,
+): Promise<Session | null> {
+  const dir = options.optimizedCache;
+  if (dir === undefined) return null;
+  if ((options.graphOptimization ?? "all") === "disabled") return null;
+  const provider = options.executionProvider ?? "cpu";
+  if (provider !== "cpu") return null;
+  const cpuId = processCpu();
+  if (cpuId === null) return null;
+  const plain: SessionOptions = { ...options, optimizedCache: undefined, saveOptimized: undefined };
+  let plan: Plan;
+  try {
+    plan = await planFor(
+      { bytes: new Uint8Array(), externalData: [], from: model.from, recipe: model.recipe },
+      dir,
+      options.label ?? "model",
+      keyBase(runtime, provider, options.graphOptimization ?? "all", cpuId),
+    );
+  } catch {
+    // openThroughCache says why when the bytes are opened.
+    return null;
+  }
+  return await openHit(plan, plain, runtime, onOutcome);
+}
+
+/** The key's parts that do not depend on the model. */
+function keyBase(
+  runtime: CacheRuntime,
+  provider: string,
+  graphOptimization: string,
+  cpu: string,
+): OptimizedKey {
+  return {
+    format: OPTIMIZED_CACHE_VERSION,
+    runtime: runtime.version,
+    provider,
+    graphOptimization,
+    prepacked: true,
+    cpu,
+    sources: [],
+  };
+}
+
+/**
+ * The plan's cached graph, opened unoptimised, when its folder is complete
+ * and current; else null, with a stale or unopenable folder removed.
+ */
+async function openHit(
+  plan: Plan,
+  plain: SessionOptions,
+  runtime: CacheRuntime,
+  onOutcome?: (outcome: CacheOutcome) => void,
+): Promise<Session | null> {
+  const label = plain.label ?? "model";
   const check = await checkFolder(plan);
   if (check.ok) {
     const t0 = performance.now();
@@ -224,7 +295,7 @@ export async function openThroughCache(
       });
       onOutcome?.({ state: "hit", folder: plan.folder, ms });
       await touch(join(plan.folder, OPTIMIZED_RECORD));
-      await sweep(dir, plan).catch(() => {});
+      await sweep(plan.dir, plan).catch(() => {});
       return session;
     } catch (e) {
       log("warn", "onnx", `${label}: the cached optimised graph does not open; optimising afresh`, {
@@ -240,7 +311,7 @@ export async function openThroughCache(
     });
     await removeFolder(plan.folder);
   }
-  return await build(openSource, plan, plain, onOutcome);
+  return null;
 }
 
 /** Where a model's graph is cached and under which key. */
@@ -265,7 +336,7 @@ async function planFor(
 ): Promise<Plan> {
   const source = await Deno.realPath("path" in model ? model.path : model.from);
   await Deno.mkdir(dir, { recursive: true });
-  if (!("path" in model)) {
+  if (!("path" in model) && model.recipe === undefined) {
     // Rewritten in memory: the bytes themselves are the key (a rewrite of another version of
     // the file, or by another version of the rewrite, is other bytes).
     key.sources.push({ name: "(bytes)", size: model.bytes.length, sha256: digest(model.bytes) });
@@ -300,6 +371,10 @@ async function planFor(
     key.sources.push({ name, size: known.size, sha256: known.sha256 });
   }
   if (changed) await saveSources(dir, memo);
+  // A rewrite of the file: the same file and the same rewrite make the same bytes.
+  if (!("path" in model)) {
+    key.sources.push({ name: `(rewritten: ${model.recipe})`, size: 0, sha256: "" });
+  }
   return planned(dir, label, key, source);
 }
 

@@ -5,6 +5,7 @@ import {
   type CacheOutcome,
   type CacheRuntime,
   cpuIdentity,
+  openCachedRewrite,
   openThroughCache,
   OPTIMIZED_DATA,
   OPTIMIZED_MODEL,
@@ -375,6 +376,70 @@ Deno.test("optimised-graph cache: a model rewritten in memory is cached by its b
     });
     await e.release();
     strictEqual((await folders(join(dir, "c3"))).length, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("optimised-graph cache: a named rewrite of a file is keyed by the file and the name, and found again without its bytes", async () => {
+  const { dir, model, cache } = await setup();
+  try {
+    const runtime = recordingRuntime();
+    const outcomes: CacheOutcome[] = [];
+    const options = { ...OPTIONS, optimizedCache: cache };
+    const rewrite = "test rewrite, v1";
+    // Nothing kept yet: the caller must rewrite the file and open the bytes.
+    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, options, runtime), null);
+    const a = await openThroughCache(
+      {
+        bytes: unet.model,
+        externalData: [{ path: "weights.pb", data: unet.external!.data }],
+        from: model,
+        recipe: rewrite,
+      },
+      options,
+      runtime,
+      (o) => outcomes.push(o),
+    );
+    const expected = await outputOf(a);
+    await a.release();
+    const [folder] = await folders(cache);
+    const record = JSON.parse(
+      await Deno.readTextFile(join(cache, folder, OPTIMIZED_RECORD)),
+    ) as OptimizedRecord;
+    // The file's own names and sizes (hashed once, remembered), then the rewrite: no "(bytes)".
+    deepStrictEqual(record.key.sources.map((x) => [x.name, x.size]), [
+      ["model.onnx", unet.model.length],
+      ["weights.pb", unet.external!.data.length],
+      [`(rewritten: ${rewrite})`, 0],
+    ]);
+
+    // A later start finds it with the file and the name alone, and it computes the same.
+    const calls = runtime.calls.length;
+    const b = await openCachedRewrite(
+      { from: model, recipe: rewrite },
+      options,
+      runtime,
+      (o) => outcomes.push(o),
+    );
+    ok(b, "the kept graph opens");
+    deepStrictEqual(runtime.calls.slice(calls).map((c) => c.path), [
+      join(cache, folder, OPTIMIZED_MODEL),
+    ]);
+    deepStrictEqual(await outputOf(b), expected);
+    await b.release();
+    deepStrictEqual(outcomes.map((o) => o.state), ["built", "hit"]);
+
+    // Another rewrite's name, or no cache folder, finds nothing.
+    strictEqual(
+      await openCachedRewrite({ from: model, recipe: "test rewrite, v2" }, options, runtime),
+      null,
+    );
+    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, OPTIONS, runtime), null);
+    // A changed file is another key: nothing is found, and the stale folder is left for the sweep.
+    const changed = unet.external!.data.map((v, i) => (i === 0 ? v ^ 1 : v));
+    await Deno.writeFile(join(dir, "unet", "weights.pb"), changed);
+    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, options, runtime), null);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -19,7 +19,11 @@ import {
   explainProviderFailure,
   explainRunFailure,
 } from "./providers.ts";
-import { type CacheRuntime, openThroughCache } from "./optimized_cache.ts";
+import {
+  type CacheRuntime,
+  openCachedRewrite as cachedRewrite,
+  openThroughCache,
+} from "./optimized_cache.ts";
 import { sessionThreads } from "./threads.ts";
 import { processUsableCores, type UsableCores } from "./usable_cores.ts";
 
@@ -123,6 +127,14 @@ export interface SessionOptions {
    * cached too, keyed by the bytes; without it, it is optimised at every open.
    */
   readFrom?: string;
+  /**
+   * With `readFrom`: the name and version of the rewrite that made the bytes
+   * from that file, when it depends on nothing else. The cache then keys the
+   * graph by the file's remembered hash and this name, not by the bytes, so
+   * a later start finds it with {@link openCachedRewrite} without reading or
+   * rewriting the file.
+   */
+  rewrite?: string;
   /**
    * Writes the graph ONNX Runtime optimised while opening to `path` (its
    * `optimizedModelFilePath`), every initializer of 1 KiB or more into
@@ -271,12 +283,27 @@ export async function createSessionFromBytes(
 ): Promise<Session> {
   if (options.optimizedCache !== undefined && options.readFrom !== undefined) {
     return await openThroughCache(
-      { bytes, externalData, from: options.readFrom },
+      { bytes, externalData, from: options.readFrom, recipe: options.rewrite },
       options,
       CACHE_RUNTIME,
     );
   }
   return await openBytes(bytes, externalData, options);
+}
+
+/**
+ * The cached optimised graph of `from` rewritten by `rewrite` (what
+ * {@link createSessionFromBytes} with `readFrom` and `rewrite` kept at an
+ * earlier start), opened without reading or rewriting the file; null when
+ * `options.optimizedCache` is unset or nothing current is cached: then
+ * rewrite the file and open the bytes.
+ */
+export async function openCachedRewrite(
+  from: string,
+  rewrite: string,
+  options: SessionOptions,
+): Promise<Session | null> {
+  return await cachedRewrite({ from, recipe: rewrite }, options, CACHE_RUNTIME);
 }
 
 async function openBytes(

@@ -67,6 +67,13 @@ const CHUNK_OPS: ReadonlySet<string> = new Set(["Slice", "Split", "Gather"]);
 /** The output name of the rewritten graph (Optimum ≥ 1.23's). */
 export const LATENT_PARAMETERS = "latent_parameters";
 
+/**
+ * The name and version of {@link exposeLatentParameters} as a rewrite of a
+ * file (the optimised-graph cache keys a rewritten graph by it and the
+ * file): change the version whenever the rewrite's output changes.
+ */
+export const LATENT_PARAMETERS_REWRITE = "vae_encoder: latent parameters exposed, v1";
+
 /** What {@link exposeLatentParameters} did with one encoder. */
 export type VaeEncoderGraph =
   /** Output `latent_parameters` already (Optimum ≥ 1.23): used as it is. */

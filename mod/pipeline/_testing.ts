@@ -48,6 +48,7 @@ export function tinyConfig(root: string, options: TinyConfigOptions = {}): Engin
       graphOptimization: "all",
       cpuMemArena: false,
       memoryPattern: true,
+      imageSessions: { cpuMemArena: false, memoryPattern: true },
       executionMode: "sequential",
       optimizedCache: null,
       warmUp: false,

@@ -42,12 +42,13 @@ import {
   type ControlNetKind,
   defaultBytesOpener,
   defaultOpener,
+  defaultRewriteCacheOpener,
   type LoadedModel,
   loadModels,
   type ModelSet,
   releaseModels,
 } from "./load_models.ts";
-import type { BytesOpener, SessionOpener } from "./model_session.ts";
+import type { BytesOpener, RewriteCacheOpener, SessionOpener } from "./model_session.ts";
 import { encodePrompts, type PromptEmbeddings } from "./text_encoding.ts";
 import type { GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
 import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
@@ -63,6 +64,11 @@ export interface EngineOptions {
    * `createSessionFromBytes`.
    */
   openBytes?: BytesOpener;
+  /**
+   * Opens what an earlier start cached of a rewritten model (the VAE
+   * encoder's optimised graph). Default: `mod/onnx` `openCachedRewrite`.
+   */
+  openCachedRewrite?: RewriteCacheOpener;
 }
 
 /** Options of one {@link Engine.generate} call. */
@@ -110,6 +116,7 @@ export async function createEngine(
     config,
     options.openSession ?? defaultOpener,
     options.openBytes ?? defaultBytesOpener,
+    options.openCachedRewrite ?? defaultRewriteCacheOpener,
   );
   try {
     // Build one scheduler now so a bad scheduler config fails at start-up, not per request.

@@ -9,7 +9,12 @@ import { deepStrictEqual, notDeepStrictEqual, ok, rejects, strictEqual } from "n
 import { join } from "node:path";
 import onnx from "onnx-proto";
 import { ToolError } from "../mcp/tool.ts";
-import { createSessionFromBytes, exposeLatentParameters, Tensor } from "../onnx/mod.ts";
+import {
+  createSessionFromBytes,
+  exposeLatentParameters,
+  LATENT_PARAMETERS_REWRITE,
+  Tensor,
+} from "../onnx/mod.ts";
 import { TorchGenerator } from "../random/mod.ts";
 import { createScheduler, type SchedulerName } from "../schedulers/mod.ts";
 import {
@@ -23,7 +28,8 @@ import {
 } from "./_testing.ts";
 import { createEngine, type EngineOptions } from "./engine.ts";
 import type { EngineConfig } from "./engine_config.ts";
-import { openVaeEncoder } from "./load_models.ts";
+import { defaultBytesOpener, openVaeEncoder } from "./load_models.ts";
+import type { BytesOpener } from "./model_session.ts";
 import { CancelledError } from "./errors.ts";
 import type { GenerationRequest, RgbImage } from "./types.ts";
 import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
@@ -331,6 +337,45 @@ Deno.test("openVaeEncoder: an encoder with external data is rewritten and opened
       await a.session.release();
       await b.session.release();
     }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("openVaeEncoder: with the optimised-graph cache, a later start opens the rewritten graph without rewriting it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "vae-encoder-rewrite-cache-" });
+  try {
+    const path = join(dir, "model.onnx");
+    await Deno.copyFile(join(root, "sd15", "vae_encoder", "model.onnx"), path);
+    const options = { intraOpThreads: 1, optimizedCache: join(dir, "cache") };
+    const rewritten: string[] = [];
+    const openBytes: BytesOpener = (model, o) => {
+      rewritten.push(model.rewrite ?? "(unnamed)");
+      return defaultBytesOpener(model, o);
+    };
+    const feeds = {
+      sample: new Tensor("float32", new Float32Array(3 * 64 * 64).fill(0.25), [1, 3, 64, 64]),
+    };
+    const first = await openVaeEncoder(path, options, undefined, openBytes);
+    const expected = (await first.session.run(feeds)).latent_parameters.data;
+    await first.session.release();
+    strictEqual(first.graph, "rewritten");
+    deepStrictEqual(rewritten, [LATENT_PARAMETERS_REWRITE]);
+
+    const second = await openVaeEncoder(path, options, undefined, openBytes);
+    try {
+      strictEqual(second.graph, "rewritten");
+      // Not rewritten again: the graph came from the cache, and it computes the same.
+      deepStrictEqual(rewritten, [LATENT_PARAMETERS_REWRITE]);
+      deepStrictEqual((await second.session.run(feeds)).latent_parameters.data, expected);
+    } finally {
+      await second.session.release();
+    }
+
+    // Without the cache, every open rewrites.
+    const third = await openVaeEncoder(path, { intraOpThreads: 1 }, undefined, openBytes);
+    await third.session.release();
+    strictEqual(rewritten.length, 2);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -2,7 +2,10 @@ import { deepStrictEqual, ok, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { OPTIMIZED_RECORD } from "../onnx/optimized_cache.ts";
 import { tinyConfig, tinyModels } from "./_testing.ts";
+import { createSession, createSessionFromBytes, type SessionOptions } from "../onnx/mod.ts";
+import { TINY_VAE_DECODER_PATH } from "../model_builder/mod.ts";
 import { createEngine } from "./engine.ts";
+import type { EngineConfig } from "./engine_config.ts";
 import type { GenerationRequest } from "./types.ts";
 
 const root = await tinyModels("load_models");
@@ -28,7 +31,8 @@ Deno.test("warm start: the engine keeps each model's optimised graph; the next e
     const config = tinyConfig(root);
     config.runtime.optimizedCache = cache;
     // Loads the VAE encoder too, which the tiny set's export samples in the graph: rewritten in
-    // memory at load, it is cached by the rewritten bytes.
+    // memory at the first load, its graph is cached by the file and the rewrite's name, and the
+    // next engine opens it without rewriting.
     config.imageToImage = { strengths: [] };
     const cold = await createEngine(config);
     let first;
@@ -77,4 +81,50 @@ Deno.test("warm start: the engine keeps each model's optimised graph; the next e
   } finally {
     await Deno.remove(cache, { recursive: true });
   }
+});
+
+Deno.test("session memory: the text encoder, UNet and tiny VAE decoder get the every-image settings, other sessions the others", async () => {
+  const seen: Record<string, { arena?: boolean; pattern?: boolean }> = {};
+  const note = (o: SessionOptions) =>
+    seen[o.label ?? "?"] = { arena: o.cpuMemArena, pattern: o.memoryPattern };
+  const base = tinyConfig(root);
+  const config: EngineConfig = {
+    ...base,
+    models: {
+      ...base.models,
+      vaeDecoder: "tiny",
+      tinyVaeDecoder: join(root, TINY_VAE_DECODER_PATH),
+    },
+    runtime: { ...base.runtime, imageSessions: { cpuMemArena: true, memoryPattern: false } },
+    imageToImage: { strengths: [] },
+  };
+  const engine = await createEngine(config, {
+    openSession: (path, o) => (note(o), createSession(path, o)),
+    openBytes: (m, o) => (note(o), createSessionFromBytes(m.bytes, m.externalData, o)),
+  });
+  try {
+    // It still draws: the sessions' memory settings change where memory lives, not the result.
+    const image = await engine.generate(REQUEST);
+    strictEqual(image.image.width, 64);
+  } finally {
+    await engine.release();
+  }
+  const kept = { arena: true, pattern: false };
+  const given = { arena: false, pattern: true };
+  deepStrictEqual(seen, {
+    text_encoder: kept,
+    unet: kept,
+    vae_decoder: kept,
+    vae_encoder: given,
+  });
+  // With the full VAE decoder, the decoder is not one of them.
+  let decoder: SessionOptions | undefined;
+  const full = await createEngine({ ...config, models: base.models }, {
+    openSession: (path, o) => {
+      if (o.label === "vae_decoder") decoder = o;
+      return createSession(path, o);
+    },
+  });
+  await full.release();
+  deepStrictEqual([decoder?.cpuMemArena, decoder?.memoryPattern], [false, true]);
 });

@@ -33,7 +33,13 @@ export {
   type ErrorCategory,
   isOutOfMemory,
 } from "./errors.ts";
-export type { BytesOpener, ModelBytes, ModelSession, SessionOpener } from "./model_session.ts";
+export type {
+  BytesOpener,
+  ModelBytes,
+  ModelSession,
+  RewriteCacheOpener,
+  SessionOpener,
+} from "./model_session.ts";
 export { type DeferredGenerator, deferredGenerator } from "./deferred_generator.ts";
 export type { ControlNetKind } from "./load_models.ts";
 export { type EngineFactory, type HostedEngine, serveEngine } from "./worker_host.ts";

@@ -30,7 +30,23 @@ export interface ModelBytes {
   bytes: Uint8Array;
   /** Every external data file the model names, by its recorded `location`. */
   externalData: ExternalDataFile[];
+  /**
+   * The name and version of the rewrite that made `bytes` from `path`, when
+   * it depends on nothing else: the optimised-graph cache then keys the graph
+   * by the file and this name (`mod/onnx` `SessionOptions.rewrite`).
+   */
+  rewrite?: string;
 }
 
 /** Opens a model from memory; the default is `mod/onnx`'s `createSessionFromBytes`. */
 export type BytesOpener = (model: ModelBytes, options: SessionOptions) => Promise<ModelSession>;
+
+/**
+ * Opens what an earlier start kept of `path` rewritten by `rewrite` (the
+ * optimised-graph cache), without reading the file; null when nothing
+ * current is kept. The default is `mod/onnx`'s `openCachedRewrite`.
+ */
+export type RewriteCacheOpener = (
+  model: { path: string; rewrite: string },
+  options: SessionOptions,
+) => Promise<ModelSession | null>;
