@@ -52,6 +52,7 @@ write_config() { # $1: the relay's port (its origins are allowed)
 environment = "production"       # X-MCP-Token required, as behind the CDN
 data_dir = "$work/data"
 allowed_origins = ["http://localhost:$1", "http://127.0.0.1:$1"]
+client_connections_per_second = 1000  # the suite is one client opening a connection per request, both eras back to back (its 2025-11-25 SSE polling scenario met the default 50/s, burst 100); the limit is tested in tests/http_refusals_test.ts
 
 [models]
 root = "$root/tests/fixtures/tiny/models"
