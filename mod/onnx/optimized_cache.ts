@@ -77,8 +77,8 @@ export interface CacheRuntime {
  * hashed, once per change), or bytes rewritten in memory with the file they
  * were read from (`from`: names the cache's folder and lets the sweep see
  * when it is gone). Rewritten bytes are keyed by themselves (hashed at every
- * start), or, with `recipe` (the name and version of a rewrite that depends
- * on nothing but the file), by the file's remembered hash and the recipe:
+ * start), or, with `rewrite` (the name and version of a rewrite that depends
+ * on nothing but the file), by the file's remembered hash and that name:
  * then a later start can find the graph with {@link openCachedRewrite}
  * before reading or rewriting anything.
  */
@@ -88,7 +88,7 @@ export type CacheSource =
     bytes: Uint8Array;
     externalData: readonly ExternalDataFile[];
     from: string;
-    recipe?: string;
+    rewrite?: string;
   };
 
 /** Everything that changes an optimised graph. */
@@ -185,17 +185,12 @@ export async function openThroughCache(
     onOutcome?.({ state: "bypassed", why });
     return await openSource(plain);
   };
-  const level = options.graphOptimization ?? "all";
-  if (level === "disabled") return await bypass("graph optimisation is disabled");
-  const provider = options.executionProvider ?? "cpu";
-  // GPU providers' graphs are partitioned for their device at load: not measured, not cached.
-  if (provider !== "cpu") return await bypass(`the cache covers the CPU provider, not ${provider}`);
-  const cpuId = processCpu();
-  if (cpuId === null) return await bypass("the CPU's features cannot be read");
+  const base = keyBase(options, runtime);
+  if (typeof base === "string") return await bypass(base);
 
   let plan: Plan;
   try {
-    plan = await planFor(model, dir, label, keyBase(runtime, provider, level, cpuId));
+    plan = await planFor(model, dir, label, base);
   } catch (e) {
     // Once per folder and process: every model of a start would say the same.
     if (!warned.has(dir)) {
@@ -214,35 +209,26 @@ export async function openThroughCache(
 }
 
 /**
- * Opens the cached graph of a file rewritten by `recipe` (see
+ * Opens the cached graph of a file rewritten by `rewrite` (see
  * {@link CacheSource}) without the rewritten bytes: null when the cache is
- * off for these options, nothing is cached for the file and recipe, or what
+ * off for these options, nothing is cached for the file and rewrite, or what
  * is cached is stale or does not open (then the caller rewrites the file and
- * opens the bytes with the same recipe, which caches them afresh). Never
+ * opens the bytes with the same `rewrite`, which caches them afresh). Never
  * fails because of the cache.
  */
 export async function openCachedRewrite(
-  model: { from: string; recipe: string },
+  model: { from: string; rewrite: string },
   options: SessionOptions,
   runtime: CacheRuntime,
   onOutcome?: (outcome: CacheOutcome) => void,
 ): Promise<Session | null> {
   const dir = options.optimizedCache;
-  if (dir === undefined) return null;
-  if ((options.graphOptimization ?? "all") === "disabled") return null;
-  const provider = options.executionProvider ?? "cpu";
-  if (provider !== "cpu") return null;
-  const cpuId = processCpu();
-  if (cpuId === null) return null;
+  const base = keyBase(options, runtime);
+  if (dir === undefined || typeof base === "string") return null;
   const plain: SessionOptions = { ...options, optimizedCache: undefined, saveOptimized: undefined };
   let plan: Plan;
   try {
-    plan = await planFor(
-      { bytes: new Uint8Array(), externalData: [], from: model.from, recipe: model.recipe },
-      dir,
-      options.label ?? "model",
-      keyBase(runtime, provider, options.graphOptimization ?? "all", cpuId),
-    );
+    plan = await planFor(model, dir, options.label ?? "model", base);
   } catch {
     // openThroughCache says why when the bytes are opened.
     return null;
@@ -250,13 +236,18 @@ export async function openCachedRewrite(
   return await openHit(plan, plain, runtime, onOutcome);
 }
 
-/** The key's parts that do not depend on the model. */
-function keyBase(
-  runtime: CacheRuntime,
-  provider: string,
-  graphOptimization: string,
-  cpu: string,
-): OptimizedKey {
+/**
+ * The key's parts that do not depend on the model, or why nothing is cached
+ * for these options.
+ */
+function keyBase(options: SessionOptions, runtime: CacheRuntime): OptimizedKey | string {
+  const graphOptimization = options.graphOptimization ?? "all";
+  if (graphOptimization === "disabled") return "graph optimisation is disabled";
+  const provider = options.executionProvider ?? "cpu";
+  // GPU providers' graphs are partitioned for their device at load: not measured, not cached.
+  if (provider !== "cpu") return `the cache covers the CPU provider, not ${provider}`;
+  const cpu = processCpu();
+  if (cpu === null) return "the CPU's features cannot be read";
   return {
     format: OPTIMIZED_CACHE_VERSION,
     runtime: runtime.version,
@@ -329,14 +320,14 @@ interface Plan {
 }
 
 async function planFor(
-  model: CacheSource,
+  model: CacheSource | { from: string; rewrite: string },
   dir: string,
   label: string,
   key: OptimizedKey,
 ): Promise<Plan> {
   const source = await Deno.realPath("path" in model ? model.path : model.from);
   await Deno.mkdir(dir, { recursive: true });
-  if (!("path" in model) && model.recipe === undefined) {
+  if ("bytes" in model && model.rewrite === undefined) {
     // Rewritten in memory: the bytes themselves are the key (a rewrite of another version of
     // the file, or by another version of the rewrite, is other bytes).
     key.sources.push({ name: "(bytes)", size: model.bytes.length, sha256: digest(model.bytes) });
@@ -372,8 +363,8 @@ async function planFor(
   }
   if (changed) await saveSources(dir, memo);
   // A rewrite of the file: the same file and the same rewrite make the same bytes.
-  if (!("path" in model)) {
-    key.sources.push({ name: `(rewritten: ${model.recipe})`, size: 0, sha256: "" });
+  if ("rewrite" in model) {
+    key.sources.push({ name: `(rewritten: ${model.rewrite})`, size: 0, sha256: "" });
   }
   return planned(dir, label, key, source);
 }

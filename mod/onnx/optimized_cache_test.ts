@@ -389,13 +389,13 @@ Deno.test("optimised-graph cache: a named rewrite of a file is keyed by the file
     const options = { ...OPTIONS, optimizedCache: cache };
     const rewrite = "test rewrite, v1";
     // Nothing kept yet: the caller must rewrite the file and open the bytes.
-    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, options, runtime), null);
+    strictEqual(await openCachedRewrite({ from: model, rewrite }, options, runtime), null);
     const a = await openThroughCache(
       {
         bytes: unet.model,
         externalData: [{ path: "weights.pb", data: unet.external!.data }],
         from: model,
-        recipe: rewrite,
+        rewrite,
       },
       options,
       runtime,
@@ -417,7 +417,7 @@ Deno.test("optimised-graph cache: a named rewrite of a file is keyed by the file
     // A later start finds it with the file and the name alone, and it computes the same.
     const calls = runtime.calls.length;
     const b = await openCachedRewrite(
-      { from: model, recipe: rewrite },
+      { from: model, rewrite },
       options,
       runtime,
       (o) => outcomes.push(o),
@@ -432,14 +432,14 @@ Deno.test("optimised-graph cache: a named rewrite of a file is keyed by the file
 
     // Another rewrite's name, or no cache folder, finds nothing.
     strictEqual(
-      await openCachedRewrite({ from: model, recipe: "test rewrite, v2" }, options, runtime),
+      await openCachedRewrite({ from: model, rewrite: "test rewrite, v2" }, options, runtime),
       null,
     );
-    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, OPTIONS, runtime), null);
+    strictEqual(await openCachedRewrite({ from: model, rewrite }, OPTIONS, runtime), null);
     // A changed file is another key: nothing is found, and the stale folder is left for the sweep.
     const changed = unet.external!.data.map((v, i) => (i === 0 ? v ^ 1 : v));
     await Deno.writeFile(join(dir, "unet", "weights.pb"), changed);
-    strictEqual(await openCachedRewrite({ from: model, recipe: rewrite }, options, runtime), null);
+    strictEqual(await openCachedRewrite({ from: model, rewrite }, options, runtime), null);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -283,7 +283,7 @@ export async function createSessionFromBytes(
 ): Promise<Session> {
   if (options.optimizedCache !== undefined && options.readFrom !== undefined) {
     return await openThroughCache(
-      { bytes, externalData, from: options.readFrom, recipe: options.rewrite },
+      { bytes, externalData, from: options.readFrom, rewrite: options.rewrite },
       options,
       CACHE_RUNTIME,
     );
@@ -303,7 +303,7 @@ export async function openCachedRewrite(
   rewrite: string,
   options: SessionOptions,
 ): Promise<Session | null> {
-  return await cachedRewrite({ from, recipe: rewrite }, options, CACHE_RUNTIME);
+  return await cachedRewrite({ from, rewrite }, options, CACHE_RUNTIME);
 }
 
 async function openBytes(

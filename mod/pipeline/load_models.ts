@@ -349,34 +349,27 @@ export async function openVaeEncoder(
   // rewritten at an earlier start, and reading and rewriting it again (0.9 s of a start on a
   // 2-core x86-64 VM for the 130 MB full-size encoder) would give the same bytes.
   const cached = await openCached({ path, rewrite: LATENT_PARAMETERS_REWRITE }, options);
-  if (cached) {
-    if (!cached.outputs.some((o) => o.name === LATENT_PARAMETERS)) {
-      await cached.release();
-    } else {
-      log(
-        "info",
-        "pipeline",
-        "vae_encoder: its rewritten graph (returning its parameters) from the cache",
-        {
-          model: path,
-        },
-      );
-      return { session: cached, graph: "rewritten" };
+  let found: Extract<VaeEncoderGraph, { kind: "rewritten" }> | undefined;
+  let session: ModelSession;
+  if (cached) session = cached;
+  else {
+    const graph = exposeLatentParameters(await Deno.readFile(path));
+    if (graph.kind !== "rewritten") {
+      return { session: await open(path, options), graph: graph.kind };
     }
+    found = graph;
+    const externalData: ExternalDataFile[] = [];
+    for (const ref of (await readModelInfo(path)).externalData) {
+      externalData.push({
+        path: ref.location,
+        data: await Deno.readFile(join(dirname(path), ref.location)),
+      });
+    }
+    session = await openBytes(
+      { path, bytes: found.model, externalData, rewrite: LATENT_PARAMETERS_REWRITE },
+      options,
+    );
   }
-  const found = exposeLatentParameters(await Deno.readFile(path));
-  if (found.kind !== "rewritten") return { session: await open(path, options), graph: found.kind };
-  const externalData: ExternalDataFile[] = [];
-  for (const ref of (await readModelInfo(path)).externalData) {
-    externalData.push({
-      path: ref.location,
-      data: await Deno.readFile(join(dirname(path), ref.location)),
-    });
-  }
-  const session = await openBytes(
-    { path, bytes: found.model, externalData, rewrite: LATENT_PARAMETERS_REWRITE },
-    options,
-  );
   if (!session.outputs.some((o) => o.name === LATENT_PARAMETERS)) {
     await session.release();
     throw new Error(
@@ -384,6 +377,17 @@ export async function openVaeEncoder(
         session.outputs.map((o) => o.name).join(", ")
       }); a custom session opener must open the bytes it is given`,
     );
+  }
+  if (!found) {
+    log(
+      "info",
+      "pipeline",
+      "vae_encoder: its rewritten graph (returning its parameters) from the cache",
+      {
+        model: path,
+      },
+    );
+    return { session, graph: "rewritten" };
   }
   log("info", "pipeline", "vae_encoder samples in the graph; rewritten to return its parameters", {
     model: path,
