@@ -31,56 +31,23 @@ finish() {
 }
 ci_node_tools || { failed=$((failed + 1)); finish; }
 
-deno task fixtures >/dev/null 2>&1 || { echo "deno task fixtures failed" >&2; failed=1; finish; }
-work=$(mktemp -d)
-# Searchable by the `postgres` user that runs the embedded database when this runs as root.
-chmod 711 "$work"
-server_pid=""
-relay_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
-  rm -rf "$work"
+# shellcheck source=test_server.sh
+source .ci/test_server.sh
+ci_fixtures || { failed=1; finish; }
+# The relay first: the server's allowed origins name its port. The suite is one client opening
+# a connection per request, both eras back to back (its 2025-11-25 SSE polling scenario met the
+# default 50/s, burst 100); the limit itself is tested in tests/http_refusals_test.ts.
+conformance_config() { # $1: the relay's port (its origins are allowed)
+  ci_write_config "allowed_origins = [\"http://localhost:$1\", \"http://127.0.0.1:$1\"]
+client_connections_per_second = 1000"
 }
-trap cleanup EXIT
-
-secret="ci-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-config="$work/config.toml"
-write_config() { # $1: the relay's port (its origins are allowed)
-  cat >"$config" <<EOF
-[server]
-environment = "production"       # X-MCP-Token required, as behind the CDN
-data_dir = "$work/data"
-allowed_origins = ["http://localhost:$1", "http://127.0.0.1:$1"]
-client_connections_per_second = 1000  # the suite is one client opening a connection per request, both eras back to back (its 2025-11-25 SSE polling scenario met the default 50/s, burst 100); the limit is tested in tests/http_refusals_test.ts
-
-[models]
-root = "$root/tests/fixtures/tiny/models"
-lock = "$root/tests/fixtures/tiny/models.lock"
-
-[runtime]
-intra_op_threads = 1
-inter_op_threads = 1
-
-[generation]
-preset = "quality"               # the tiny set has no LCM LoRA for the CPU's default fast preset
-steps = 4
-EOF
-}
-
-# The relay first: the server's allowed origins name its port.
 : >"$work/server-port"
-write_config 0
-key=$(deno task --quiet keys create --config "$config" --project 1 --user 1 --permission write \
-  --name conformance-ci 2>"$work/keys.log" | tail -n 1)
-case "$key" in
-  guinness_*) ;;
-  *) cat "$work/keys.log" >&2; echo "deno task keys create printed no key" >&2; failed=1; finish ;;
-esac
+conformance_config 0
+ci_key conformance-ci || { failed=1; finish; }
 RELAY_HEADERS="MCP-API-Key: $key
 X-MCP-Token: $secret" deno run --allow-net=127.0.0.1 --allow-read="$work" \
   --allow-env=RELAY_HEADERS .ci/key_relay.ts "$work/server-port" >"$work/relay.log" 2>&1 &
-relay_pid=$!
+ci_pids+=($!)
 relay_port=""
 for _ in $(seq 1 60); do
   relay_port=$(grep -oE 'relay listening on [0-9]+' "$work/relay.log" | grep -oE '[0-9]+$')
@@ -88,20 +55,8 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 [ -n "$relay_port" ] || { cat "$work/relay.log" >&2; echo "the relay did not start" >&2; failed=1; finish; }
-write_config "$relay_port"
-
-CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
-  --transport http --port 0 2>"$work/http.log" </dev/null &
-server_pid=$!
-server_port=""
-for _ in $(seq 1 120); do
-  server_port=$(grep -oE 'listening on http://[^ ]+/mcp' "$work/http.log" | head -n 1 |
-    sed -E 's#.*:([0-9]+)/mcp#\1#')
-  [ -n "$server_port" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.5
-done
-[ -n "$server_port" ] || { cat "$work/http.log" >&2; echo "HTTP server did not start" >&2; failed=1; finish; }
+conformance_config "$relay_port"
+ci_start_server || { failed=1; finish; }
 echo "$server_port" >"$work/server-port"
 url="http://localhost:$relay_port/mcp"
 echo "conformance: the server on port $server_port, through the key relay at $url" >&2

@@ -35,41 +35,11 @@ export MCP_INSPECTOR_SECRET_STORE=memory
 inspector() { "$node" "$inspector_dir/clients/launcher/build/index.js" --cli "$@"; }
 
 # --- a config on the tiny models, a key --------------------------------------
-deno task fixtures >/dev/null 2>&1 || { bad "deno task fixtures"; finish; }
-work=$(mktemp -d)
-# Searchable by the `postgres` user that runs the embedded database when this runs as root.
-chmod 711 "$work"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-config="$work/config.toml"
-secret="ci-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-cat >"$config" <<EOF
-[server]
-environment = "production"       # X-MCP-Token required, as behind the CDN
-data_dir = "$work/data"
-
-[models]
-root = "$root/tests/fixtures/tiny/models"
-lock = "$root/tests/fixtures/tiny/models.lock"
-
-[runtime]
-intra_op_threads = 1
-inter_op_threads = 1
-
-[generation]
-preset = "quality"               # the tiny set has no LCM LoRA for the CPU's default fast preset
-steps = 4
-EOF
-key=$(deno task --quiet keys create --config "$config" --project 1 --user 1 --permission write \
-  --name inspector-ci 2>"$work/keys.log" | tail -n 1)
-case "$key" in
-  guinness_*) ok "created a write key with deno task keys" ;;
-  *) cat "$work/keys.log" >&2; bad "deno task keys create printed no key"; finish ;;
-esac
+# shellcheck source=test_server.sh
+source .ci/test_server.sh
+ci_fixtures || { bad "deno task fixtures"; finish; }
+ci_write_config
+if ci_key inspector-ci; then ok "created a write key with deno task keys"; else bad "deno task keys create"; finish; fi
 
 # A PNG of the expected size: signature, then IHDR width and height (big-endian).
 png_is() { # $1 file, $2 width, $3 height
@@ -149,21 +119,7 @@ check_png() { # $1 label, $2 status, $3 png
 # `initialize`, "modern" pins 2026-07-28: `server/discover`, per-request `_meta`).
 # (The CLI keeps the SDK's 60 s per call and ignores a requestTimeout in this
 # file; the tiny models answer in seconds.)
-CLOUDFRONT_SECRET_HEADER="$secret" deno run -P=serve --quiet main.ts --config "$config" \
-  --transport http --port 0 2>"$work/http.log" </dev/null &
-server_pid=$!
-url=""
-for _ in $(seq 1 120); do
-  url=$(grep -oE 'listening on http://[^ ]+/mcp' "$work/http.log" | head -n 1 | cut -d' ' -f3)
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.5
-done
-if [ -z "$url" ]; then
-  cat "$work/http.log" >&2
-  bad "HTTP server did not start"
-  finish
-fi
+ci_start_server || { bad "HTTP server did not start"; finish; }
 stdio_server='"command": "deno",
       "args": ["run", "-P=serve", "--quiet", "'"$root"'/main.ts", "--config", "'"$config"'"],
       "cwd": "'"$root"'"'

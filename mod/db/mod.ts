@@ -17,12 +17,8 @@ export {
   type SqlParam,
   type TransactionOptions,
 } from "./database.ts";
-export {
-  type EmbeddedBinaries,
-  type EmbeddedEndpoint,
-  type EmbeddedOptions,
-  EmbeddedPostgres,
-} from "./embedded.ts";
+export { type EmbeddedEndpoint, type EmbeddedOptions, EmbeddedPostgres } from "./embedded.ts";
+export { type EmbeddedBinaries } from "./runner.ts";
 export { type DatabaseHealth, type DatabaseProbe, probeDatabase } from "./health.ts";
 export { migrate, type Migration, MIGRATIONS } from "./migrations.ts";
 export { openDatabase, type OpenDatabaseOptions } from "./open.ts";

@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { IoMeta } from "./runtime.ts";
+import type { IoMeta } from "./session_options.ts";
 
 /** One external-data file a model reads. */
 export interface ExternalDataRef {

@@ -41,7 +41,7 @@ import { join } from "node:path";
 import { log } from "../log/mod.ts";
 import { sha256File } from "../models/sha256_file.ts";
 import { readModelInfo } from "./model_info.ts";
-import type { ExternalDataFile, Session, SessionOptions } from "./runtime.ts";
+import type { ExternalDataFile, SessionOptions } from "./session_options.ts";
 import { processExists, readSystemText } from "./system_files.ts";
 
 /** Version of the cache layout and key; a change makes every cached graph stale. */
@@ -58,16 +58,19 @@ const BUILDING = ".building-";
 /** Remembered source hashes. */
 const SOURCES = "sources.json";
 
-/** What the cache needs of the runtime (runtime.ts passes it in: no import cycle). */
-export interface CacheRuntime {
+/**
+ * What the cache needs of the runtime (runtime.ts passes it in: no import
+ * cycle). `S` is the runtime's session, which the cache only hands back.
+ */
+export interface CacheRuntime<S> {
   /** Opens a model file as `createSession` does without a cache. */
-  open(path: string, options: SessionOptions): Promise<Session>;
+  open(path: string, options: SessionOptions): Promise<S>;
   /** Opens a model from bytes as `createSessionFromBytes` does without a cache. */
   openBytes(
     bytes: Uint8Array,
     externalData: readonly ExternalDataFile[],
     options: SessionOptions,
-  ): Promise<Session>;
+  ): Promise<S>;
   /** The ONNX Runtime build, for the key. */
   version: string;
 }
@@ -168,12 +171,12 @@ function processCpu(): string | null {
  * cache: any problem with it is logged and the model opens as it would
  * without one.
  */
-export async function openThroughCache(
+export async function openThroughCache<S>(
   model: CacheSource,
   options: SessionOptions,
-  runtime: CacheRuntime,
+  runtime: CacheRuntime<S>,
   onOutcome?: (outcome: CacheOutcome) => void,
-): Promise<Session> {
+): Promise<S> {
   const dir = options.optimizedCache!;
   const plain: SessionOptions = { ...options, optimizedCache: undefined, saveOptimized: undefined };
   const label = options.label ?? "model";
@@ -216,12 +219,12 @@ export async function openThroughCache(
  * opens the bytes with the same `rewrite`, which caches them afresh). Never
  * fails because of the cache.
  */
-export async function openCachedRewrite(
+export async function openCachedRewrite<S>(
   model: { from: string; rewrite: string },
   options: SessionOptions,
-  runtime: CacheRuntime,
+  runtime: CacheRuntime<S>,
   onOutcome?: (outcome: CacheOutcome) => void,
-): Promise<Session | null> {
+): Promise<S | null> {
   const dir = options.optimizedCache;
   const base = keyBase(options, runtime);
   if (dir === undefined || typeof base === "string") return null;
@@ -240,7 +243,7 @@ export async function openCachedRewrite(
  * The key's parts that do not depend on the model, or why nothing is cached
  * for these options.
  */
-function keyBase(options: SessionOptions, runtime: CacheRuntime): OptimizedKey | string {
+function keyBase(options: SessionOptions, runtime: { version: string }): OptimizedKey | string {
   const graphOptimization = options.graphOptimization ?? "all";
   if (graphOptimization === "disabled") return "graph optimisation is disabled";
   const provider = options.executionProvider ?? "cpu";
@@ -263,12 +266,12 @@ function keyBase(options: SessionOptions, runtime: CacheRuntime): OptimizedKey |
  * The plan's cached graph, opened unoptimised, when its folder is complete
  * and current; else null, with a stale or unopenable folder removed.
  */
-async function openHit(
+async function openHit<S>(
   plan: Plan,
   plain: SessionOptions,
-  runtime: CacheRuntime,
+  runtime: CacheRuntime<S>,
   onOutcome?: (outcome: CacheOutcome) => void,
-): Promise<Session | null> {
+): Promise<S | null> {
   const label = plain.label ?? "model";
   const check = await checkFolder(plan);
   if (check.ok) {
@@ -396,12 +399,12 @@ async function checkFolder(
   return { ok: true };
 }
 
-async function build(
-  openSource: (options: SessionOptions) => Promise<Session>,
+async function build<S>(
+  openSource: (options: SessionOptions) => Promise<S>,
   plan: Plan,
   plain: SessionOptions,
   onOutcome?: (outcome: CacheOutcome) => void,
-): Promise<Session> {
+): Promise<S> {
   const label = plain.label ?? "model";
   await sweep(plan.dir, plan).catch(() => {});
   let scratch: string;
@@ -419,7 +422,7 @@ async function build(
     return await openSource(plain);
   }
   const t0 = performance.now();
-  let session: Session;
+  let session: S;
   try {
     session = await openSource({
       ...plain,

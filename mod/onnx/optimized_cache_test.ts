@@ -47,7 +47,9 @@ async function setup(): Promise<{ dir: string; model: string; cache: string }> {
 }
 
 /** The real runtime without the cache, recording what it was asked to open. */
-function recordingRuntime(): CacheRuntime & { calls: Array<{ path: string; o: SessionOptions }> } {
+function recordingRuntime(): CacheRuntime<Session> & {
+  calls: Array<{ path: string; o: SessionOptions }>;
+} {
   const calls: Array<{ path: string; o: SessionOptions }> = [];
   return {
     calls,
@@ -68,7 +70,7 @@ const OPTIONS: SessionOptions = { intraOpThreads: 1, label: "unet" };
 async function open(
   model: string,
   cache: string,
-  runtime: CacheRuntime,
+  runtime: CacheRuntime<Session>,
   extra: SessionOptions = {},
 ): Promise<{ session: Session; outcome: CacheOutcome }> {
   let outcome: CacheOutcome | undefined;
@@ -242,7 +244,7 @@ Deno.test("optimised-graph cache: written beside its final name and moved there 
     await Deno.mkdir(live);
     const seen: string[][] = [];
     const runtime = recordingRuntime();
-    const watching: CacheRuntime = {
+    const watching: CacheRuntime<Session> = {
       version: runtime.version,
       openBytes: runtime.openBytes,
       open: async (path, o) => {

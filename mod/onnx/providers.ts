@@ -21,7 +21,7 @@
  * @module
  */
 
-import type { ExecutionProvider } from "./runtime.ts";
+import type { ExecutionProvider } from "./session_options.ts";
 
 /** The onnxruntime-node version whose facts this file states (deno.json's pin). */
 export const ONNXRUNTIME_NODE_VERSION = "1.30.0";
