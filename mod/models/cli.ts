@@ -46,7 +46,8 @@ import {
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
-import { downloadModelFiles, HostUnreachableError } from "./download.ts";
+import { downloadModelFiles } from "./download.ts";
+import { HostUnreachableError } from "./fetch_failure.ts";
 import {
   LockError,
   MODEL_COMPONENTS,

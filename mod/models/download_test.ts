@@ -1,7 +1,8 @@
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { downloadModelFiles, type DownloadOptions, HostUnreachableError } from "./download.ts";
+import { downloadModelFiles, type DownloadOptions } from "./download.ts";
+import { HostUnreachableError } from "./fetch_failure.ts";
 import { type Behavior, startFixtureServer } from "./fixture_server.ts";
 import type { LockEntry } from "./lock.ts";
 

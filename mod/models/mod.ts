@@ -46,8 +46,8 @@ export {
   type DownloadOptions,
   type DownloadReport,
   type FileOutcome,
-  HostUnreachableError,
 } from "./download.ts";
+export { HostUnreachableError } from "./fetch_failure.ts";
 export { PROXY_ENV_VARS, type ProxyChoice, proxyFor } from "./proxy.ts";
 export {
   BASE_FILES,
