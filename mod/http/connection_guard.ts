@@ -482,7 +482,9 @@ export class ConnectionGuard {
         refusalResponse({
           status: 503,
           message: `${what}, and this client holds ${decision.held} of them, its share or more ` +
-            `(${decision.share} with ${decision.addresses} clients holding some); retry in 1 s`,
+            `(${decision.share} with ${decision.addresses} client${
+              decision.addresses === 1 ? "" : "s"
+            } holding some); retry in 1 s`,
           limit,
           retryAfterSeconds: 1,
         }),
