@@ -449,9 +449,8 @@ export class ConnectionGuard {
       ? ["server.max_connections", o.maxConnections]
       : ["server.max_pending_heads", o.maxPendingHeads];
     const what = which === "connections"
-      ? `the server has ${max} open connections, the most allowed (${setting} = ${max})`
-      : `${max} connections were waiting for their request head, the most allowed ` +
-        `(${setting} = ${max})`;
+      ? `the server has ${max} open connections (${setting} = ${max})`
+      : `${max} connections awaited their request head (${setting} = ${max})`;
     const limit = { setting, value: max };
     if (decision.kind === "evict") {
       this.#refusals.note(
@@ -462,8 +461,8 @@ export class ConnectionGuard {
       );
       this.#evict(decision, {
         status: 503,
-        message: `${what}; this one was closed for another client's, as this client held ` +
-          `${decision.held} of them, the most; retry in 1 s`,
+        message: `${what}; this one was closed: its client held the most of them ` +
+          `(${decision.held}); retry in 1 s`,
         limit,
         retryAfterSeconds: 1,
       });
@@ -481,10 +480,10 @@ export class ConnectionGuard {
         client,
         refusalResponse({
           status: 503,
-          message: `${what}, and this client holds ${decision.held} of them, its share or more ` +
-            `(${decision.share} with ${decision.addresses} client${
+          message: `${what}; this client holds ${decision.held}, at least its share ` +
+            `(${decision.share} for ${decision.addresses} client${
               decision.addresses === 1 ? "" : "s"
-            } holding some); retry in 1 s`,
+            }); retry in 1 s`,
           limit,
           retryAfterSeconds: 1,
         }),
@@ -500,7 +499,11 @@ export class ConnectionGuard {
       client,
       refusalResponse({
         status: 503,
-        message: `${what}; retry in 1 s`,
+        message: which === "connections"
+          ? `the server has ${max} open connections, the most allowed (${setting} = ${max}); ` +
+            `retry in 1 s`
+          : `${max} connections were waiting for their request head, the most allowed ` +
+            `(${setting} = ${max}); retry in 1 s`,
         limit,
         retryAfterSeconds: 1,
       }),
