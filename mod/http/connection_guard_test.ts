@@ -292,7 +292,7 @@ Deno.test("an address that connects faster than client_connections_per_second is
   }
 });
 
-Deno.test("past max_pending_heads a new connection closes the oldest one still without a head", async () => {
+Deno.test("past max_pending_heads with every address within its share, a new connection closes the oldest one still without a head", async () => {
   const s = setup({ maxPendingHeads: 4 }, echo);
   const held: net.Socket[] = [];
   try {
