@@ -16,9 +16,10 @@
  * (127.0.0.2, its own key) makes {@link CALLS} sequential calls meanwhile.
  *
  * Per scenario: the second client's calls served (its success rate), its
- * median and slowest call, its share of all the calls served during its
- * calls (it sends one at a time, the flood hundreds), and the flood's
- * statuses.
+ * median and slowest call, its share of all the calls served while the
+ * flood ran (it sends one at a time, the flood hundreds; the flood's count
+ * includes its first second, before the second client starts), and the
+ * flood's statuses.
  *
  * Run: `deno run -P=test mod/http/fair_share_measure.ts [--loops 300,1000] [--addresses 1,20]`.
  *
