@@ -38,14 +38,25 @@
  *   429 (`peer_limits.ts`). A connection from a trusted proxy is counted
  *   for the client it names, once its head names it.
  * - **heads**: at most `maxPendingHeads` connections may be waiting for
- *   their request head; one more closes the oldest of them (503), so that
- *   connections which send nothing, from however many addresses, cannot
- *   keep a new client out: its head arrives long before it is the oldest.
+ *   their request head.
+ * - **fair shares**: when either global budget (`maxConnections`,
+ *   `maxPendingHeads`) is full, the connection that gives way is taken from
+ *   the client address holding the most of it, never from one within its
+ *   share while another holds more (`fair_share.ts`): a client that sends
+ *   little is not pushed out by a flood, from one address or from many. A
+ *   newcomer whose address already holds its share is refused at once
+ *   without reading its head (503, written straight away, then the
+ *   connection is drained briefly and closed), so refusing a flood costs
+ *   little; when every address is within its share the oldest waiting head
+ *   of the largest holders is closed, so that connections which send
+ *   nothing, from however many addresses, cannot keep a new client out: its
+ *   head arrives long before it is the oldest.
  *
  * A refused connection is never just closed: `refusal.ts` answers it (after
- * its request head, so that the client reads the answer) with the status,
- * `retry-after` where waiting helps, and a JSON-RPC error naming the
- * setting and its value, at most `maxConnections` answers at a time.
+ * its request head, so that the client reads the answer, except for the
+ * over-share refusal above) with the status, `retry-after` where waiting
+ * helps, and a JSON-RPC error naming the setting and its value, at most
+ * `maxConnections` answers at a time.
  * Refusals are logged once, then at most every 10 s per reason with how
  * many were left out, so that a flood does not flood the log.
  *
@@ -63,6 +74,7 @@ import {
   clientKey,
   type ForwardedHeader,
 } from "./client_address.ts";
+import { type FairDecision, FairShare } from "./fair_share.ts";
 import { PeerLimits } from "./peer_limits.ts";
 import {
   findHeadEnd,
@@ -137,6 +149,12 @@ interface Connection {
   late: LateBytes | null;
   /** The client key counted in the per-client limits, once counted. */
   key: string | null;
+  /**
+   * The address the connection counts for in the global budgets' fair
+   * shares: the TCP peer's key, then for a proxy's connection the client
+   * its head names.
+   */
+  holder: string;
   phase: Phase;
   openedAt: number;
   /** Milliseconds spent waiting for client bytes during the body phase. */
@@ -195,6 +213,9 @@ function headerLines(lines: string[]): Array<[string, string]> | null {
   return out;
 }
 
+/** Which of an address's connections gives way first: still sending its head, then its body, then being answered. */
+const PHASE_RANK: Record<Phase, number> = { head: 0, body: 1, response: 2 };
+
 /** Headers the guard removes from a request head before adding its own. */
 const REPLACED_HEADERS = new Set(["connection", "keep-alive", CLIENT_ADDRESS_HEADER]);
 
@@ -205,8 +226,10 @@ export class ConnectionGuard {
   readonly #listener: Deno.Listener;
   readonly #options: ConnectionGuardOptions;
   readonly #open = new Set<Connection>();
-  /** Connections still waiting for their head, oldest first. */
-  readonly #heads = new Set<Connection>();
+  /** {@link #open} by address, for the `maxConnections` budget's fair shares. */
+  readonly #openShare: FairShare<Connection>;
+  /** Connections still waiting for their head, by address, oldest first. */
+  readonly #heads: FairShare<Connection>;
   readonly #peers: PeerLimits;
   readonly #trusted: AddressSet;
   readonly #forwardedHeader: ForwardedHeader;
@@ -226,6 +249,12 @@ export class ConnectionGuard {
       ratePerSecond: options.clientConnectionsPerSecond,
       burst: Math.max(1, 2 * options.clientConnectionsPerSecond),
     });
+    this.#openShare = new FairShare({
+      budget: options.maxConnections,
+      evictWithinShare: false,
+      rank: (c) => PHASE_RANK[c.phase],
+    });
+    this.#heads = new FairShare({ budget: options.maxPendingHeads, evictWithinShare: true });
     this.#trusted = new AddressSet(options.trustedProxies ?? []);
     this.#forwardedHeader = options.forwardedHeader ?? "x-forwarded-for";
     const capacity = options.maxAnswering ?? options.maxConnections;
@@ -356,26 +385,9 @@ export class ConnectionGuard {
         return; // listener closed
       }
       const o = this.#options;
-      if (this.#open.size >= o.maxConnections) {
-        this.#refusals.note("too many open connections", {
-          open: this.#open.size,
-          max: o.maxConnections,
-        });
-        this.#desk.answer(
-          client,
-          refusalResponse({
-            status: 503,
-            message: `the server has ${this.#open.size} open connections, the most allowed ` +
-              `(server.max_connections = ${o.maxConnections}); retry in 1 s`,
-            limit: { setting: "server.max_connections", value: o.maxConnections },
-            retryAfterSeconds: 1,
-          }),
-          { waitForHeadMs: o.headerTimeoutMs },
-        );
-        continue;
-      }
       const peer = (client.remoteAddr as Deno.NetAddr).hostname;
       const proxied = !this.#trusted.empty && this.#trusted.has(peer);
+      const holder = clientKey(peer);
       // A proxy's connections are counted for the client its head names, once it is read.
       if (!proxied) {
         const refusal = this.#admitClient(peer);
@@ -384,24 +396,13 @@ export class ConnectionGuard {
           continue;
         }
       }
-      if (this.#heads.size >= o.maxPendingHeads) {
-        const oldest = this.#heads.values().next().value!;
-        this.#refusals.note("too many connections without a request head; closed the oldest", {
-          max: o.maxPendingHeads,
-        });
-        this.#refuse(
-          oldest,
-          {
-            status: 503,
-            message: `${o.maxPendingHeads} connections were waiting for their request head, the ` +
-              `most allowed (server.max_pending_heads = ${o.maxPendingHeads}); this one, the ` +
-              `oldest, was closed; retry in 1 s`,
-            limit: { setting: "server.max_pending_heads", value: o.maxPendingHeads },
-            retryAfterSeconds: 1,
-          },
-          null,
-          Infinity,
-        );
+      if (!this.#makeRoom(client, holder, this.#openShare, "connections")) {
+        if (!proxied) this.#peers.release(holder);
+        continue;
+      }
+      if (!this.#makeRoom(client, holder, this.#heads, "heads")) {
+        if (!proxied) this.#peers.release(holder);
+        continue;
       }
       const c: Connection = {
         client,
@@ -409,7 +410,8 @@ export class ConnectionGuard {
         proxied,
         head: new Uint8Array(0),
         late: null,
-        key: proxied ? null : clientKey(peer),
+        key: proxied ? null : holder,
+        holder,
         phase: "head",
         openedAt: Date.now(),
         clientWaitMs: 0,
@@ -420,7 +422,8 @@ export class ConnectionGuard {
         closed: false,
       };
       this.#open.add(c);
-      this.#heads.add(c);
+      this.#openShare.add(holder, c);
+      this.#heads.add(holder, c);
       const relay: Promise<void> = this.#relay(c).catch(() => {}).finally(() => {
         this.#close(c);
         this.#relays.delete(relay);
@@ -429,10 +432,105 @@ export class ConnectionGuard {
     }
   }
 
+  /**
+   * When `budget` is full, frees a slot for a new connection of `holder`
+   * (`fair_share.ts`), or refuses `client` and returns false.
+   */
+  #makeRoom(
+    client: Deno.Conn,
+    holder: string,
+    budget: FairShare<Connection>,
+    which: "connections" | "heads",
+  ): boolean {
+    if (!budget.full) return true;
+    const o = this.#options;
+    const decision = budget.decide(holder);
+    const [setting, max] = which === "connections"
+      ? ["server.max_connections", o.maxConnections]
+      : ["server.max_pending_heads", o.maxPendingHeads];
+    const what = which === "connections"
+      ? `the server has ${max} open connections (${setting} = ${max})`
+      : `${max} connections awaited their request head (${setting} = ${max})`;
+    const limit = { setting, value: max };
+    if (decision.kind === "evict") {
+      this.#refusals.note(
+        which === "connections"
+          ? "too many open connections; closed one of the client holding the most"
+          : "too many connections without a request head; closed one of the client holding the most",
+        { max, client: decision.holder, held: decision.held },
+      );
+      this.#evict(decision, {
+        status: 503,
+        message: `${what}; this one was closed: its client held the most of them ` +
+          `(${decision.held}); retry in 1 s`,
+        limit,
+        retryAfterSeconds: 1,
+      });
+      return true;
+    }
+    if (decision.reason === "over-share") {
+      // The flood itself: answered at once, without reading its head (refusal.ts).
+      this.#refusals.note(`${which}: a client over its fair share was refused`, {
+        max,
+        client: holder,
+        held: decision.held,
+        share: decision.share,
+      });
+      this.#desk.answer(
+        client,
+        refusalResponse({
+          status: 503,
+          message: `${what}; this client holds ${decision.held}, at least its share ` +
+            `(${decision.share} for ${decision.addresses} client${
+              decision.addresses === 1 ? "" : "s"
+            }); retry in 1 s`,
+          limit,
+          retryAfterSeconds: 1,
+        }),
+        { waitForHeadMs: 0 },
+      );
+      return false;
+    }
+    this.#refusals.note(
+      which === "connections" ? "too many open connections" : "too many pending heads",
+      { open: this.#open.size, max },
+    );
+    this.#desk.answer(
+      client,
+      refusalResponse({
+        status: 503,
+        message: which === "connections"
+          ? `the server has ${max} open connections, the most allowed (${setting} = ${max}); ` +
+            `retry in 1 s`
+          : `${max} connections were waiting for their request head, the most allowed ` +
+            `(${setting} = ${max}); retry in 1 s`,
+        limit,
+        retryAfterSeconds: 1,
+      }),
+      { waitForHeadMs: o.headerTimeoutMs },
+    );
+    return false;
+  }
+
+  /**
+   * Closes `decision.item` for a newcomer: answered with `refusal` once its
+   * head has ended when it is still sending it, at once while it sends its
+   * body; a connection already being answered is cut.
+   */
+  #evict(decision: FairDecision<Connection> & { kind: "evict" }, refusal: Refusal): void {
+    const c = decision.item;
+    if (c.phase === "response") {
+      this.#close(c);
+      return;
+    }
+    this.#refuse(c, refusal, null, c.phase === "head" ? Infinity : 0);
+  }
+
   /** Forgets `c` in every count (once). */
   #forget(c: Connection): void {
     this.#open.delete(c);
-    this.#heads.delete(c);
+    this.#openShare.delete(c.holder, c);
+    this.#heads.delete(c.holder, c);
     if (c.key !== null) {
       this.#peers.release(c.key);
       c.key = null;
@@ -538,7 +636,7 @@ export class ConnectionGuard {
       this.#refuseHeadTooLarge(c);
       return;
     }
-    this.#heads.delete(c);
+    this.#heads.delete(c.holder, c);
     const text = byteText(head.subarray(0, found.blank));
     const lines = text.split("\n").map((l) => l.replace(/\r$/, ""));
     const headers = headerLines(lines.slice(1));
@@ -565,6 +663,8 @@ export class ConnectionGuard {
         return;
       }
       c.key = clientKey(address);
+      this.#openShare.move(c.holder, c.key, c);
+      c.holder = c.key;
     }
     let expected = 0;
     for (const [name, value] of headers) {

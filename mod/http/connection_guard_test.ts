@@ -292,7 +292,7 @@ Deno.test("an address that connects faster than client_connections_per_second is
   }
 });
 
-Deno.test("past max_pending_heads a new connection closes the oldest one still without a head", async () => {
+Deno.test("past max_pending_heads with every address within its share, a new connection closes the oldest one still without a head", async () => {
   const s = setup({ maxPendingHeads: 4 }, echo);
   const held: net.Socket[] = [];
   try {
@@ -314,6 +314,119 @@ Deno.test("past max_pending_heads a new connection closes the oldest one still w
     assert.equal(JSON.parse(evicted.body).error.data.limit, "server.max_pending_heads");
   } finally {
     for (const socket of held) socket.destroy();
+    await s.close();
+  }
+});
+
+Deno.test("pending heads full of one address: another address gets in, taking the flood's oldest; the flood's next connection reads 503 at once, its head unread", async () => {
+  const s = setup({ maxPendingHeads: 8 }, echo);
+  const held: net.Socket[] = [];
+  try {
+    held.push(...await idle("127.0.3.1", s.port, 8));
+    await until(() => s.guard.pendingHeads === 8);
+    const oldest = readToEnd(held[0]);
+    const r = await requestFrom("127.0.3.2", s.port, { method: "GET", path: "/" });
+    assert.equal(r.status, 200, "the client that sends little is served");
+    assert.equal(JSON.parse(r.body).address, "127.0.3.2");
+    // The flood's oldest was closed for it, answered once its head ends.
+    await until(() => s.guard.refusals.inProgress === 1);
+    held[0].write("GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    const evicted = parseResponse(await oldest);
+    assert.equal(evicted.status, 503);
+    assert.match(
+      evicted.body,
+      /server\.max_pending_heads = 8\); this one was closed: its client held the most of them \(8\)/,
+    );
+    // The flood fills the budget again: with all 8 of 8 waiting heads it holds its share (8 / 1),
+    // so its next connection is answered before it sends a byte: no head of it is ever read.
+    held.push(...await idle("127.0.3.1", s.port, 1));
+    await until(() => s.guard.pendingHeads === 8);
+    const next = await openFrom("127.0.3.1", s.port);
+    held.push(next);
+    const early = parseResponse(await readToEnd(next, 5_000));
+    assert.equal(early.status, 503);
+    assert.ok(early.headers.some(([k, v]) => k === "retry-after" && v === "1"));
+    const error = JSON.parse(early.body).error;
+    assert.equal(error.data.limit, "server.max_pending_heads");
+    assert.match(
+      error.message,
+      /this client holds 8, at least its share \(8 for 1 client\)/,
+    );
+    assert.equal(s.guard.pendingHeads, 8, "the refused connection never waited for its head");
+  } finally {
+    for (const socket of held) socket.destroy();
+    await s.close();
+  }
+});
+
+Deno.test("pending heads full of 20 flooding addresses: a 21st address always gets in, one within its share is never closed", async () => {
+  const s = setup({ maxPendingHeads: 40 }, echo);
+  const held: net.Socket[] = [];
+  try {
+    // The victim's connection waits with the flood, within its share (40 / 21 → the floor, 4).
+    const victim = await openFrom("127.0.4.100", s.port);
+    held.push(victim);
+    const victimRead = readToEnd(victim, 5_000);
+    await until(() => s.guard.pendingHeads === 1);
+    // 20 addresses, 3 each (all within their share: 4), then 3 more from the first five.
+    for (let i = 0; i < 20; i++) held.push(...await idle(`127.0.4.${i + 1}`, s.port, 2));
+    await until(() => s.guard.pendingHeads === 41 - 1);
+    const before = s.guard.refusals.inProgress;
+    for (let i = 0; i < 5; i++) held.push(...await idle(`127.0.4.${i + 1}`, s.port, 3));
+    await until(() => s.guard.refusals.inProgress >= before + 15);
+    assert.equal(s.guard.pendingHeads, 40);
+    // Each flooder's extra connection took an equal's slot or was refused: never the victim's.
+    for (let round = 0; round < 3; round++) {
+      const r = await requestFrom("127.0.4.200", s.port, { method: "GET", path: "/" });
+      assert.equal(r.status, 200, `round ${round}`);
+    }
+    victim.write("GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    const answer = parseResponse(await victimRead);
+    assert.equal(answer.status, 200, "the victim's waiting connection was not closed");
+    assert.equal(JSON.parse(answer.body).address, "127.0.4.100");
+  } finally {
+    for (const socket of held) socket.destroy();
+    await s.close();
+  }
+});
+
+Deno.test("open connections full of one address: another address gets in by closing one of the flood's still sending its head, not one being served", async () => {
+  const h = held();
+  const s = setup(
+    { maxConnections: 6, maxConnectionsPerClient: 100, maxPendingHeads: 6 },
+    h.handler,
+  );
+  const sockets: net.Socket[] = [];
+  try {
+    // Four of the flood's requests are being served (held), two of its connections wait for heads.
+    const served = Array.from(
+      { length: 4 },
+      () => requestFrom("127.0.5.1", s.port, { method: "POST", path: "/", body: "x" }),
+    );
+    await until(() => s.guard.connections === 4 && s.guard.pendingHeads === 0);
+    sockets.push(...await idle("127.0.5.1", s.port, 2));
+    await until(() => s.guard.connections === 6);
+    const firstIdle = readToEnd(sockets[0], 5_000);
+    const victim = requestFrom("127.0.5.2", s.port, { method: "POST", path: "/", body: "y" });
+    await until(() => s.guard.refusals.inProgress === 1);
+    sockets[0].write("GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    const evicted = parseResponse(await firstIdle);
+    assert.equal(evicted.status, 503);
+    assert.equal(JSON.parse(evicted.body).error.data.limit, "server.max_connections");
+    // The flood holds 5 of 6, over its share (6 / 2 = 3, raised to the floor of 4): its next
+    // is refused at once.
+    const early = parseResponse(await readToEnd(await openFrom("127.0.5.1", s.port), 5_000));
+    assert.equal(early.status, 503);
+    assert.match(
+      early.body,
+      /server\.max_connections = 6\); this client holds 5, at least its share \(4 for 2 clients\)/,
+    );
+    h.release();
+    assert.equal((await victim).status, 200);
+    for (const r of await Promise.all(served)) assert.equal(r.status, 200, "no response was cut");
+  } finally {
+    h.release();
+    for (const socket of sockets) socket.destroy();
     await s.close();
   }
 });
@@ -539,7 +652,7 @@ Deno.test("300 at once past max_connections: every connection over it reads 503 
   }
 });
 
-Deno.test("100 connections at once past max_pending_heads: the ones closed for newer ones read 503 once they send", async () => {
+Deno.test("100 connections at once from one address past max_pending_heads: 8 served, every other one reads 503 with retry-after", async () => {
   const s = setup({ maxPendingHeads: 8 }, echo);
   try {
     const conns = await Promise.all(

@@ -29,15 +29,21 @@ export interface Replica {
  * Starts `main.ts` with the tiny models (or `models.root` and `models.lock`),
  * `role`, `sections` (TOML) and `DATABASE_URL = url`, and waits until it
  * listens. `models.cpu` pins the process to that CPU (`taskset`), as one
- * engine per GPU would own its device.
+ * engine per GPU would own its device; `models.server` adds `[server]` keys.
  */
 export async function startReplica(
   role: Replica["role"],
   url: string,
   sections: string,
-  models: { root?: string; lock?: string; cpu?: number } = {},
+  models: {
+    root?: string;
+    lock?: string;
+    cpu?: number;
+    /** More `[server]` keys (e.g. raised per-client limits). */
+    server?: Record<string, string | number>;
+  } = {},
 ): Promise<Replica> {
-  const temp = await writeTinyConfig(sections, { role });
+  const temp = await writeTinyConfig(sections, { ...models.server, role });
   if (models.root || models.lock) {
     // Another models folder (one that does not exist, for a front that must not need it,
     // or the bench's wider set).
