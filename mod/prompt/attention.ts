@@ -20,7 +20,7 @@
 
 /** A `(text:w)` weight that is not a number (AUTOMATIC1111's `float()` raises on it too). */
 export class PromptSyntaxError extends Error {
-  /** @param message what was wrong, naming the value */
+  /** Makes the error; `message` says what was wrong, naming the value. */
   constructor(message: string) {
     super(message);
     this.name = "PromptSyntaxError";

@@ -34,7 +34,7 @@ import { isBreak, parsePromptAttention } from "./attention.ts";
 export const PROMPT_CHUNK_LENGTH = 75;
 
 /** Positions per chunk: BOS, 75 tokens, EOS. */
-export const PROMPT_CHUNK_SIZE = PROMPT_CHUNK_LENGTH + 2;
+export const PROMPT_CHUNK_SIZE: number = PROMPT_CHUNK_LENGTH + 2;
 
 /** AUTOMATIC1111's default `comma_padding_backtrack` (`modules/shared_options.py`). */
 export const DEFAULT_COMMA_PADDING_BACKTRACK = 20;
