@@ -33,3 +33,4 @@ export {
   MAX_EMBEDDING_FILE_BYTES,
   SD15_EMBEDDING_WIDTH,
 } from "./embedding_file.ts";
+export { type LoadedEmbeddings, loadEmbeddings } from "./embedding_set.ts";
