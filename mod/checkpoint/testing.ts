@@ -655,6 +655,15 @@ function contiguousStride(shape: number[]): number[] {
   return s;
 }
 
+/** The protocol-2 pickle `torch.save` writes for `value` (zip format's data.pkl), and its storages' bytes by key. */
+export function pickleBytes(
+  value: PyValue,
+): { pickle: Uint8Array; storages: Map<string, Uint8Array> } {
+  const w = new PickleWriter(false);
+  const pickle = w.bytes(value);
+  return { pickle, storages: new Map(w.storages.map((s) => [s.key, s.bytes])) };
+}
+
 /** How {@link torchFileBytes} writes. */
 export interface TorchWriteOptions {
   /** The legacy (non-zip) format `torch.save(..., _use_new_zipfile_serialization=False)` writes. */
