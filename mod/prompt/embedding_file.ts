@@ -7,8 +7,8 @@
  *   configured name may replace it;
  * - AUTOMATIC1111's own `.pt` holds `string_to_param` with exactly one `[n, width]` tensor;
  * - a `.safetensors` file, or diffusers' `learned_embeds` (`.safetensors` or `.bin`), holds
- *   exactly one tensor of any name: `emb_params` `[n, width]` (what kohya's sd-scripts and
- *   AUTOMATIC1111 write), or diffusers' concept `{"<token>": [width]}` (one vector);
+ *   exactly one tensor of any name: `emb_params` `[n, width]` (as kohya's sd-scripts writes
+ *   it), or diffusers' concept `{"<token>": [width]}` (one vector);
  * - SDXL embeddings (`clip_l` and `clip_g`) are for SDXL's two text encoders, and are refused;
  * - its hash is the first 12 hex digits of the file's sha256 (AUTOMATIC1111's "TI hashes",
  *   `Embedding.shorthash`).
