@@ -177,6 +177,24 @@ Deno.test("deno task prompt: one clear line for each problem", async () => {
     assert.equal(named.code, 0, named.stderr);
     assert.equal((JSON.parse(named.stdout) as Report).chunks[0].tokens[1], CAT);
 
+    // Two embeddings the tokenizer cannot tell apart.
+    const twice = join(dir, "twice.toml");
+    await Deno.copyFile(join(dir, "EasyNegative.safetensors"), join(dir, "copy.safetensors"));
+    await Deno.writeTextFile(
+      twice,
+      (await Deno.readTextFile(config)).replace(
+        /^embeddings = \[(.*)\]$/m,
+        `embeddings = [$1, { path = ${JSON.stringify(join(dir, "copy.safetensors"))}, ` +
+          `name = "easynegative" }]`,
+      ),
+    );
+    const same = await promptTask(["--config", twice, "cat"]);
+    assert.equal(same.code, 2);
+    assert.match(
+      same.stderr,
+      /\[prompt\] embeddings: embeddings "EasyNegative" and "easynegative" are the same word/,
+    );
+
     // A configured embedding that is not there.
     await Deno.remove(join(dir, "EasyNegative.safetensors"));
     const gone = await promptTask(["--config", config, "cat"]);

@@ -20,7 +20,7 @@ import { ClipTokenizer } from "../tokenizer/mod.ts";
 import { PromptSyntaxError } from "./attention.ts";
 import { EmbeddingFileError } from "./embedding_file.ts";
 import { type LoadedEmbeddings, loadEmbeddings } from "./embedding_set.ts";
-import { PROMPT_CHUNK_SIZE, type ReadPrompt, readPrompt } from "./read.ts";
+import { PROMPT_CHUNK_SIZE, PromptEmbeddingIndex, type ReadPrompt, readPrompt } from "./read.ts";
 
 const HELP: Help = {
   usage: ["deno task prompt [--json] [--config PATH] [--tokenizer DIR] TEXT|-"],
@@ -132,10 +132,17 @@ export async function main(
     log("error", "prompt", message);
     return 2;
   }
+  let index: PromptEmbeddingIndex;
+  try {
+    index = new PromptEmbeddingIndex(tokenizer, loaded.embeddings);
+  } catch (e) {
+    log("error", "prompt", `[prompt] embeddings: ${(e as Error).message}`);
+    return 2;
+  }
 
   let read: ReadPrompt;
   try {
-    read = readPrompt(text, tokenizer, loaded.embeddings);
+    read = readPrompt(text, tokenizer, index);
   } catch (e) {
     if (!(e instanceof PromptSyntaxError)) throw e;
     log("error", "prompt", e.message);
