@@ -168,8 +168,16 @@ export interface ResolvedConfig {
     /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
     maxWaitMs: number;
   };
-  /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
-  prompt: { positive: string; negative: string };
+  /** `[prompt]`: base prompts joined with every request's prompts (contract §2), and embeddings. */
+  prompt: {
+    positive: string;
+    negative: string;
+    /**
+     * `embeddings`: textual-inversion embedding files (absolute, under the models root), each
+     * with the word that calls it (the configured name, else the file's stem), in config order.
+     */
+    embeddings: { path: string; name: string }[];
+  };
   /** `[controlnet]`: the depth, openpose and inpaint ControlNets (model, annotators, scale). */
   controlnet: {
     depth: ControlNetConfig & {
@@ -572,7 +580,11 @@ export function resolveConfig(
         ? Infinity
         : raw.generation.max_wait_seconds * 1000,
     },
-    prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
+    prompt: {
+      positive: raw.prompt.positive,
+      negative: raw.prompt.negative,
+      embeddings: resolveEmbeddings(raw.prompt.embeddings, root, where),
+    },
     controlnet: {
       depth: {
         enabled: cn.depth.enabled,
@@ -618,6 +630,32 @@ export function resolveConfig(
       },
     },
   };
+}
+
+/**
+ * `[prompt] embeddings`: absolute paths and the word of each (the name, else the file's stem, as
+ * AUTOMATIC1111 names an embedding); two embeddings called by the same word are an error.
+ */
+function resolveEmbeddings(
+  entries: RawConfig["prompt"]["embeddings"],
+  root: string,
+  where: string,
+): { path: string; name: string }[] {
+  const out: { path: string; name: string }[] = [];
+  for (const entry of entries) {
+    const { path, name } = typeof entry === "string" ? { path: entry, name: undefined } : entry;
+    const file = path.split(/[\\/]/).pop()!;
+    const word = name ?? file.slice(0, file.lastIndexOf("."));
+    const other = out.find((e) => e.name === word);
+    if (other !== undefined) {
+      throw new ConfigError(
+        `${where}: [prompt] embeddings calls two files "${word}" (${other.path} and ${path}); ` +
+          `give one of them another name: { path = ${JSON.stringify(path)}, name = "…" }`,
+      );
+    }
+    out.push({ path: isAbsolute(path) ? path : resolve(root, path), name: word });
+  }
+  return out;
 }
 
 /** A limit where 0 means none. */
