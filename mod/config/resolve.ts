@@ -168,8 +168,25 @@ export interface ResolvedConfig {
     /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
     maxWaitMs: number;
   };
-  /** `[prompt]`: base prompts joined with every request's prompts (contract §2). */
-  prompt: { positive: string; negative: string };
+  /**
+   * `[prompt]`: base prompts joined with every request's prompts (contract
+   * §2), how prompts are read, and which text-encoder layer conditions.
+   */
+  prompt: {
+    positive: string;
+    negative: string;
+    /**
+     * "a1111": AUTOMATIC1111's prompt syntax (emphasis, `BREAK`, 75-token
+     * chunks, nothing cut); "plain": the text as is, cut at 77 tokens.
+     */
+    syntax: PromptSyntax;
+    /**
+     * AUTOMATIC1111's CLIP skip: 1 = the last layer's hidden state, n = the
+     * state n − 1 layers earlier, through the final layer norm (diffusers'
+     * `clip_skip = n − 1`).
+     */
+    clipSkip: number;
+  };
   /** `[controlnet]`: the depth, openpose and inpaint ControlNets (model, annotators, scale). */
   controlnet: {
     depth: ControlNetConfig & {
@@ -214,6 +231,9 @@ export interface ResolvedConfig {
 
 /** A resolved `[generation] preset`. */
 export type PresetName = "fast" | "turbo" | "quality" | "custom";
+
+/** How prompts are read (`[prompt] syntax`). */
+export type PromptSyntax = "a1111" | "plain";
 
 /** What a preset sets; the keys written in the config win over it. */
 export interface PresetValues {
@@ -572,7 +592,12 @@ export function resolveConfig(
         ? Infinity
         : raw.generation.max_wait_seconds * 1000,
     },
-    prompt: { positive: raw.prompt.positive, negative: raw.prompt.negative },
+    prompt: {
+      positive: raw.prompt.positive,
+      negative: raw.prompt.negative,
+      syntax: raw.prompt.syntax,
+      clipSkip: raw.prompt.clip_skip,
+    },
     controlnet: {
       depth: {
         enabled: cn.depth.enabled,
