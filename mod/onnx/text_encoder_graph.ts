@@ -66,10 +66,10 @@ export interface TextEncoderRewrite {
   /** AUTOMATIC1111's CLIP skip (1 = unchanged). */
   clipSkip: number;
   /**
-   * Rows to append to the token-embedding table, `count × width` float32
-   * values, row-major; absent or empty = none.
+   * Rows to append to the token-embedding table, in order: each named
+   * block `count × width` float32 values, row-major; absent or empty = none.
    */
-  rows?: { values: Float32Array; count: number };
+  rows?: ReadonlyArray<{ name: string; values: Float32Array; count: number }>;
 }
 
 /** What {@link rewriteTextEncoder} did. */
@@ -129,15 +129,25 @@ export async function rewriteTextEncoder(
   const result: Omit<RewrittenTextEncoder, "model"> = {
     table: { name: table.init.name!, rows: table.rows, width: table.width },
   };
-  const rows = rewrite.rows;
-  if (rows && rows.count > 0) {
-    if (rows.values.length !== rows.count * table.width) {
-      throw new TextEncoderGraphError(
-        `embedding vectors of width ${rows.values.length / rows.count} do not fit this text ` +
-          `encoder, whose token embeddings are ${table.width} wide`,
-      );
+  const rows = rewrite.rows ?? [];
+  if (rows.length > 0) {
+    for (const r of rows) {
+      if (r.count < 1 || r.values.length !== r.count * table.width) {
+        throw new TextEncoderGraphError(
+          `embedding "${r.name}" has vectors of width ${
+            r.count > 0 ? r.values.length / r.count : 0
+          }; this text encoder's token embeddings are ${table.width} wide (an embedding ` +
+            `made for another model, e.g. SD 2.x or SDXL, does not fit SD 1.x)`,
+        );
+      }
     }
-    await appendRows(table.init, table.rows, table.width, rows.values, readExternal);
+    const values = new Float32Array(rows.reduce((n, r) => n + r.values.length, 0));
+    let at = 0;
+    for (const r of rows) {
+      values.set(r.values, at);
+      at += r.values.length;
+    }
+    await appendRows(table.init, table.rows, table.width, values, readExternal);
   }
   if (rewrite.clipSkip > 1) Object.assign(result, skipLayers(graph, index, rewrite.clipSkip));
   return { model: P.ModelProto.encode(model).finish(), ...result };

@@ -80,7 +80,7 @@ Deno.test("appended rows: ids from the vocabulary size on read the new vectors, 
   const rows = Float32Array.from({ length: 2 * D }, (_, i) => Math.sin(i) * 0.7);
   const rewritten = await rewriteTextEncoder(model, {
     clipSkip: 1,
-    rows: { values: rows, count: 2 },
+    rows: [{ name: "two", values: rows, count: 2 }],
   });
   strictEqual(rewritten.table.rows, 1024);
   strictEqual(tokenTable(rewritten.model).rows, 1026);
@@ -93,11 +93,14 @@ Deno.test("appended rows: ids from the vocabulary size on read the new vectors, 
   // Equal to the same graph whose table has those vectors at the rows the ids map to.
   const second = await rewriteTextEncoder(model, {
     clipSkip: 1,
-    rows: { values: Float32Array.from(rows).reverse(), count: 2 },
+    rows: [{ name: "two", values: Float32Array.from(rows).reverse(), count: 2 }],
   });
   ok(maxAbsDiff(a, await hidden(second.model, withRows)) > 1e-3, "the vectors decide the output");
   // Both rewrites at once.
-  const both = await rewriteTextEncoder(model, { clipSkip: 2, rows: { values: rows, count: 2 } });
+  const both = await rewriteTextEncoder(model, {
+    clipSkip: 2,
+    rows: [{ name: "two", values: rows, count: 2 }],
+  });
   ok(
     maxAbsDiff(
       await hidden(both.model, plain),
@@ -110,9 +113,9 @@ Deno.test("appended rows of another width are refused naming both widths", async
   await rejects(
     rewriteTextEncoder(encoder(), {
       clipSkip: 1,
-      rows: { values: new Float32Array(2 * 48), count: 2 },
+      rows: [{ name: "wide", values: new Float32Array(2 * 48), count: 2 }],
     }),
-    (e: Error) => /width 48 do not fit .* 32 wide/.test(e.message),
+    (e: Error) => /embedding "wide" has vectors of width 48; .* 32 wide/.test(e.message),
   );
 });
 

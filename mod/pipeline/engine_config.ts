@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
+import type { EngineEmbedding } from "./text_encoder_open.ts";
 import { SIZES } from "./types.ts";
 
 /** Generation settings that apply to every request (never tool inputs). */
@@ -34,6 +35,11 @@ export interface EngineConfig {
   runtime: ResolvedConfig["runtime"];
   /** Denoising settings. */
   generation: GenerationSettings;
+  /**
+   * How prompts are read and encoded (`[prompt]`); absent: "plain", clip
+   * skip 1, no embeddings (the engine as it was before prompts had a syntax).
+   */
+  prompt?: EnginePrompt;
   /** ControlNets and their preprocessors. */
   controlnet: ResolvedConfig["controlnet"];
   /** LoRAs blended into the UNet(s) and text encoder; absent or empty = none. */
@@ -52,6 +58,19 @@ export interface EngineConfig {
    * (`warm_up.ts`); absent: none.
    */
   warmUp?: { width: number; height: number };
+}
+
+/** The engine's part of `[prompt]`. */
+export interface EnginePrompt {
+  /** "a1111": AUTOMATIC1111's syntax and 75-token chunks; "plain": as is, cut at 77. */
+  syntax: ResolvedConfig["prompt"]["syntax"];
+  /** AUTOMATIC1111's CLIP skip (1 = the last layer). */
+  clipSkip: number;
+  /**
+   * Textual-inversion embeddings, vectors read: their rows are appended to
+   * the text encoder's token table and a prompt calls them by name ("a1111").
+   */
+  embeddings?: EngineEmbedding[];
 }
 
 /** Paths of models with the LoRAs merged in; a missing one has no LoRA module (open the base's). */
@@ -87,6 +106,7 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
       karras: g.karras,
       eta: g.eta,
     },
+    prompt: { syntax: config.prompt.syntax, clipSkip: config.prompt.clipSkip },
     controlnet: structuredClone(config.controlnet),
     lora: merged ? { files: [] } : structuredClone(config.lora),
     ...(config.runtime.warmUp ? { warmUp: { ...SIZES[config.generation.defaultSize] } } : {}),

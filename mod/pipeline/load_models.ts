@@ -50,6 +50,9 @@ import type {
   RewriteCacheOpener,
   SessionOpener,
 } from "./model_session.ts";
+import { PromptEmbeddingIndex } from "../prompt/mod.ts";
+import type { PromptReading } from "./text_encoding.ts";
+import { promptEmbeddings, textEncoderOpener } from "./text_encoder_open.ts";
 import { VAE_SCALING_FACTOR } from "./vae.ts";
 
 /** One opened and checked model. */
@@ -71,6 +74,8 @@ export interface ModelSet {
   provider: ProviderCheck;
   /** CLIP tokenizer from `<base>/tokenizer`. */
   tokenizer: ClipTokenizer;
+  /** How prompts are read (`[prompt] syntax`) and the embeddings the text encoder holds. */
+  promptReading: PromptReading;
   /** `<base>/scheduler/scheduler_config.json`, parsed. */
   schedulerConfig: Record<string, unknown>;
   /** Text encoder. */
@@ -258,10 +263,38 @@ export async function loadModels(
       }
     }
     const textEncoderPath = merged?.textEncoder ?? paths.textEncoder;
-    const textEncoder = await load("text_encoder", textEncoderPath, openFor("text_encoder"), {
-      outputLocations: await hiddenStatesPlan(provider, textEncoderPath, consumers),
-      ...everyImage,
-    });
+    const prompt = config.prompt ?? { syntax: "plain", clipSkip: 1 };
+    const embeddings = prompt.syntax === "a1111" ? prompt.embeddings ?? [] : [];
+    const textEncoder = await load(
+      "text_encoder",
+      textEncoderPath,
+      await textEncoderOpener(
+        { clipSkip: prompt.clipSkip, embeddings },
+        open,
+        openBytes,
+        openCached,
+        loras,
+      ),
+      {
+        // AUTOMATIC1111's reading weighs and joins the chunks in JavaScript: its hidden states
+        // come to the CPU (then go to the UNet as the "plain" ones do without the plan).
+        outputLocations: prompt.syntax === "plain"
+          ? await hiddenStatesPlan(provider, textEncoderPath, consumers)
+          : undefined,
+        ...everyImage,
+      },
+    );
+    const promptReading: PromptReading = {
+      syntax: prompt.syntax,
+      ...(embeddings.length > 0
+        ? {
+          embeddings: new PromptEmbeddingIndex(
+            tokenizer,
+            promptEmbeddings(embeddings, Math.max(tokenizer.bosId, tokenizer.eosId) + 1),
+          ),
+        }
+        : {}),
+    };
     const unet = await load("unet", unetPath, openFor("unet"), everyImage);
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
@@ -275,6 +308,7 @@ export async function loadModels(
     const set: ModelSet = {
       provider: device,
       tokenizer,
+      promptReading,
       schedulerConfig,
       textEncoder,
       unet,

@@ -105,6 +105,8 @@ export interface GenerationResult {
   image: RgbImage;
   /** Remarks for the result text, e.g. "positive prompt truncated to 77 tokens". */
   notes: string[];
+  /** Textual-inversion embeddings the prompts called, by name, each once (PNG metadata). */
+  embeddingsUsed?: string[];
 }
 
 /** Options of one {@link Generator.generate} call. */
