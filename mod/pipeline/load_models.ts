@@ -298,6 +298,7 @@ export async function loadModels(
     const unet = await load("unet", unetPath, openFor("unet"), everyImage);
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
+    if (prompt.syntax === "a1111") checkSequenceAxis(unet);
     const tiny = config.models.vaeDecoder === "tiny";
     if (tiny && !config.models.tinyVaeDecoder) {
       throw new Error('models.vae_decoder is "tiny" but no tiny_vae_decoder path is set');
@@ -333,12 +334,14 @@ export async function loadModels(
         openFor("unet"),
       );
       checkUnet(set.controlnetUnet, textEncoder);
+      if (prompt.syntax === "a1111") checkSequenceAxis(set.controlnetUnet);
       for (const kind of ["depth", "openpose", "inpaint"] as const) {
         if (!cn[kind].enabled) continue;
         const model = await load("controlnet", cn[kind].model, open, {
           outputLocations: await residualsPlan(provider, cn[kind].model, set.controlnetUnet.io),
         });
         checkControlNet(model, set.controlnetUnet, textEncoder);
+        if (prompt.syntax === "a1111") checkSequenceAxis(model);
         set.controlnets[kind] = {
           path: model.path,
           session: model.session,
@@ -469,6 +472,26 @@ function checkUnet(unet: LoadedModel, textEncoder: LoadedModel): void {
     throw new Error(
       `${unet.path}: ${io.component} input \`${cond.name}\` must have a fixed width (dim 1), ` +
         `got [${cond.shape.join(",")}]`,
+    );
+  }
+}
+
+/**
+ * Under `[prompt] syntax = "a1111"` a prompt of k chunks reaches the UNet as
+ * 77·k positions: a model whose `encoder_hidden_states` fixes its sequence
+ * (some static-shape exports) could only run prompts of one chunk, so it is
+ * refused at start-up, naming the way out. The diffusers script and Optimum
+ * exports declare the axis symbolic (`sequence`, `sequence_length`).
+ */
+export function checkSequenceAxis(model: Pick<LoadedModel, "path" | "io">): void {
+  const port = model.io.inputs.encoder_hidden_states;
+  const length = port?.shape[1];
+  if (typeof length === "number") {
+    throw new Error(
+      `${model.path}: ${model.io.component} input \`${port.name}\` has a fixed sequence length ` +
+        `${length}; [prompt] syntax = "a1111" feeds 77 positions per 75-token chunk and needs a ` +
+        `symbolic one: set [prompt] syntax = "plain" (prompts cut at 77 tokens) or use an export ` +
+        `with a dynamic sequence axis`,
     );
   }
 }
