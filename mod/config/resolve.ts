@@ -170,7 +170,8 @@ export interface ResolvedConfig {
   };
   /**
    * `[prompt]`: base prompts joined with every request's prompts (contract
-   * §2), how prompts are read, and which text-encoder layer conditions.
+   * §2), how prompts are read, which text-encoder layer conditions, and the
+   * embeddings.
    */
   prompt: {
     positive: string;
@@ -186,6 +187,11 @@ export interface ResolvedConfig {
      * `clip_skip = n − 1`).
      */
     clipSkip: number;
+    /**
+     * `embeddings`: textual-inversion embedding files (absolute, under the models root), each
+     * with the word that calls it (the configured name, else the file's stem), in config order.
+     */
+    embeddings: { path: string; name: string }[];
   };
   /** `[controlnet]`: the depth, openpose and inpaint ControlNets (model, annotators, scale). */
   controlnet: {
@@ -597,6 +603,7 @@ export function resolveConfig(
       negative: raw.prompt.negative,
       syntax: raw.prompt.syntax,
       clipSkip: raw.prompt.clip_skip,
+      embeddings: resolveEmbeddings(raw.prompt.embeddings, root, where),
     },
     controlnet: {
       depth: {
@@ -643,6 +650,32 @@ export function resolveConfig(
       },
     },
   };
+}
+
+/**
+ * `[prompt] embeddings`: absolute paths and the word of each (the name, else the file's stem, as
+ * AUTOMATIC1111 names an embedding); two embeddings called by the same word are an error.
+ */
+function resolveEmbeddings(
+  entries: RawConfig["prompt"]["embeddings"],
+  root: string,
+  where: string,
+): { path: string; name: string }[] {
+  const out: { path: string; name: string }[] = [];
+  for (const entry of entries) {
+    const { path, name } = typeof entry === "string" ? { path: entry, name: undefined } : entry;
+    const file = path.split(/[\\/]/).pop()!;
+    const word = name ?? file.slice(0, file.lastIndexOf("."));
+    const other = out.find((e) => e.name === word);
+    if (other !== undefined) {
+      throw new ConfigError(
+        `${where}: [prompt] embeddings calls two files "${word}" (${other.path} and ${path}); ` +
+          `give one of them another name: { path = ${JSON.stringify(path)}, name = "…" }`,
+      );
+    }
+    out.push({ path: isAbsolute(path) ? path : resolve(root, path), name: word });
+  }
+  return out;
 }
 
 /** A limit where 0 means none. */

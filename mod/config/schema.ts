@@ -103,6 +103,12 @@ const generation = z.strictObject({
   max_wait_seconds: z.number().min(0).max(86_400).default(50),
 });
 
+/** A textual-inversion embedding file under the models root (mod/prompt `embedding_file.ts`). */
+const embeddingPath = relativePath.regex(
+  /\.(safetensors|pt|bin)$/i,
+  'must be a ".safetensors", ".pt" or ".bin" embedding file',
+);
+
 const prompt = z.strictObject({
   positive: z.string().max(10_000).default(""),
   negative: z.string().max(10_000).default(""),
@@ -110,6 +116,15 @@ const prompt = z.strictObject({
   syntax: z.enum(["a1111", "plain"]).default("a1111"),
   // AUTOMATIC1111's numbering: 1 = the last layer, 2 = the penultimate (diffusers clip_skip 1).
   clip_skip: z.int().min(1).max(12).default(1),
+  // Textual-inversion embeddings: a path, or { path, name } where name replaces the file's stem
+  // as the word that calls it.
+  embeddings: z.array(z.union([
+    embeddingPath,
+    z.strictObject({
+      path: embeddingPath,
+      name: z.string().regex(/\S/, "must be a word the prompt can use").max(200).optional(),
+    }),
+  ])).default([]),
 });
 
 const scale = z.number().min(0).max(5);

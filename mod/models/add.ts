@@ -44,6 +44,7 @@ export const COMPONENT_KEY: Partial<Record<AddComponent, { section: string; key:
   pose_detector: { section: "controlnet.openpose", key: "detector" },
   pose_estimator: { section: "controlnet.openpose", key: "estimator" },
   lora: { section: "lora", key: "files" },
+  embedding: { section: "prompt", key: "embeddings" },
   tiny_vae_decoder: { section: "models", key: "tiny_vae_decoder" },
 };
 
@@ -201,6 +202,8 @@ export async function addModels(options: AddOptions): Promise<AddResult> {
     const k = COMPONENT_KEY[component]!;
     const value = component === "lora"
       ? `[{ path = ${tomlString(rel)}, weight = 1.0 }]`
+      : component === "embedding"
+      ? `[${tomlString(rel)}]`
       : tomlString(rel);
     edits.push({ section: k.section, key: k.key, value });
     // The tiny decoder is used once it is chosen.

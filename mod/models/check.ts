@@ -67,6 +67,7 @@ const KEY_COMPONENT: Record<string, string> = {
   "[controlnet.openpose] estimator": "pose_estimator",
   "[controlnet.inpaint] model": "controlnet_inpaint",
   "[lora] files": "lora",
+  "[prompt] embeddings": "embedding",
 };
 
 /** The `models add` command that locks what is at a needed file's place. */

@@ -17,7 +17,8 @@
  *   sets them in the config's `config.local.toml` with `--write-config`: the
  *   user's own files, which git does not track, so `git pull` never conflicts.
  *   For a LoRA, `[lora] files` is what the user wrote plus the new entry, never
- *   the resolved list (the fast preset adds its LCM LoRA to that by itself).
+ *   the resolved list (the fast preset adds its LCM LoRA to that by itself); for a
+ *   textual-inversion embedding, `[prompt] embeddings` likewise.
  *
  * The config is `--config`, else `$SD_MCP_CONFIG`, else `./config.toml` when
  * it exists, else the defaults (root `./models`, lock `./models.lock`);
@@ -45,6 +46,7 @@ import {
   type ResolvedConfig,
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
+import { embeddingsEdit } from "./add_embedding.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles, HostUnreachableError } from "./download.ts";
 import {
@@ -119,7 +121,7 @@ function out(line: string): void {
 
 /** The model part of the config, with `--root` / `--lock` applied. */
 interface Setup {
-  config: CheckedConfig & Pick<ResolvedConfig, "lora">;
+  config: CheckedConfig & Pick<ResolvedConfig, "lora" | "prompt">;
   configPath: string | undefined;
   lora: ResolvedConfig["lora"];
   /** The resolved `[generation] preset` (which may add a LoRA of its own). */
@@ -130,7 +132,7 @@ interface Setup {
 function rebase(
   config: ResolvedConfig,
   root: string,
-): CheckedConfig & Pick<ResolvedConfig, "lora"> {
+): CheckedConfig & Pick<ResolvedConfig, "lora" | "prompt"> {
   const from = config.models.root;
   const move = (p: string) => join(root, toLockPath(p, from));
   const cn = config.controlnet;
@@ -158,6 +160,10 @@ function rebase(
       inpaint: { enabled: cn.inpaint.enabled, model: move(cn.inpaint.model) },
     },
     lora: { files: config.lora.files.map((f) => ({ ...f, path: move(f.path) })) },
+    prompt: {
+      ...config.prompt,
+      embeddings: config.prompt.embeddings.map((e) => ({ ...e, path: move(e.path) })),
+    },
   };
 }
 
@@ -426,6 +432,9 @@ async function add(
     if (plan.edit === undefined) return 0;
     edits = [plan.edit];
   }
+  if (component === "embedding") {
+    edits = [await embeddingsEdit(configPath, config.models.root, result.lockPath)];
+  }
   // The user's settings go to the config's local overlay, which git does not track.
   const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
   let text = "";
@@ -442,7 +451,7 @@ async function add(
   }
   if (
     component !== undefined && component !== "lora" && component !== "controlnet_unet" &&
-    component !== "tiny_vae_decoder"
+    component !== "tiny_vae_decoder" && component !== "embedding"
   ) {
     log(
       "info",

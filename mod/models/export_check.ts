@@ -19,6 +19,7 @@ import { checkSession, type Component, type ResolvedIo } from "../onnx/contract.
 import { readModelInfo } from "../onnx/model_info.ts";
 import { parseSafetensors } from "../lora/safetensors.ts";
 import { loraModules } from "../lora/lora_layout.ts";
+import { EmbeddingFileError, loadEmbeddingFile } from "../prompt/embedding_file.ts";
 import type { ModelComponent } from "./lock.ts";
 import { statOrNull } from "./stat_or_null.ts";
 
@@ -296,6 +297,18 @@ export async function checkComponentFile(
       } else files.push({ path: name, component });
     } catch (e) {
       problems.push(`${name}: ${(e as Error).message}`);
+    }
+    return { files, problems, ignored: [] };
+  }
+  if (component === "embedding") {
+    // Read as the server reads it (mod/prompt embedding_file.ts): the format, one [n, width]
+    // tensor, at most 75 vectors.
+    try {
+      await loadEmbeddingFile(file);
+      files.push({ path: name, component });
+    } catch (e) {
+      if (!(e instanceof EmbeddingFileError)) throw e;
+      problems.push(e.message.startsWith(file) ? name + e.message.slice(file.length) : e.message);
     }
     return { files, problems, ignored: [] };
   }

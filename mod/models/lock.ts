@@ -48,7 +48,8 @@ import { localOverlayPath } from "../config/mod.ts";
 import { CONVERTER_NAMES, CONVERTERS } from "../convert/mod.ts";
 
 /**
- * The components outside a base set (ControlNets, preprocessors, LoRA): the
+ * The components outside a base set (ControlNets, preprocessors, LoRA, textual-inversion
+ * embeddings): the
  * ones `deno task models add --component` locks one file of.
  */
 export const EXTRA_COMPONENTS = [
@@ -60,6 +61,7 @@ export const EXTRA_COMPONENTS = [
   "pose_detector",
   "pose_estimator",
   "lora",
+  "embedding",
 ] as const;
 
 /** The SD 1.5 base components every configuration needs. */

@@ -34,6 +34,8 @@ export interface ModelPathsConfig {
   };
   /** Configured LoRA files (absolute); absent = none. */
   lora?: { files: ReadonlyArray<{ path: string }> };
+  /** Configured textual-inversion embedding files (absolute); absent = none. */
+  prompt?: { embeddings: ReadonlyArray<{ path: string }> };
 }
 
 /** Files of the SD 1.5 base folder (diffusers ONNX layout) the server loads. */
@@ -96,6 +98,7 @@ function keyText(section: string, key: string, abs: string, root: string): strin
  * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file,
  *   in place of the base folder's `vae_decoder/` (which the engine then never opens).
  * - `[lora] files`: each configured file.
+ * - `[prompt] embeddings`: each configured file.
  *
  * A needed path that is an output of a `[[derived]]` folder (and not a
  * `[[file]]`) brings every output of that folder and, before them, its
@@ -200,6 +203,11 @@ export function neededFiles(
   for (const f of config.lora?.files ?? []) {
     const text = keyText("lora", "files", f.path, root);
     const path = lockPathOf(f.path, text);
+    if (path !== undefined) add(path, text);
+  }
+  for (const e of config.prompt?.embeddings ?? []) {
+    const text = keyText("prompt", "embeddings", e.path, root);
+    const path = lockPathOf(e.path, text);
     if (path !== undefined) add(path, text);
   }
   return { files, outside, derived };

@@ -21,3 +21,16 @@ export {
   readPrompt,
   type ReadPromptOptions,
 } from "./read.ts";
+export {
+  EMBEDDING_EXTENSIONS,
+  type EmbeddingFile,
+  EmbeddingFileError,
+  type EmbeddingFormat,
+  embeddingStem,
+  type EmbeddingTensor,
+  embeddingVectors,
+  loadEmbeddingFile,
+  MAX_EMBEDDING_FILE_BYTES,
+  SD15_EMBEDDING_WIDTH,
+} from "./embedding_file.ts";
+export { type LoadedEmbeddings, loadEmbeddings } from "./embedding_set.ts";

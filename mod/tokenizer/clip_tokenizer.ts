@@ -69,6 +69,11 @@ export class ClipTokenizer {
   readonly padId: number;
   /** Output length, 77. */
   readonly maxLength: number = CLIP_MAX_LENGTH;
+  /**
+   * Ids in the vocabulary, special tokens included (49408 for SD 1.5): the first id past it is
+   * free for rows a text encoder's token table adds (textual-inversion embeddings).
+   */
+  readonly vocabSize: number;
   readonly #tokenizer: Tokenizer;
 
   private constructor(tokenizer: Tokenizer, bosId: number, eosId: number, padId: number) {
@@ -76,6 +81,9 @@ export class ClipTokenizer {
     this.bosId = bosId;
     this.eosId = eosId;
     this.padId = padId;
+    let last = -1;
+    for (const id of tokenizer.get_vocab(true).values()) last = Math.max(last, id);
+    this.vocabSize = last + 1;
   }
 
   /**
@@ -161,6 +169,11 @@ export class ClipTokenizer {
     ids.set(kept, 1);
     ids[kept.length + 1] = this.eosId;
     return { ids, truncated: tokens.length > room, tokenCount: tokens.length };
+  }
+
+  /** The vocabulary's text of one id (BPE form: `photo</w>`), or undefined past the vocabulary. */
+  tokenText(id: number): string | undefined {
+    return this.#tokenizer.id_to_token(id);
   }
 
   /** Decodes ids back to text (special tokens skipped), for logs and messages. */

@@ -342,3 +342,12 @@ Deno.test("ClipTokenizer: clean up the shared temp dir", async () => {
   await Deno.remove(dir, { recursive: true });
   await rejects(Deno.stat(dir), Deno.errors.NotFound);
 });
+
+Deno.test("ClipTokenizer: vocabulary size and the text of one id", async () => {
+  const tok = await realTokenizer();
+  strictEqual(tok.vocabSize, 49408);
+  strictEqual(tok.tokenText(1125), "photo</w>");
+  strictEqual(tok.tokenText(267), ",</w>");
+  strictEqual(tok.tokenText(EOS), "<|endoftext|>");
+  strictEqual(tok.tokenText(49408), undefined);
+});
