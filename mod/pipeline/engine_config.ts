@@ -67,9 +67,13 @@ export interface EnginePrompt {
   /** AUTOMATIC1111's CLIP skip (1 = the last layer). */
   clipSkip: number;
   /**
-   * Textual-inversion embeddings, vectors read: their rows are appended to
-   * the text encoder's token table and a prompt calls them by name ("a1111").
+   * `[prompt] embeddings`: textual-inversion embedding files (absolute) and
+   * the word of each, read when the engine loads; their rows are appended to
+   * the text encoder's token table and a prompt calls them by the word
+   * ("a1111" only).
    */
+  embeddingFiles?: Array<{ path: string; name: string }>;
+  /** Embeddings with their vectors already read (tests); when set, `embeddingFiles` is not read. */
   embeddings?: EngineEmbedding[];
 }
 
@@ -106,7 +110,11 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
       karras: g.karras,
       eta: g.eta,
     },
-    prompt: { syntax: config.prompt.syntax, clipSkip: config.prompt.clipSkip },
+    prompt: {
+      syntax: config.prompt.syntax,
+      clipSkip: config.prompt.clipSkip,
+      embeddingFiles: config.prompt.embeddings.map((e) => ({ ...e })),
+    },
     controlnet: structuredClone(config.controlnet),
     lora: merged ? { files: [] } : structuredClone(config.lora),
     ...(config.runtime.warmUp ? { warmUp: { ...SIZES[config.generation.defaultSize] } } : {}),

@@ -50,7 +50,7 @@ import type {
   RewriteCacheOpener,
   SessionOpener,
 } from "./model_session.ts";
-import { PromptEmbeddingIndex } from "../prompt/mod.ts";
+import { loadEmbeddings, PromptEmbeddingIndex } from "../prompt/mod.ts";
 import type { PromptReading } from "./text_encoding.ts";
 import { promptEmbeddings, textEncoderOpener } from "./text_encoder_open.ts";
 import { VAE_SCALING_FACTOR } from "./vae.ts";
@@ -264,7 +264,9 @@ export async function loadModels(
     }
     const textEncoderPath = merged?.textEncoder ?? paths.textEncoder;
     const prompt = config.prompt ?? { syntax: "plain", clipSkip: 1 };
-    const embeddings = prompt.syntax === "a1111" ? prompt.embeddings ?? [] : [];
+    // Embeddings are read under a1111 only: under plain their words are text.
+    const embeddings = prompt.syntax !== "a1111" ? [] : prompt.embeddings ??
+      (await loadEmbeddings(prompt.embeddingFiles ?? [], tokenizer.vocabSize)).files;
     const textEncoder = await load(
       "text_encoder",
       textEncoderPath,
@@ -290,7 +292,7 @@ export async function loadModels(
         ? {
           embeddings: new PromptEmbeddingIndex(
             tokenizer,
-            promptEmbeddings(embeddings, Math.max(tokenizer.bosId, tokenizer.eosId) + 1),
+            promptEmbeddings(embeddings, tokenizer.vocabSize),
           ),
         }
         : {}),

@@ -3,6 +3,7 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { buildTextEncoder, TINY_DIMS } from "../model_builder/mod.ts";
+import { encodeSafetensors } from "../model_builder/lora.ts";
 import {
   differingBytes,
   recordingOpener,
@@ -181,6 +182,40 @@ Deno.test("embeddings: the word calls the vectors and changes the image; a word 
   } finally {
     await engine.release();
     await without.release();
+  }
+});
+
+Deno.test("an embedding file from [prompt] embeddings: the same image as its vectors given directly", async () => {
+  const vectors = Float32Array.from({ length: 3 * 32 }, (_, i) => Math.cos(i * 0.7) * 0.6);
+  const dir = await Deno.makeTempDir();
+  const path = join(dir, "glowpunk.safetensors");
+  const bytes = encodeSafetensors([{
+    name: "emb_params",
+    dtype: "F32",
+    shape: [3, 32],
+    data: vectors,
+  }]);
+  await Deno.writeFile(path, bytes);
+  const fromFile = await createEngine(
+    config({ syntax: "a1111", clipSkip: 1, embeddingFiles: [{ path, name: "glowpunk" }] }),
+  );
+  const direct = await createEngine(
+    config({ syntax: "a1111", clipSkip: 1, embeddings: [{ name: "glowpunk", vectors, count: 3 }] }),
+  );
+  const without = await createEngine(config(A1111));
+  try {
+    const request = t2i("glowpunk, a castle by the sea", "glowpunk");
+    const a = await fromFile.generate(request);
+    const b = await direct.generate(request);
+    const c = await without.generate(request);
+    deepStrictEqual(a.image.data, b.image.data);
+    deepStrictEqual(a.embeddingsUsed, ["glowpunk"]);
+    ok(differingBytes(a.image, c.image) > 100);
+  } finally {
+    await fromFile.release();
+    await direct.release();
+    await without.release();
+    await Deno.remove(dir, { recursive: true });
   }
 });
 

@@ -51,10 +51,9 @@ export interface TextEncoderPlan {
 
 /**
  * The embeddings as the prompt reader takes them: each vector's token id,
- * counted on from `firstId` (the tokenizer's size; CLIP's special tokens are
- * its last two ids, so `max(bos, eos) + 1`) in the order the rows are
- * appended, as diffusers `load_textual_inversion` adds tokens after the
- * vocabulary.
+ * counted on from `firstId` (the tokenizer's vocabulary size) in the order
+ * the rows are appended, as diffusers `load_textual_inversion` adds tokens
+ * after the vocabulary (and `mod/prompt` `loadEmbeddings` numbers them).
  */
 export function promptEmbeddings(
   embeddings: readonly EngineEmbedding[],
