@@ -50,7 +50,7 @@ import {
 } from "./load_models.ts";
 import type { BytesOpener, RewriteCacheOpener, SessionOpener } from "./model_session.ts";
 import { encodePrompts, type PromptEmbeddings } from "./text_encoding.ts";
-import type { GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
+import type { EmbeddingUse, GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
 import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
 import { decodeLatents, encodeImage } from "./vae.ts";
 
@@ -378,7 +378,7 @@ export class Engine {
     boundary("before decoding");
     let image = await this.#decode(run, result, dims, inpaint);
     if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
-    return { image, notes: prompts.notes, embeddingsUsed: prompts.text.embeddingsUsed };
+    return { image, notes: prompts.notes, embeddingsUsed: this.#embeddingsUsed(prompts) };
   }
 
   /**
@@ -404,7 +404,7 @@ export class Engine {
         seed: request.seed,
         progress: (i) => run.progress(i, kept),
       });
-      return { image, notes: prompts.notes, embeddingsUsed: prompts.text.embeddingsUsed };
+      return { image, notes: prompts.notes, embeddingsUsed: this.#embeddingsUsed(prompts) };
     }
     const total = kept * grid.tiles.length;
     const blender = new TileBlender(grid);
@@ -421,7 +421,7 @@ export class Engine {
     return {
       image: blender.result(),
       notes: prompts.notes,
-      embeddingsUsed: prompts.text.embeddingsUsed,
+      embeddingsUsed: this.#embeddingsUsed(prompts),
     };
   }
 
@@ -516,6 +516,15 @@ export class Engine {
       );
     }
     return { text, notes, cfg, lcm, batch: cfg ? 2 : 1 };
+  }
+
+  /** The embeddings the prompts called, with their files' short hashes (PNG metadata). */
+  #embeddingsUsed(prompts: Prompts): EmbeddingUse[] {
+    const known = this.#requireModels().promptReading.embeddings?.byName;
+    return prompts.text.embeddingsUsed.map((name) => {
+      const hash = known?.get(name)?.hash;
+      return hash !== undefined ? { name, hash } : { name };
+    });
   }
 
   /**

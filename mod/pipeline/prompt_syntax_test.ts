@@ -4,6 +4,7 @@ import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { buildTextEncoder, TINY_DIMS } from "../model_builder/mod.ts";
 import { encodeSafetensors } from "../model_builder/lora.ts";
+import { createHash } from "node:crypto";
 import {
   differingBytes,
   recordingOpener,
@@ -39,6 +40,11 @@ const WORDS = (
   "castle tower church market street night morning evening winter summer spring autumn old new " +
   "small large tall short warm cold soft hard bright quiet loud happy sad calm wild gold silver"
 ).split(" ");
+
+/** AUTOMATIC1111's short hash of a file: the first 12 hex digits of its sha256. */
+function sha12(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex").slice(0, 12);
+}
 
 /** A prompt of `n` one-token words (comma-free, so no back-off moves them). */
 function words(n: number, offset = 0): string {
@@ -160,7 +166,7 @@ Deno.test("embeddings: the word calls the vectors and changes the image; a word 
   const without = await createEngine(config(A1111));
   try {
     const a = await engine.generate(t2i("a house in shinystyle"));
-    deepStrictEqual(a.embeddingsUsed, ["shinystyle"]);
+    deepStrictEqual(a.embeddingsUsed, [{ name: "shinystyle", hash: "0123456789ab" }]);
     const ids = runs.find((r) => r.label === "text_encoder")!.feeds.input_ids.ints!;
     deepStrictEqual(ids.slice(77 + 4, 77 + 6), [49408, 49409], "the rows' ids in the word's place");
     const b = await without.generate(t2i("a house in shinystyle"));
@@ -209,7 +215,7 @@ Deno.test("an embedding file from [prompt] embeddings: the same image as its vec
     const b = await direct.generate(request);
     const c = await without.generate(request);
     deepStrictEqual(a.image.data, b.image.data);
-    deepStrictEqual(a.embeddingsUsed, ["glowpunk"]);
+    deepStrictEqual(a.embeddingsUsed, [{ name: "glowpunk", hash: sha12(bytes) }]);
     ok(differingBytes(a.image, c.image) > 100);
   } finally {
     await fromFile.release();

@@ -8,7 +8,7 @@
 import type { EngineInfo } from "./engine.ts";
 import type { EngineConfig } from "./engine_config.ts";
 import type { ClassifiedError } from "./errors.ts";
-import type { GenerationRequest, RgbImage } from "./types.ts";
+import type { EmbeddingUse, GenerationRequest, RgbImage } from "./types.ts";
 
 /** Main thread → Worker. */
 export type ToWorker =
@@ -39,7 +39,7 @@ export type FromWorker =
     image: RgbImage;
     notes: string[];
     /** {@link GenerationResult.embeddingsUsed}. */
-    embeddingsUsed?: string[];
+    embeddingsUsed?: EmbeddingUse[];
   }
   /**
    * A failed generation. `released`: the Worker freed its sessions (after an
