@@ -27,7 +27,11 @@ async function generate(config: string, prompt: string, negative?: string) {
           ...(negative !== undefined ? { negative_prompt: negative } : {}),
         },
       });
-      return { text: texts(result), png: pngs(result)[0] };
+      return {
+        text: texts(result),
+        png: pngs(result)[0],
+        instructions: stdio.client.getInstructions() ?? "",
+      };
     } finally {
       await stdio.close();
     }
@@ -38,12 +42,13 @@ async function generate(config: string, prompt: string, negative?: string) {
 
 Deno.test("a1111 (the default): 150 tokens read whole; the PNG keeps the prompt as given and names the reading", async () => {
   const prompt = `${LONG}, (masterpiece:1.2) BREAK 日本の庭`;
-  const { text, png } = await generate(
+  const { text, png, instructions } = await generate(
     `[generation]\nseed = 5\nsteps = 2\n[prompt]\nnegative = "lowres"\n`,
     prompt,
     "[blurry]",
   );
   assert.doesNotMatch(text, /truncated/);
+  assert.match(instructions, /\(word:1\.3\).*BREAK.*never cut below the 10,000-character limit/);
   const meta = readPngText(png);
   assert.equal(meta.prompt, prompt);
   assert.equal(meta.negative_prompt, "lowres\n[blurry]");
@@ -53,10 +58,11 @@ Deno.test("a1111 (the default): 150 tokens read whole; the PNG keeps the prompt 
 });
 
 Deno.test("plain: the long prompt is cut at 77 tokens and the result says so", async () => {
-  const { text, png } = await generate(
+  const { text, png, instructions } = await generate(
     `[generation]\nseed = 5\nsteps = 2\n[prompt]\nsyntax = "plain"\n`,
     LONG,
   );
+  assert.match(instructions, /plain text and cut at 77 CLIP tokens/);
   assert.match(text, /positive prompt was truncated to 77 CLIP tokens \(152 given\)/);
   const meta = readPngText(png);
   assert.equal(meta.prompt, LONG);
