@@ -12,6 +12,7 @@ import {
   tinyConfig,
   tinyModels,
 } from "./_testing.ts";
+import { ToolError } from "../mcp/tool.ts";
 import { createEngine } from "./engine.ts";
 import type { EngineConfig, EnginePrompt } from "./engine_config.ts";
 import { applyEmphasis } from "./text_encoding.ts";
@@ -136,6 +137,23 @@ Deno.test("a1111: a weight changes the image, and equals the emphasis applied to
   } finally {
     await engine.release();
     await plain.release();
+  }
+});
+
+Deno.test("a1111: a weight that is not a number is an input error naming the prompt; the engine goes on", async () => {
+  const engine = await createEngine(config(A1111));
+  try {
+    await rejects(engine.generate(t2i("a (cat:1.2.3) on a mat")), (e: Error) => {
+      ok(e instanceof ToolError && e.category === "input", String(e));
+      return /positive_prompt: prompt weight "1\.2\.3"/.test(e.message);
+    });
+    await rejects(
+      engine.generate(t2i("a cat", "(dog:.)")),
+      (e: Error) => e instanceof ToolError && /negative_prompt/.test(e.message),
+    );
+    strictEqual((await engine.generate(t2i("a cat"))).image.width, W);
+  } finally {
+    await engine.release();
   }
 });
 

@@ -23,7 +23,13 @@
  */
 
 import { floatTensor, intTensor, type ResolvedIo, type Tensor, toFloat32 } from "../onnx/mod.ts";
-import { type PromptEmbeddingIndex, type ReadPrompt, readPrompt } from "../prompt/mod.ts";
+import { ToolError } from "../mcp/tool.ts";
+import {
+  type PromptEmbeddingIndex,
+  PromptSyntaxError,
+  type ReadPrompt,
+  readPrompt,
+} from "../prompt/mod.ts";
 import type { ClipEncoding } from "../tokenizer/mod.ts";
 import type { ModelSession } from "./model_session.ts";
 
@@ -185,6 +191,21 @@ async function runEncoder(
   return hidden;
 }
 
+/** One prompt read; a weight that is not a number is the caller's input error, naming the prompt. */
+function readOne(
+  which: string,
+  text: string,
+  tokenizer: PromptTokenizer,
+  reading: PromptReading,
+): ReadPrompt {
+  try {
+    return readPrompt(text, tokenizer, reading.embeddings);
+  } catch (e) {
+    if (e instanceof PromptSyntaxError) throw new ToolError("input", `${which}: ${e.message}`);
+    throw e;
+  }
+}
+
 /** The "a1111" reading (module documentation). */
 async function encodeChunked(
   tokenizer: PromptTokenizer,
@@ -196,8 +217,8 @@ async function encodeChunked(
   reading: PromptReading,
 ): Promise<PromptEmbeddings> {
   const read: ReadPrompt[] = [];
-  if (withNegative) read.push(readPrompt(negative, tokenizer, reading.embeddings));
-  read.push(readPrompt(positive, tokenizer, reading.embeddings));
+  if (withNegative) read.push(readOne("negative_prompt", negative, tokenizer, reading));
+  read.push(readOne("positive_prompt", positive, tokenizer, reading));
   const chunks = read.flatMap((r) => r.chunks);
   const length = chunks[0].tokens.length;
   const ids = new Int32Array(chunks.length * length);
