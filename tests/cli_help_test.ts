@@ -11,6 +11,7 @@ import { ROOT } from "./helpers/paths.ts";
 const TASKS = [
   "serve",
   "models",
+  "prompt",
   "keys",
   "migrate",
   "compile",

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { loadConfig } from "../mod/config/mod.ts";
+import { torchFileBytes } from "../mod/checkpoint/testing.ts";
 import { encodeSafetensors } from "../mod/model_builder/lora.ts";
 import { modelsTask } from "./helpers/models_cli.ts";
 
@@ -39,6 +40,25 @@ Deno.test("models add --component embedding: locks the file and lists it in [pro
       join(dir, "models/embeddings/learned_embeds.safetensors"),
       embedding("<cat-toy>", [768]),
     );
+    // AUTOMATIC1111's .pt, read through the pickle-free reader.
+    await Deno.writeFile(
+      join(dir, "models/embeddings/bad-hands-5.pt"),
+      await torchFileBytes({
+        dict: [
+          ["string_to_token", { dict: [["*", 265]] }],
+          [
+            "string_to_param",
+            {
+              dict: [["*", {
+                tensor: { dtype: "F32", shape: [2, 768], data: new Float32Array(1536) },
+                parameter: true,
+              }]],
+            },
+          ],
+          ["name", "bad-hands-5"],
+        ],
+      }),
+    );
 
     // Without --write-config: the lines to paste.
     const printed = await modelsTask(dir, [
@@ -61,12 +81,18 @@ Deno.test("models add --component embedding: locks the file and lists it in [pro
       join(dir, "config.local.toml"),
       `[prompt]\nembeddings = [{ path = "embeddings/EasyNegative.safetensors", name = "easyneg" }]\n`,
     );
-    for (let i = 0; i < 2; i++) {
+    for (
+      const file of [
+        "learned_embeds.safetensors",
+        "bad-hands-5.pt",
+        "learned_embeds.safetensors",
+      ]
+    ) {
       const written = await modelsTask(dir, [
         "add",
         "--component",
         "embedding",
-        "models/embeddings/learned_embeds.safetensors",
+        `models/embeddings/${file}`,
         "--write-config",
       ]);
       assert.equal(written.code, 0, written.stderr);
@@ -78,12 +104,14 @@ Deno.test("models add --component embedding: locks the file and lists it in [pro
     assert.deepEqual(config.prompt.embeddings, [
       { path: join(dir, "models/embeddings/EasyNegative.safetensors"), name: "easyneg" },
       { path: join(dir, "models/embeddings/learned_embeds.safetensors"), name: "learned_embeds" },
+      { path: join(dir, "models/embeddings/bad-hands-5.pt"), name: "bad-hands-5" },
     ]);
 
     // `models check` verifies the configured embeddings like every model file.
     const check = await modelsTask(dir, ["check"]);
     assert.match(check.stdout, /^ok\s+embeddings\/EasyNegative\.safetensors$/m);
     assert.match(check.stdout, /^ok\s+embeddings\/learned_embeds\.safetensors$/m);
+    assert.match(check.stdout, /^ok\s+embeddings\/bad-hands-5\.pt$/m);
     await Deno.writeFile(
       join(dir, "models/embeddings/EasyNegative.safetensors"),
       embedding("emb_params", [2, 768]),
@@ -108,10 +136,23 @@ Deno.test("models add --component embedding: refuses what is not an SD 1.x embed
         { name: "clip_l", dtype: "F32", shape: [1, 4], data: new Float32Array(4) },
       ]),
     );
-    await Deno.writeFile(join(dir, "models/old.pt"), new Uint8Array(64));
+    await Deno.writeFile(
+      join(dir, "models/two.pt"),
+      await torchFileBytes({
+        dict: [[
+          "string_to_param",
+          {
+            dict: [
+              ["*", { tensor: { dtype: "F32", shape: [1, 4], data: new Float32Array(4) } }],
+              ["+", { tensor: { dtype: "F32", shape: [1, 4], data: new Float32Array(4) } }],
+            ],
+          },
+        ]],
+      }),
+    );
     const cases: Array<[string, RegExp]> = [
       ["models/xl.safetensors", /xl\.safetensors: an SDXL embedding/],
-      ["models/old.pt", /old\.pt: \.pt embeddings are PyTorch pickles/],
+      ["models/two.pt", /two\.pt: the embedding file has multiple terms in it/],
     ];
     for (const [file, reason] of cases) {
       const run = await modelsTask(dir, ["add", "--component", "embedding", file]);

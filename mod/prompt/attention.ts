@@ -77,7 +77,8 @@ export function parsePromptAttention(text: string): Array<[string, number]> {
       });
     }
   }
-  // Python iterates the open lists front to back; the order matters for the last bit.
+  // Brackets left open: round ones first, then square, as there (the order of the factors can
+  // change a weight's last bit, and equal weights merge below).
   for (const pos of round) multiplyRange(pos, 1.1);
   for (const pos of square) multiplyRange(pos, 1 / 1.1);
 

@@ -59,7 +59,9 @@ Deno.test("parsePromptAttention: unbalanced brackets apply to the end, stray clo
   deepStrictEqual(parsePromptAttention("a) b]"), [["a) b]", 1.0]]);
   // A `]` does not close a `(`: the `(` stays open to the end, the `]` is text.
   deepStrictEqual(parsePromptAttention("(a] b"), [["a] b", 1.1]]);
-  // `(` before `[`: the open lists are applied round first, then square.
+  // Left open: round brackets apply first, then square ones. The order shows in the last bit:
+  // 1.3 × 1.1 × (1/1.1) is 1.3, 1.3 × (1/1.1) × 1.1 is 1.3000000000000003 (AUTOMATIC1111 gives 1.3).
+  deepStrictEqual(parsePromptAttention("[(a (x:1.3) b"), [["a ", 1.0], ["x", 1.3], [" b", 1.0]]);
   deepStrictEqual(parsePromptAttention("[x (y"), [
     ["x ", 1 / 1.1],
     ["y", 1.1 * (1 / 1.1)],
@@ -111,4 +113,66 @@ Deno.test("parsePromptAttention: a weight float() refuses is an error naming it"
     return e instanceof PromptSyntaxError && e.message.includes('"1.2.3"');
   });
   throws(() => parsePromptAttention("(a:.)"), PromptSyntaxError);
+});
+
+/**
+ * Random mixes of the syntax's pieces (escapes, lone backslashes, weights that open nothing, BREAK
+ * glued to brackets and colons), each with the result of AUTOMATIC1111's own `parse_prompt_attention`
+ * (modules/prompt_parser.py at commit 0674fabd0d82c69c02ff362762815c4536687b95) run on it.
+ */
+const A1111_RESULTS: Array<[string, Array<[string, number]>]> = [
+  ["\\(:0.5), )[", [["(:0.5), )", 1.0]]],
+  ["BREAK]:1.3)cat) BREAK \\[)[", [["", 1.0], ["BREAK", -1], ["]:1.3)cat)", 1.0], ["BREAK", -1], [
+    "[)",
+    1.0,
+  ]]],
+  [":.5)[\\][BREAK:.5)", [[":.5)", 1.0], ["]", 0.9090909090909091], ["", 0.8264462809917354], [
+    "BREAK",
+    -0.8264462809917354,
+  ], [":.5)", 0.8264462809917354]]],
+  [":1.2.3)cat]", [[":1.2.3)cat]", 1.0]]],
+  [", , cat)", [[", , cat)", 1.0]]],
+  ["cat:0.5))\\])BREAK\\(", [["cat:0.5))])", 1.0], ["BREAK", -1], ["(", 1.0]]],
+  [":.5)\\(BREAK]cat", [[":.5)(", 1.0], ["BREAK", -1], ["]cat", 1.0]]],
+  ["BREAK:1.2.3) \\)]", [["", 1.0], ["BREAK", -1], [":1.2.3) )]", 1.0]]],
+  ["cat, \\[:1.3)]BREAKa", [["cat, [:1.3)]BREAKa", 1.0]]],
+  ["cat)dog", [["cat)dog", 1.0]]],
+  [":-1) BREAK:.5)", [[":-1)", 1.0], ["BREAK", -1], [":.5)", 1.0]]],
+  ["::2.)cat:2.):1.3)\\\\]1.2\\)", [["::2.)cat:2.):1.3)\\]1.2)", 1.0]]],
+  ["\n\\][cat\\ BREAK :-1):", [["\n]", 1.0], ["cat", 0.9090909090909091], [
+    "BREAK",
+    -0.9090909090909091,
+  ], [":-1):", 0.9090909090909091]]],
+  [":2.)\\dog[] BREAK :.5)\\)", [[":2.)dog", 1.0], ["BREAK", -1], [":.5))", 1.0]]],
+  [":\\(:-1):.5)) [\nBREAK", [[":(:-1):.5)) ", 1.0], ["", 0.9090909090909091], [
+    "BREAK",
+    -0.9090909090909091,
+  ], ["", 0.9090909090909091]]],
+  ["1.2:1.2.3)::a:1.3)dog", [["1.2:1.2.3)::a:1.3)dog", 1.0]]],
+  ["cat1.2:2.)[:1.2.3)[", [["cat1.2:2.)", 1.0], [":1.2.3)", 0.9090909090909091]]],
+  [":-1)a [)", [[":-1)a ", 1.0], [")", 0.9090909090909091]]],
+  ["a\\, cat :1.2.3):2.)\\", [["a, cat :1.2.3):2.)", 1.0]]],
+  [":0.5) :1.3)(:2.):1.3)\\)dog", [[":0.5) :1.3):1.3))dog", 1.0]]],
+  [":-1))\\[", [[":-1))[", 1.0]]],
+  ["\\\\(é\\]:0.5):0.5):-1)[\\)", [["\\", 1.0], ["é]", 0.5], [":0.5):-1)", 1.0], [
+    ")",
+    0.9090909090909091,
+  ]]],
+  [":0.5)BREAK\\\\\\(:1.2.3):.5)", [[":0.5)", 1.0], ["BREAK", -1], ["\\(:1.2.3):.5)", 1.0]]],
+  ["BREAK\\\\a:.5):1.3) :0.5)\\]\\(", [["", 1.0], ["BREAK", -1], ["\\a:.5):1.3) :0.5)](", 1.0]]],
+  ["\\)\\(\\]", [[")(]", 1.0]]],
+  ["\\](:-1):1.2.3)cat\\)\\\\\\", [["]:1.2.3)cat)\\", 1.0]]],
+  ["\\(:.5)BREAK", [["(:.5)", 1.0], ["BREAK", -1], ["", 1.0]]],
+  ["dogcat:\\(a", [["dogcat:(a", 1.0]]],
+  [" BREAK dog,  é):2.)\n ", [["", 1.0], ["BREAK", -1], ["dog,  é):2.)\n ", 1.0]]],
+  ["BREAK:0.5):0.5):0.5):0.5)]:-1), :0.5)", [["", 1.0], ["BREAK", -1], [
+    ":0.5):0.5):0.5):0.5)]:-1), :0.5)",
+    1.0,
+  ]]],
+];
+
+Deno.test("parsePromptAttention: random mixes give what AUTOMATIC1111's function gives", () => {
+  for (const [text, expected] of A1111_RESULTS) {
+    deepStrictEqual(parsePromptAttention(text), expected, JSON.stringify(text));
+  }
 });

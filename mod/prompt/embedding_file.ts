@@ -7,20 +7,24 @@
  *   configured name may replace it;
  * - AUTOMATIC1111's own `.pt` holds `string_to_param` with exactly one `[n, width]` tensor;
  * - a `.safetensors` file, or diffusers' `learned_embeds` (`.safetensors` or `.bin`), holds
- *   exactly one tensor of any name: `emb_params` `[n, width]` (what kohya's sd-scripts and
- *   AUTOMATIC1111 write), or diffusers' concept `{"<token>": [width]}` (one vector);
+ *   exactly one tensor of any name: `emb_params` `[n, width]` (as kohya's sd-scripts writes
+ *   it), or diffusers' concept `{"<token>": [width]}` (one vector);
  * - SDXL embeddings (`clip_l` and `clip_g`) are for SDXL's two text encoders, and are refused;
  * - its hash is the first 12 hex digits of the file's sha256 (AUTOMATIC1111's "TI hashes",
  *   `Embedding.shorthash`).
  *
- * `.pt` and `.bin` are PyTorch pickles; they are read without running any pickle code, through
- * the project's own weight-file reader (until it is available they are refused with the reason).
+ * Every form is read through the project's weight-file reader (mod/checkpoint `openWeightFile`):
+ * `.pt` and `.bin` are PyTorch pickles, read without running any pickle code; nested dicts come
+ * out flattened with `.` (`string_to_param.*`).
  *
  * @module
  */
 
 import { basename, extname } from "node:path";
-import { parseSafetensors, SafetensorsError } from "../lora/safetensors.ts";
+// weight_file.ts and errors.ts directly, not mod/checkpoint/mod.ts: `deno task models add`
+// (no FFI) reads embeddings too, and the folder's face brings in more than the reader.
+import { CheckpointError } from "../checkpoint/errors.ts";
+import { openWeightFile } from "../checkpoint/weight_file.ts";
 import { PROMPT_CHUNK_LENGTH } from "./read.ts";
 
 /** The width of SD 1.x's CLIP ViT-L/14 token embeddings; other widths do not fit its encoder. */
@@ -73,6 +77,8 @@ export class EmbeddingFileError extends Error {
 
 /** A tensor as a weight-file reader hands it over: its shape, and its values on demand. */
 export interface EmbeddingTensor {
+  /** The element type the file stores (`F32`, `F16`, `BF16`, `F64`; others are refused). */
+  dtype?: string;
   /** Dimensions. */
   shape: readonly number[];
   /** The values as float32. */
@@ -86,8 +92,7 @@ export function embeddingStem(path: string): string {
 }
 
 /**
- * Reads an embedding file (`.safetensors`; `.pt`/`.bin` once the weight-file reader is there)
- * and hashes it.
+ * Reads an embedding file (`.safetensors`, `.pt`, `.bin`) and hashes it.
  *
  * @param name the configured word; default the file's stem
  * @throws {EmbeddingFileError} naming the file and what is wrong with it
@@ -123,28 +128,18 @@ export async function loadEmbeddingFile(path: string, name?: string): Promise<Em
   if (word.trim() === "") {
     throw new EmbeddingFileError(`${path}: the embedding's name is empty; give it a name`);
   }
-  if (ext !== ".safetensors") {
-    throw new EmbeddingFileError(
-      `${path}: ${ext} embeddings are PyTorch pickles, which this server reads only through its ` +
-        "pickle-free weight reader, not available in this build; convert the file to " +
-        ".safetensors (one tensor [n, 768], e.g. named emb_params) or use the .safetensors " +
-        "version of the embedding",
-    );
-  }
-  const bytes = await Deno.readFile(path);
-  let tensors: Map<string, EmbeddingTensor>;
   try {
-    tensors = new Map(
-      [...parseSafetensors(bytes, path)].map((
-        [key, t],
-      ) => [key, { shape: t.shape, read: () => t.data }]),
-    );
+    const file = await openWeightFile(path);
+    try {
+      const found = await embeddingVectors(file.tensors, path);
+      return { name: word, path, ...found, hash: await shortHash(await Deno.readFile(path)) };
+    } finally {
+      file.close();
+    }
   } catch (e) {
-    if (e instanceof SafetensorsError) throw new EmbeddingFileError(e.message);
+    if (e instanceof CheckpointError) throw new EmbeddingFileError(e.message);
     throw e;
   }
-  const found = await embeddingVectors(tensors, path);
-  return { name: word, path, ...found, hash: await shortHash(bytes) };
 }
 
 /**
@@ -159,7 +154,8 @@ export async function embeddingVectors(
   tensors: ReadonlyMap<string, EmbeddingTensor>,
   source: string,
 ): Promise<{ vectors: Float32Array; count: number; width: number; format: EmbeddingFormat }> {
-  const names = [...tensors.keys()];
+  // `string_to_token` (the placeholder's id in the training tokenizer) carries no vector.
+  const names = [...tensors.keys()].filter((n) => !n.startsWith("string_to_token."));
   const listed = names.slice(0, 8).map((n) => JSON.stringify(n)).join(", ") +
     (names.length > 8 ? `, … (${names.length})` : "");
   const params = names.filter((n) => n.startsWith("string_to_param."));
@@ -174,6 +170,14 @@ export async function embeddingVectors(
     }
     key = params[0];
     format = "a1111-pt";
+  } else if (names.length < tensors.size) {
+    // string_to_token without string_to_param: the original textual_inversion repository keeps
+    // the vectors in a torch ParameterDict object, which the pickle-free reader does not open.
+    throw new EmbeddingFileError(
+      `${source}: string_to_token but no string_to_param tensor (a torch ParameterDict, as the ` +
+        "original textual_inversion repository saves it, is not read); re-save the embedding " +
+        'with AUTOMATIC1111 or as .safetensors holding one [n, 768] tensor "emb_params"',
+    );
   } else if (tensors.has("clip_l") && tensors.has("clip_g")) {
     throw new EmbeddingFileError(
       `${source}: an SDXL embedding (clip_l and clip_g, for SDXL's two text encoders); ` +
@@ -197,6 +201,12 @@ export async function embeddingVectors(
     throw new EmbeddingFileError(
       `${source}: tensor "${key}" has shape [${shape.join(", ")}]; an embedding is [n, width] ` +
         "or one vector [width]",
+    );
+  }
+  if (tensor.dtype !== undefined && !["F32", "F16", "BF16", "F64"].includes(tensor.dtype)) {
+    throw new EmbeddingFileError(
+      `${source}: tensor "${key}" holds ${tensor.dtype} values; an embedding holds floats ` +
+        "(F32, F16, BF16)",
     );
   }
   const count = shape.length === 1 ? 1 : shape[0];

@@ -1,6 +1,7 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { safetensorsBytes, torchFileBytes } from "../checkpoint/testing.ts";
 import { encodeSafetensors } from "../model_builder/lora.ts";
 import {
   EmbeddingFileError,
@@ -171,8 +172,17 @@ Deno.test("loadEmbeddingFile: refuses what is not one SD 1.x embedding, naming w
     /not a valid safetensors file/,
   );
   await refused("x.ckpt", new Uint8Array(8), /ends in \.safetensors, \.pt, \.bin; got "\.ckpt"/);
-  await refused("a1111.pt", new Uint8Array(8), /\.pt embeddings are PyTorch pickles/);
-  await refused("learned_embeds.bin", new Uint8Array(8), /\.bin embeddings are PyTorch pickles/);
+  // Told apart by its first bytes: neither zip nor pickle, so read as a safetensors header.
+  await refused(
+    "junk.pt",
+    new TextEncoder().encode("not a pickle"),
+    /junk\.pt: not a valid safetensors file/,
+  );
+  await refused(
+    "ids.safetensors",
+    safetensorsBytes([["emb_params", { dtype: "I64", shape: [1, 4], data: new Float32Array(4) }]]),
+    /tensor "emb_params" holds I64 values; an embedding holds floats/,
+  );
 });
 
 Deno.test("loadEmbeddingFile: a missing file and a file too big to be an embedding", async () => {
@@ -195,4 +205,63 @@ Deno.test("embeddingStem: the file name without its last extension, as AUTOMATIC
   strictEqual(embeddingStem("/m/embeddings/EasyNegative.safetensors"), "EasyNegative");
   strictEqual(embeddingStem("verybadimagenegative_v1.3.pt"), "verybadimagenegative_v1.3");
   strictEqual(embeddingStem("bad-hands-5.pt"), "bad-hands-5");
+});
+
+Deno.test("loadEmbeddingFile: AUTOMATIC1111's .pt (string_to_param), zip and legacy format", async () => {
+  await withDir(async (dir) => {
+    const data = values(2 * W, 6);
+    // What AUTOMATIC1111's Embedding.save writes: the vectors under string_to_param["*"], the
+    // placeholder's id, and training facts that carry no vector.
+    const value = {
+      dict: [
+        ["string_to_token", { dict: [["*", 265]] }],
+        [
+          "string_to_param",
+          { dict: [["*", { tensor: { dtype: "F32", shape: [2, W], data }, parameter: true }]] },
+        ],
+        ["name", "bad-hands-5"],
+        ["step", 1500],
+        ["sd_checkpoint", "7460a6fa"],
+        ["sd_checkpoint_name", "v1-5-pruned-emaonly"],
+      ],
+    } as const;
+    for (const legacy of [false, true]) {
+      const bytes = await torchFileBytes(value as never, { legacy });
+      const path = join(dir, `bad-hands-5${legacy ? "-legacy" : ""}.pt`);
+      await Deno.writeFile(path, bytes);
+      const e = await loadEmbeddingFile(path);
+      strictEqual(e.name, legacy ? "bad-hands-5-legacy" : "bad-hands-5");
+      strictEqual(e.format, "a1111-pt");
+      strictEqual(e.count, 2);
+      strictEqual(e.width, W);
+      deepStrictEqual(e.vectors, data);
+      strictEqual(e.hash, sha12(bytes));
+    }
+  });
+});
+
+Deno.test("loadEmbeddingFile: diffusers' learned_embeds.bin ({token: [768]}, F16)", async () => {
+  await withDir(async (dir) => {
+    const data = values(W, 7);
+    const bytes = await torchFileBytes({
+      dict: [["<cat-toy>", { tensor: { dtype: "F16", shape: [W], data } }]],
+    });
+    const path = join(dir, "learned_embeds.bin");
+    await Deno.writeFile(path, bytes);
+    const e = await loadEmbeddingFile(path, "cat-toy");
+    strictEqual(e.format, "diffusers-concept");
+    strictEqual(e.count, 1);
+    deepStrictEqual(e.vectors, data);
+    strictEqual(e.hash, sha12(bytes));
+  });
+});
+
+Deno.test("embeddingVectors: string_to_token without string_to_param (a ParameterDict) is refused", async () => {
+  await rejects(
+    embeddingVectors(
+      new Map([["string_to_token.*", { shape: [], read: () => new Float32Array(1) }]]),
+      "old.pt",
+    ),
+    /old\.pt: string_to_token but no string_to_param tensor \(a torch ParameterDict/,
+  );
 });

@@ -23,7 +23,9 @@
  * One choice differs from that commit, where it is a slip: when the comma back-off moves an
  * embedding's positions to the next chunk, AUTOMATIC1111 leaves the embedding's record
  * (`PromptChunkFix`) on the earlier chunk, so its vectors overwrite that chunk's padding while
- * the moved positions keep placeholder ids. Here the record moves with its positions.
+ * the moved positions keep placeholder ids. Here the record moves with its positions. And two
+ * embeddings whose names tokenize alike (`EasyNegative`, `easynegative`) are refused, where
+ * AUTOMATIC1111 silently keeps the first.
  *
  * @module
  */
@@ -97,7 +99,9 @@ export class PromptEmbeddingIndex {
   /**
    * Tokenizes each name (as `EmbeddingDatabase.register_embedding` does) once.
    *
-   * @throws {Error} when a name gives no tokens or an embedding has no vectors or more than 75.
+   * @throws {Error} when a name gives no tokens, two names give the same tokens (one of them could
+   *   never be called: AUTOMATIC1111 keeps the first silently), or an embedding has no vectors or
+   *   more than 75.
    */
   constructor(tokenizer: PromptTokenizer, embeddings: Iterable<PromptEmbedding>) {
     const byName = new Map<string, PromptEmbedding>();
@@ -112,8 +116,17 @@ export class PromptEmbeddingIndex {
       if (ids.length === 0) {
         throw new Error(`embedding name "${embedding.name}" gives no tokens; it cannot be called`);
       }
-      byName.set(embedding.name, embedding);
       const list = this.#byFirst.get(ids[0]) ?? [];
+      const same = list.find((c) =>
+        c.ids.length === ids.length && c.ids.every((id, k) => id === ids[k])
+      );
+      if (same !== undefined) {
+        throw new Error(
+          `embeddings "${same.embedding.name}" and "${embedding.name}" are the same word to the ` +
+            "tokenizer (it ignores case and spacing); give one of them another name",
+        );
+      }
+      byName.set(embedding.name, embedding);
       list.push({ ids, embedding });
       // Stable, longest first, as Python's sorted(..., reverse=True) on the length.
       list.sort((a, b) => b.ids.length - a.ids.length);

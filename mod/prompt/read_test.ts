@@ -270,4 +270,8 @@ Deno.test("PromptEmbeddingIndex: refuses embeddings a chunk cannot hold or no wo
   );
   throws(() => new PromptEmbeddingIndex(tok, [{ name: "none", rowIds: [] }]), /has 0 vectors/);
   throws(() => new PromptEmbeddingIndex(tok, [{ name: "  ", rowIds: [1] }]), /gives no tokens/);
+  throws(
+    () => new PromptEmbeddingIndex(tok, [EASY, { name: "easynegative", rowIds: [50000] }]),
+    /embeddings "EasyNegative" and "easynegative" are the same word to the tokenizer/,
+  );
 });
