@@ -3,7 +3,7 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { buildTextEncoder, TINY_DIMS } from "../model_builder/mod.ts";
-import { encodeSafetensors } from "../model_builder/lora.ts";
+import { buildTinyLora, encodeSafetensors, tinyLoraModules } from "../model_builder/lora.ts";
 import { createHash } from "node:crypto";
 import {
   differingBytes,
@@ -306,6 +306,38 @@ Deno.test("clip skip 2 gives the image of the same text encoder one layer shorte
     createEngine(config({ syntax: "a1111", clipSkip: 2 })),
     (e: Error) => /text_encoder.*final layer norm/.test(e.message) && !e.message.includes("\n"),
   );
+});
+
+Deno.test("LoRAs blended at load and clip skip together: the LoRA's text-encoder update, then the skip", async () => {
+  const three = await layeredSet(3);
+  const dir = await Deno.makeTempDir();
+  const path = join(dir, "te.safetensors");
+  // Only the text encoder's module (layers.0 fc1), so the image changes through the text alone.
+  await Deno.writeFile(
+    path,
+    buildTinyLora(3, { modules: tinyLoraModules().filter((m) => m.key.startsWith("lora_te_")) }),
+  );
+  const at = (clipSkip: number, lora: boolean) => {
+    const c = tinyConfig(root);
+    return createEngine({
+      ...c,
+      models: { ...c.models, base: three },
+      prompt: { syntax: "a1111", clipSkip },
+      lora: { files: lora ? [{ path, weight: 1 }] : [] },
+    });
+  };
+  const engines = [await at(2, true), await at(2, false), await at(1, true)];
+  try {
+    const request = t2i("a lighthouse on a cliff");
+    const both = await engines[0].generate(request);
+    const skipOnly = await engines[1].generate(request);
+    const loraOnly = await engines[2].generate(request);
+    ok(differingBytes(both.image, skipOnly.image) > 100, "the LoRA is blended under clip skip");
+    ok(differingBytes(both.image, loraOnly.image) > 100, "the skip applies with a LoRA");
+  } finally {
+    for (const e of engines) await e.release();
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("prompts of different lengths: guided (ControlNet) and image-to-image run each at its own length", async () => {
