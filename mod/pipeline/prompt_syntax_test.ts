@@ -13,6 +13,7 @@ import {
   tinyModels,
 } from "./_testing.ts";
 import { ToolError } from "../mcp/tool.ts";
+import { openCachedRewrite as openCachedDefault } from "../onnx/mod.ts";
 import { createEngine } from "./engine.ts";
 import type { EngineConfig, EnginePrompt } from "./engine_config.ts";
 import { applyEmphasis } from "./text_encoding.ts";
@@ -337,6 +338,52 @@ Deno.test("LoRAs blended at load and clip skip together: the LoRA's text-encoder
   } finally {
     for (const e of engines) await e.release();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("optimised-graph cache: the rewritten text encoder is found by the file and the rewrite's name; other embeddings get their own", async () => {
+  const three = await layeredSet(3);
+  const cache = await Deno.makeTempDir({ prefix: "sd15-te-rewrite-" });
+  const hits: string[] = [];
+  const openCachedRewrite = async (
+    model: { path: string; rewrite: string },
+    options: Parameters<typeof openCachedDefault>[2],
+  ) => {
+    const session = await openCachedDefault(model.path, model.rewrite, options);
+    if (session && model.path.includes("text_encoder")) hits.push(model.rewrite);
+    return session;
+  };
+  const vectors = (phase: number) =>
+    Float32Array.from({ length: 32 }, (_, i) => Math.sin(i + phase) * 0.5);
+  const at = (phase: number) => {
+    const c = tinyConfig(root);
+    return createEngine({
+      ...c,
+      models: { ...c.models, base: three },
+      runtime: { ...c.runtime, optimizedCache: cache },
+      prompt: {
+        syntax: "a1111",
+        clipSkip: 2,
+        embeddings: [{ name: "inkwash", vectors: vectors(phase), count: 1 }],
+      },
+    }, { openCachedRewrite });
+  };
+  try {
+    const images = [];
+    for (const phase of [0, 0, 1]) {
+      const engine = await at(phase);
+      try {
+        images.push((await engine.generate(t2i("a boat, inkwash"))).image);
+      } finally {
+        await engine.release();
+      }
+    }
+    strictEqual(hits.length, 1, "the second start found the first one's graph, the third did not");
+    ok(/clip skip 2, rows [0-9a-f]{64}/.test(hits[0]), hits[0]);
+    deepStrictEqual(images[1].data, images[0].data);
+    ok(differingBytes(images[2], images[0]) > 100, "other vectors, another graph");
+  } finally {
+    await Deno.remove(cache, { recursive: true });
   }
 });
 
