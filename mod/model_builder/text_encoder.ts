@@ -71,7 +71,15 @@ export function buildTextEncoder(seed: number, dims: ModelDims, o: ExportOptions
   const posTable = L.weight("position_embedding", [MAX_POSITIONS, D], 0.5);
   const zero = g.constI64([0]);
   const axis0 = g.constI64([0]);
-  const pos = g.op("Slice", [posTable, zero, seqLen, axis0]); // [S,D]
+  // The layered encoder gathers its positions as transformers' CLIPTextEmbeddings exports
+  // (`position_embedding(position_ids[:, :seq_length])`): a Gather whose indices take only the
+  // ids' length.
+  const pos = (o.textEncoderLayers ?? 0) > 0
+    ? g.op("Gather", [
+      posTable,
+      g.op("Range", [g.constI64([0], []), g.op("Squeeze", [seqLen, zero]), g.constI64([1], [])]),
+    ], { axis: { i: 0 } })
+    : g.op("Slice", [posTable, zero, seqLen, axis0]); // [S,D]
   const countTable = g.init(
     "position_count",
     "float32",

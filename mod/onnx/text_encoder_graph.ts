@@ -43,6 +43,8 @@ type TensorProto = onnx.onnx.ITensorProto;
 
 const FLOAT = 1;
 const FLOAT16 = 10;
+/** Ops whose output depends on their input's shape only. */
+const SHAPE_ONLY: ReadonlySet<string> = new Set(["Shape", "Size"]);
 /** Ops between the final layer norm and the graph output (an io16 export casts). */
 const PASS_THROUGH: ReadonlySet<string> = new Set(["Cast", "Identity"]);
 
@@ -195,9 +197,29 @@ class Index {
   dependsOn(a: string, b: string): boolean {
     return this.ancestors(a).has(b);
   }
+
+  /**
+   * Whether `a` is computed from the values of `b`, not only from its shape:
+   * the walk does not pass `Shape` and `Size` (a position-id `Gather`
+   * indexed by `Range(0, Shape(input_ids)[1])` depends on the ids' length only).
+   */
+  dependsOnValues(a: string, b: string): boolean {
+    const seen = new Set<string>();
+    const stack = [a];
+    while (stack.length > 0) {
+      const t = stack.pop()!;
+      if (t === b) return true;
+      if (seen.has(t)) continue;
+      seen.add(t);
+      const node = this.produced.get(t);
+      if (!node || SHAPE_ONLY.has(node.opType ?? "")) continue;
+      for (const i of node.input ?? []) if (i) stack.push(i);
+    }
+    return false;
+  }
 }
 
-/** The initializer a `Gather` on token ids reads: `[rows, width]`, indexed from `input_ids`. */
+/** The initializer a `Gather` on token ids reads: `[rows, width]`, indexed by `input_ids`' values. */
 function findTokenTable(
   graph: GraphProto,
   index: Index,
@@ -210,7 +232,8 @@ function findTokenTable(
     const [data, indices] = n.input ?? [];
     const init = index.initializers.get(data ?? "");
     if (!init || (init.dims ?? []).length !== 2 || !indices) continue;
-    if (!index.dependsOn(indices, ids)) continue;
+    // The token ids index the table; position ids only take the sequence length from them.
+    if (!index.dependsOnValues(indices, ids)) continue;
     const [rows, width] = (init.dims ?? []).map(num);
     found.push({ init, rows, width });
   }
