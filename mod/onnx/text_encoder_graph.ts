@@ -193,11 +193,6 @@ class Index {
     return seen;
   }
 
-  /** Whether `a` is computed from `b`. */
-  dependsOn(a: string, b: string): boolean {
-    return this.ancestors(a).has(b);
-  }
-
   /**
    * Whether `a` is computed from the values of `b`, not only from its shape:
    * the walk does not pass `Shape` and `Size` (a position-id `Gather`
@@ -325,7 +320,7 @@ function skipLayers(
     if (!add || add.opType !== "Add" || (add.input ?? []).length !== 2) break;
     const [a, b] = add.input!;
     if (index.initializers.has(a) || index.initializers.has(b)) break;
-    const next = index.dependsOn(b, a) ? a : index.dependsOn(a, b) ? b : null;
+    const next = index.dependsOnValues(b, a) ? a : index.dependsOnValues(a, b) ? b : null;
     if (next === null) break;
     stream.push(next);
   }
