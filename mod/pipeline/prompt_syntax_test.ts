@@ -279,17 +279,19 @@ async function layeredSet(layers: number): Promise<string> {
 Deno.test("clip skip 2 gives the image of the same text encoder one layer shorter", async () => {
   const three = await layeredSet(3);
   const two = await layeredSet(2);
-  const at = (base: string, clipSkip: number) => {
+  const at = (base: string, clipSkip: number, syntax: "a1111" | "plain" = "a1111") => {
     const c = tinyConfig(root);
     return createEngine({
       ...c,
       models: { ...c.models, base },
-      prompt: { syntax: "a1111", clipSkip },
+      prompt: { syntax, clipSkip },
     });
   };
   const skip = await at(three, 2);
   const full = await at(three, 1);
   const shorter = await at(two, 1);
+  const plainSkip = await at(three, 2, "plain");
+  const plainShorter = await at(two, 1, "plain");
   try {
     const request = t2i("a (red apple:1.2) on a wooden table");
     const a = await skip.generate(request);
@@ -297,10 +299,12 @@ Deno.test("clip skip 2 gives the image of the same text encoder one layer shorte
     const c = await full.generate(request);
     deepStrictEqual(a.image.data, b.image.data);
     ok(differingBytes(a.image, c.image) > 100, "clip skip changes the image");
+    // Clip skip applies under plain as well.
+    const d = await plainSkip.generate(request);
+    deepStrictEqual(d.image.data, (await plainShorter.generate(request)).image.data);
+    ok(differingBytes(a.image, d.image) > 100, "plain reads the brackets as text");
   } finally {
-    await skip.release();
-    await full.release();
-    await shorter.release();
+    for (const e of [skip, full, shorter, plainSkip, plainShorter]) await e.release();
   }
   // A text encoder without a final layer norm cannot skip: one line at start-up.
   await rejects(
