@@ -69,6 +69,20 @@ export interface AppOverrides {
   generator?: Generator | Promise<Generator>;
 }
 
+/**
+ * The server's instructions (`initialize`, `server/discover`): what the tools
+ * do, and how a prompt is read under `[prompt] syntax`.
+ */
+export function serverInstructions(syntax: "a1111" | "plain"): string {
+  return INSTRUCTIONS + " " + (syntax === "a1111" ? PROMPTS_A1111 : PROMPTS_PLAIN);
+}
+
+const PROMPTS_A1111 = "Prompts are read as AUTOMATIC1111 reads them: (word:1.3), (word) and " +
+  "[word] weigh words, BREAK starts a new 75-token chunk, and a prompt is never cut below the " +
+  "10,000-character limit.";
+const PROMPTS_PLAIN = "Prompts are read as plain text and cut at 77 CLIP tokens (about 55 " +
+  "words); the result says when a prompt was cut.";
+
 const INSTRUCTIONS = "Local Stable Diffusion 1.5 image generation. generate_image makes an image " +
   "from a prompt; generate_guided_image follows the depth or pose of an input image; " +
   "inpaint_image repaints the white area of a mask; transform_image redraws an image as the " +
@@ -233,7 +247,7 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
     ...views,
     templates,
     tasks: new JobTasks(jobs),
-    instructions: INSTRUCTIONS,
+    instructions: serverInstructions(config.prompt.syntax),
     ready,
   };
   const grace = config.server.shutdownGraceMs;

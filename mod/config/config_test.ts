@@ -365,3 +365,22 @@ Deno.test("[transform] and [upscale]: the strengths per change level, in order, 
     assert.match(await configError(loadConfig({ path, env: {} })), /transform\.strong/);
   });
 });
+
+Deno.test("[prompt] syntax and clip_skip: a1111 and 1 by default; others refused with the key", async () => {
+  const defaults = await loadConfig({ env: {} });
+  assert.equal(defaults.prompt.syntax, "a1111");
+  assert.equal(defaults.prompt.clipSkip, 1);
+  await withConfig(`[prompt]\nsyntax = "plain"\nclip_skip = 2\n`, async (path) => {
+    const config = await loadConfig({ path, env: {} });
+    assert.equal(config.prompt.syntax, "plain");
+    assert.equal(config.prompt.clipSkip, 2);
+  });
+  await withConfig(`[prompt]\nsyntax = "comfy"\n`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.match(message, /prompt\.syntax/);
+  });
+  await withConfig(`[prompt]\nclip_skip = 0\n`, async (path) => {
+    const message = await configError(loadConfig({ path, env: {} }));
+    assert.match(message, /prompt\.clip_skip/);
+  });
+});

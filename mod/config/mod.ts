@@ -28,6 +28,7 @@ export type {
   ControlNetConfig,
   PresetName,
   PresetValues,
+  PromptSyntax,
   ResolvedConfig,
   SamplingSummary,
   SchedulerName,

@@ -168,10 +168,25 @@ export interface ResolvedConfig {
     /** How long a call waits for its images, in ms; Infinity = until done (`max_wait_seconds = 0`). */
     maxWaitMs: number;
   };
-  /** `[prompt]`: base prompts joined with every request's prompts (contract §2), and embeddings. */
+  /**
+   * `[prompt]`: base prompts joined with every request's prompts (contract
+   * §2), how prompts are read, which text-encoder layer conditions, and the
+   * embeddings.
+   */
   prompt: {
     positive: string;
     negative: string;
+    /**
+     * "a1111": AUTOMATIC1111's prompt syntax (emphasis, `BREAK`, 75-token
+     * chunks, nothing cut); "plain": the text as is, cut at 77 tokens.
+     */
+    syntax: PromptSyntax;
+    /**
+     * AUTOMATIC1111's CLIP skip: 1 = the last layer's hidden state, n = the
+     * state n − 1 layers earlier, through the final layer norm (diffusers'
+     * `clip_skip = n − 1`).
+     */
+    clipSkip: number;
     /**
      * `embeddings`: textual-inversion embedding files (absolute, under the models root), each
      * with the word that calls it (the configured name, else the file's stem), in config order.
@@ -222,6 +237,9 @@ export interface ResolvedConfig {
 
 /** A resolved `[generation] preset`. */
 export type PresetName = "fast" | "turbo" | "quality" | "custom";
+
+/** How prompts are read (`[prompt] syntax`). */
+export type PromptSyntax = "a1111" | "plain";
 
 /** What a preset sets; the keys written in the config win over it. */
 export interface PresetValues {
@@ -583,6 +601,8 @@ export function resolveConfig(
     prompt: {
       positive: raw.prompt.positive,
       negative: raw.prompt.negative,
+      syntax: raw.prompt.syntax,
+      clipSkip: raw.prompt.clip_skip,
       embeddings: resolveEmbeddings(raw.prompt.embeddings, root, where),
     },
     controlnet: {

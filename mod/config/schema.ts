@@ -112,6 +112,10 @@ const embeddingPath = relativePath.regex(
 const prompt = z.strictObject({
   positive: z.string().max(10_000).default(""),
   negative: z.string().max(10_000).default(""),
+  // "a1111": AUTOMATIC1111's emphasis, BREAK and 75-token chunks; "plain": the text as is, cut at 77.
+  syntax: z.enum(["a1111", "plain"]).default("a1111"),
+  // AUTOMATIC1111's numbering: 1 = the last layer, 2 = the penultimate (diffusers clip_skip 1).
+  clip_skip: z.int().min(1).max(12).default(1),
   // Textual-inversion embeddings: a path, or { path, name } where name replaces the file's stem
   // as the word that calls it.
   embeddings: z.array(z.union([

@@ -31,8 +31,12 @@ export interface ImageServiceOptions {
   generator: Generator;
   /** The preset and sampling every image is made with (PNG metadata, batch texts). */
   sampling?: SamplingSummary;
-  /** Base prompts from `[prompt]`, joined with the user's (contract §2). */
-  prompt: { positive: string; negative: string };
+  /**
+   * `[prompt]`: base prompts joined with the user's (contract §2); how
+   * prompts are read and the CLIP skip, for the PNG metadata (absent: not
+   * written).
+   */
+  prompt: { positive: string; negative: string; syntax?: string; clipSkip?: number };
   /** Size used when the request gives none (`[generation] default_size`). */
   defaultSize: SizeId;
   /** Fixed seed, or null for random seeds. */
@@ -228,6 +232,7 @@ export class ImageService {
       mode: job.mode,
       timestamp: finished.toISOString(),
       elapsed_seconds: elapsed.toFixed(3),
+      ...promptMetadata(this.#o.prompt, prompts, result.embeddingsUsed ?? []),
       // Which preset ran: the single-image result is the PNG alone (contract §2).
       ...(s
         ? {
@@ -263,4 +268,31 @@ export class ImageService {
 /** The MCP `ImageContent` of a PNG. */
 export function pngContent(png: Uint8Array): ImageContent {
   return { type: "image", data: png.toBase64(), mimeType: "image/png" };
+}
+
+/**
+ * The PNG metadata of the prompts: both as the text encoder read them (the
+ * base prompts joined, brackets and all, never cut), how they were read,
+ * the CLIP skip, and the embeddings called with their short hashes in
+ * AUTOMATIC1111's "TI hashes" form (`name: hash, …`, `:` and `,` dropped
+ * from names: `modules/sd_hijack_clip.py` `forward`,
+ * AUTOMATIC1111/stable-diffusion-webui commit 5ad03e65).
+ */
+export function promptMetadata(
+  config: ImageServiceOptions["prompt"],
+  prompts: { positive: string; negative: string },
+  embeddings: ReadonlyArray<{ name: string; hash?: string }>,
+): Record<string, string> {
+  const out: Record<string, string> = { prompt: prompts.positive };
+  if (prompts.negative !== "") out.negative_prompt = prompts.negative;
+  if (config.syntax !== undefined) out.prompt_syntax = config.syntax;
+  if (config.clipSkip !== undefined) out.clip_skip = String(config.clipSkip);
+  if (embeddings.length > 0) {
+    out.embeddings = embeddings.map((e) => e.name).join(", ");
+    const hashes = embeddings.filter((e) => e.hash !== undefined).map((e) =>
+      `${e.name.replaceAll(":", "").replaceAll(",", "")}: ${e.hash}`
+    );
+    if (hashes.length > 0) out.ti_hashes = hashes.join(", ");
+  }
+  return out;
 }

@@ -68,10 +68,36 @@ function textChunk(keyword: string, text: string): Uint8Array {
   return pngChunk("tEXt", data);
 }
 
+/** Whether `text` fits a tEXt chunk: Latin-1 without NUL. */
+function isLatin1(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0 || code > 0xff) return false;
+  }
+  return true;
+}
+
 /**
- * Encodes `image` as an 8-bit RGB PNG and inserts one `tEXt` chunk per entry
- * of `text`, in insertion order, right after IHDR. Throws `RangeError` for a
- * malformed image, an invalid keyword or text outside Latin-1.
+ * Encodes an iTXt chunk (§11.3.3.4) for text outside Latin-1 (a prompt in
+ * any script): keyword, NUL, compression flag 0 and method 0, empty
+ * language tag and translated keyword (each NUL-ended), then the UTF-8 text.
+ * NUL, which the text may not hold, becomes U+FFFD.
+ */
+function internationalTextChunk(keyword: string, text: string): Uint8Array {
+  checkKeyword(keyword);
+  const utf8 = new TextEncoder().encode(text.replaceAll("\u0000", "\uFFFD"));
+  const data = new Uint8Array(keyword.length + 5 + utf8.length);
+  for (let i = 0; i < keyword.length; i++) data[i] = keyword.charCodeAt(i);
+  // data[keyword.length .. +4] stay 0: NUL, flag, method, language tag NUL, translated NUL.
+  data.set(utf8, keyword.length + 5);
+  return pngChunk("iTXt", data);
+}
+
+/**
+ * Encodes `image` as an 8-bit RGB PNG and inserts one text chunk per entry
+ * of `text`, in insertion order, right after IHDR: `tEXt` for Latin-1
+ * values, `iTXt` (UTF-8) for the others. Throws `RangeError` for a
+ * malformed image or an invalid keyword.
  */
 export async function encodePng(
   image: RgbImage,
@@ -82,7 +108,9 @@ export async function encodePng(
       `encodePng: image is ${image.width}×${image.height} but has ${image.data.length} bytes`,
     );
   }
-  const chunks = Object.entries(text).map(([key, value]) => textChunk(key, value));
+  const chunks = Object.entries(text).map(([key, value]) =>
+    isLatin1(value) ? textChunk(key, value) : internationalTextChunk(key, value)
+  );
   const png = await encodeRawPng({ ...image, channels: 3 });
   if (String.fromCharCode(...png.subarray(12, 16)) !== "IHDR") {
     throw new Error("encodePng: the encoder's output does not start with IHDR");
@@ -100,8 +128,9 @@ export async function encodePng(
 }
 
 /**
- * Reads every `tEXt` chunk of a PNG into a record (keyword → Latin-1 text;
- * a repeated keyword keeps its first value). Throws `Error` if the bytes are
+ * Reads every `tEXt` chunk (Latin-1) and uncompressed `iTXt` chunk (UTF-8)
+ * of a PNG into a record (keyword → text; a repeated keyword keeps its
+ * first value). Throws `Error` if the bytes are
  * not a PNG, a chunk runs past the end, or a tEXt chunk's CRC is wrong.
  */
 export function readPngText(bytes: Uint8Array): Record<string, string> {
@@ -134,6 +163,18 @@ export function readPngText(bytes: Uint8Array): Record<string, string> {
       const latin1 = (part: Uint8Array) => Array.from(part, (b) => String.fromCharCode(b)).join("");
       const key = latin1(data.subarray(0, nul));
       if (!(key in result)) result[key] = latin1(data.subarray(nul + 1));
+    }
+    if (type === "iTXt") {
+      const data = bytes.subarray(at + 8, at + 8 + length);
+      const nul = data.indexOf(0);
+      if (nul < 1) throw new Error(`readPngText: iTXt chunk at offset ${at} has no keyword`);
+      const key = Array.from(data.subarray(0, nul), (b) => String.fromCharCode(b)).join("");
+      const language = data.indexOf(0, nul + 3);
+      const translated = language < 0 ? -1 : data.indexOf(0, language + 1);
+      if (data[nul + 1] !== 0 || translated < 0) {
+        throw new Error(`readPngText: iTXt chunk at offset ${at} is compressed or malformed`);
+      }
+      if (!(key in result)) result[key] = new TextDecoder().decode(data.subarray(translated + 1));
     }
     if (type === "IEND") break;
     at = end;

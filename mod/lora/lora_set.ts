@@ -10,7 +10,7 @@
 
 import { log } from "../log/mod.ts";
 import { createSession, createSessionFromBytes, type Session } from "../onnx/mod.ts";
-import type { SessionOptions } from "../onnx/mod.ts";
+import type { ExternalDataFile, SessionOptions } from "../onnx/mod.ts";
 import type { LoraTarget } from "./kohya_keys.ts";
 import { loraModules } from "./lora_layout.ts";
 import { patchModel, type WeightedLora } from "./onnx_patch.ts";
@@ -79,7 +79,9 @@ export class LoraSet {
    * (from a patched copy beside it, or from patched bytes: `patchModel`);
    * opens it from the path unchanged when no module matches one of its
    * nodes. Paths are opened with `openPath` (the engine's opener, so the
-   * session is the engine's kind). Records which modules matched.
+   * session is the engine's kind), patched bytes with `openBytes` (default
+   * `createSessionFromBytes`; the engine passes one that rewrites the text
+   * encoder's graph before opening). Records which modules matched.
    */
   async open<S = Session>(
     path: string,
@@ -87,6 +89,10 @@ export class LoraSet {
     options: SessionOptions,
     openPath: (path: string, options: SessionOptions) => Promise<S> = createSession as (
       path: string,
+      options: SessionOptions,
+    ) => Promise<S>,
+    openBytes?: (
+      model: { path: string; bytes: Uint8Array; externalData: ExternalDataFile[] },
       options: SessionOptions,
     ) => Promise<S>,
   ): Promise<S | Session> {
@@ -103,8 +109,11 @@ export class LoraSet {
       })),
     });
     try {
-      return patched.file
-        ? await openPath(patched.file, options)
+      return patched.file ? await openPath(patched.file, options) : openBytes
+        ? await openBytes(
+          { path, bytes: patched.model, externalData: patched.externalData },
+          options,
+        )
         : await createSessionFromBytes(patched.model, patched.externalData, options);
     } finally {
       // ONNX Runtime has read (or mapped) the patched copy by now.

@@ -36,6 +36,7 @@ export {
 export { fnv1a, Rng } from "./rng.ts";
 export {
   buildTextEncoder,
+  CLIP_VOCAB_SIZE,
   MAX_POSITIONS,
   TEXT_ENCODER_SCOPES,
   TOKEN_TABLE_ROWS,

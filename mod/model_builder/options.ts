@@ -69,6 +69,18 @@ export interface ExportOptions {
    * for optimum.
    */
   vaeEncoder?: VaeEncoderOutput;
+  /**
+   * Text encoder shaped like CLIP's: this many pre-norm layers (each two
+   * residual adds) and a final layer norm, node scopes as torch exports
+   * them. Absent or 0: the one-block stand-in without a final norm.
+   */
+  textEncoderLayers?: number;
+  /**
+   * How the layered text encoder writes its layer norms: one
+   * `LayerNormalization` node (opset 17 exports) or the decomposed form
+   * older opsets export. Default "op".
+   */
+  textEncoderNorm?: "op" | "decomposed";
 }
 
 /** What a VAE encoder export returns (diffusers script, Optimum ≤ 1.22 or ≥ 1.23). */

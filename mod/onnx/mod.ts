@@ -90,6 +90,16 @@ export {
   type VaeEncoderGraph,
   VaeEncoderGraphError,
 } from "./vae_encoder_graph.ts";
+export {
+  type ExternalReader,
+  rewriteTextEncoder,
+  type RewrittenTextEncoder,
+  TEXT_ENCODER_REWRITE_VERSION,
+  TextEncoderGraphError,
+  type TextEncoderRewrite,
+  textEncoderRewriteName,
+  tokenTable,
+} from "./text_encoder_graph.ts";
 export { dropZeroAddends, type ZeroAddendReport } from "./zero_addend.ts";
 export {
   type SessionThreads,

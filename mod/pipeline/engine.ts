@@ -50,7 +50,7 @@ import {
 } from "./load_models.ts";
 import type { BytesOpener, RewriteCacheOpener, SessionOpener } from "./model_session.ts";
 import { encodePrompts, type PromptEmbeddings } from "./text_encoding.ts";
-import type { GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
+import type { EmbeddingUse, GenerationRequest, GenerationResult, RgbImage } from "./types.ts";
 import { cropTile, TileBlender, tileGrid } from "./upscale.ts";
 import { decodeLatents, encodeImage } from "./vae.ts";
 
@@ -344,16 +344,19 @@ export class Engine {
     const latents = scaleNoise(noise, scheduler.initNoiseSigma);
 
     // Control image, and for inpainting the latent mask.
-    let controlRun: ControlNetRun | null = null;
+    let controlRuns: ControlNetRun[] | null = null;
     if (control && request.mode !== "text_to_image") {
       const cond = await buildControlImage(request, models);
       boundary("after preprocessing");
-      controlRun = new ControlNetRun(
-        control.model,
-        unet.io,
-        prompts.text.hidden,
-        repeatBatch(cond, prompts.batch),
-        [prompts.batch, 3, height, width],
+      // One ControlNet run per UNet pass: the batch, or each prompt at its own length.
+      controlRuns = passesOf(prompts).map((pass) =>
+        new ControlNetRun(
+          control.model,
+          unet.io,
+          pass.hidden,
+          repeatBatch(cond, pass.batch),
+          [pass.batch, 3, height, width],
+        )
       );
     }
     const inpaint = request.mode === "inpaint_image"
@@ -368,14 +371,14 @@ export class Engine {
       latents,
       generator,
       dims,
-      controlRun,
+      controlRuns,
       inpaint,
       progress: (i) => run.progress(i, timesteps.length),
     });
     boundary("before decoding");
     let image = await this.#decode(run, result, dims, inpaint);
     if (request.mode === "inpaint_image") image = pasteUnmasked(image, request.image, request.mask);
-    return { image, notes: prompts.notes };
+    return { image, notes: prompts.notes, embeddingsUsed: this.#embeddingsUsed(prompts) };
   }
 
   /**
@@ -401,7 +404,7 @@ export class Engine {
         seed: request.seed,
         progress: (i) => run.progress(i, kept),
       });
-      return { image, notes: prompts.notes };
+      return { image, notes: prompts.notes, embeddingsUsed: this.#embeddingsUsed(prompts) };
     }
     const total = kept * grid.tiles.length;
     const blender = new TileBlender(grid);
@@ -415,7 +418,11 @@ export class Engine {
       });
       blender.add(i, refined);
     }
-    return { image: blender.result(), notes: prompts.notes };
+    return {
+      image: blender.result(),
+      notes: prompts.notes,
+      embeddingsUsed: this.#embeddingsUsed(prompts),
+    };
   }
 
   /** The image-to-image schedule of the configured scheduler at `strength`. */
@@ -470,7 +477,7 @@ export class Engine {
       latents,
       generator,
       dims,
-      controlRun: null,
+      controlRuns: null,
       inpaint: null,
       progress: o.progress,
       where,
@@ -496,8 +503,9 @@ export class Engine {
       positive,
       negative,
       cfg,
+      models.promptReading,
     );
-    this.#deviceTensors.push(text.hidden);
+    if (text.hidden) this.#deviceTensors.push(text.hidden);
     const notes = [...text.notes];
     if (!cfg && negative.trim() !== "") {
       notes.push(
@@ -508,6 +516,15 @@ export class Engine {
       );
     }
     return { text, notes, cfg, lcm, batch: cfg ? 2 : 1 };
+  }
+
+  /** The embeddings the prompts called, with their files' short hashes (PNG metadata). */
+  #embeddingsUsed(prompts: Prompts): EmbeddingUse[] {
+    const known = this.#requireModels().promptReading.embeddings?.byName;
+    return prompts.text.embeddingsUsed.map((name) => {
+      const hash = known?.get(name)?.hash;
+      return hash !== undefined ? { name, hash } : { name };
+    });
   }
 
   /**
@@ -521,25 +538,36 @@ export class Engine {
     run: Run,
     loop: Loop,
   ): Promise<{ latents: Float32Array; denoised?: Float32Array }> {
-    const { unet, prompts, scheduler, timesteps, generator, dims, controlRun, inpaint } = loop;
+    const { unet, prompts, scheduler, timesteps, generator, dims, controlRuns, inpaint } = loop;
     const [, channels, lh, lw] = dims;
     const unetIo = unet.io;
-    const fixed: Feeds = {
-      // On the GPU it already has the UNet's dtype (device_outputs.ts): no copy, no upload.
-      [unetIo.inputs.encoder_hidden_states.name]: castFloatTensor(
-        prompts.text.hidden,
-        unetIo.inputs.encoder_hidden_states.dtype,
-      ),
-    };
+    let timestepCond: Feeds = {};
     if (prompts.lcm) {
       const cond = unetIo.inputs.timestep_cond;
       const width = cond.shape[1] as number;
-      fixed[cond.name] = floatTensor(
-        cond.dtype,
-        guidanceScaleEmbedding(run.settings.guidanceScale, width),
-        [1, width],
-      );
+      timestepCond = {
+        [cond.name]: floatTensor(
+          cond.dtype,
+          guidanceScaleEmbedding(run.settings.guidanceScale, width),
+          [1, width],
+        ),
+      };
     }
+    // The UNet passes of one step: the whole batch at once, or (prompts of different lengths,
+    // AUTOMATIC1111's default with pad_cond_uncond off) each prompt alone at batch 1.
+    const passes = passesOf(prompts).map((pass, k) => ({
+      batch: pass.batch,
+      dims: [pass.batch, channels, lh, lw],
+      controlRun: controlRuns?.[k] ?? null,
+      fixed: {
+        ...timestepCond,
+        // On the GPU it already has the UNet's dtype (device_outputs.ts): no copy, no upload.
+        [unetIo.inputs.encoder_hidden_states.name]: castFloatTensor(
+          pass.hidden,
+          unetIo.inputs.encoder_hidden_states.dtype,
+        ),
+      } as Feeds,
+    }));
     const batch = prompts.batch;
     const sampleDims = [batch, channels, lh, lw];
     const outName = unetIo.outputs.out_sample.name;
@@ -551,22 +579,31 @@ export class Engine {
       run.boundary(`before step ${i + 1} of ${timesteps.length}${where}`);
       const t = timesteps[i];
       const scaled = scheduler.scaleModelInput(latents, t);
-      const sample = repeatBatch(scaled, batch);
-      const feeds: Feeds = {
-        ...fixed,
-        [unetIo.inputs.sample.name]: floatTensor(unetIo.inputs.sample.dtype, sample, sampleDims),
-        [unetIo.timestep!.name]: timestepTensor(unetIo.timestep!, t, batch),
-      };
-      const residuals = controlRun ? await controlRun.residuals(sample, sampleDims, t) : {};
-      Object.assign(feeds, residuals);
-      let out: Record<string, Tensor>;
-      try {
-        out = await unet.session.run(feeds, [outName]);
-      } finally {
-        // Residuals left on the GPU by the ControlNet are read by this step only.
-        for (const r of Object.values(residuals)) releaseDeviceTensor(r);
+      const predicted = new Float32Array(batch * scaled.length);
+      let filled = 0;
+      for (const pass of passes) {
+        const sample = repeatBatch(scaled, pass.batch);
+        const feeds: Feeds = {
+          ...pass.fixed,
+          [unetIo.inputs.sample.name]: floatTensor(unetIo.inputs.sample.dtype, sample, pass.dims),
+          [unetIo.timestep!.name]: timestepTensor(unetIo.timestep!, t, pass.batch),
+        };
+        const residuals = pass.controlRun
+          ? await pass.controlRun.residuals(sample, pass.dims, t)
+          : {};
+        Object.assign(feeds, residuals);
+        let out: Record<string, Tensor>;
+        try {
+          out = await unet.session.run(feeds, [outName]);
+        } finally {
+          // Residuals left on the GPU by the ControlNet are read by this step only.
+          for (const r of Object.values(residuals)) releaseDeviceTensor(r);
+        }
+        const part = checkedOutput(out[outName], pass.dims, outName);
+        predicted.set(part, filled);
+        filled += part.length;
       }
-      const predicted = checkedOutput(out[outName], sampleDims, outName);
+      checkedLength(predicted, filled, sampleDims);
       const noisePred = prompts.cfg
         ? applyGuidance(predicted, run.settings.guidanceScale)
         : predicted;
@@ -657,12 +694,32 @@ interface Loop {
   latents: Float32Array;
   generator: TorchGenerator;
   dims: [number, number, number, number];
-  controlRun: ControlNetRun | null;
+  /** One per UNet pass ({@link passesOf}), or null without a ControlNet. */
+  controlRuns: ControlNetRun[] | null;
   inpaint: { imageLatents: Float32Array; mask: Uint8Array; noise: Float32Array } | null;
   /** Called after step `i` (1-based) of this loop. */
   progress: (i: number) => void;
   /** Appended to cancellation messages (" of tile 2 of 9"). */
   where?: string;
+}
+
+/**
+ * The UNet passes of a step: the prompts' batch in one pass, or, when
+ * their encodings differ in length (`text_encoding.ts`), each prompt in its
+ * own batch-1 pass, negative first, so the outputs concatenate to the same
+ * `[uncond; text]` layout guidance reads.
+ */
+function passesOf(prompts: Prompts): Array<{ hidden: Tensor; batch: number }> {
+  const text = prompts.text;
+  if (text.hidden) return [{ hidden: text.hidden, batch: prompts.batch }];
+  return text.parts.map((hidden) => ({ hidden, batch: 1 }));
+}
+
+/** Throws unless the passes filled the whole batch. */
+function checkedLength(values: Float32Array, filled: number, dims: readonly number[]): void {
+  if (filled !== values.length) {
+    throw new Error(`unet passes gave ${filled} values for a batch of shape [${dims}]`);
+  }
 }
 
 /** Throws unless the input image is an RGB image of the request's size. */

@@ -7,6 +7,7 @@
 
 import { join } from "node:path";
 import type { ResolvedConfig } from "../config/resolve.ts";
+import type { EngineEmbedding } from "./text_encoder_open.ts";
 import { SIZES } from "./types.ts";
 
 /** Generation settings that apply to every request (never tool inputs). */
@@ -34,6 +35,11 @@ export interface EngineConfig {
   runtime: ResolvedConfig["runtime"];
   /** Denoising settings. */
   generation: GenerationSettings;
+  /**
+   * How prompts are read and encoded (`[prompt]`); absent: "plain", clip
+   * skip 1, no embeddings (the engine as it was before prompts had a syntax).
+   */
+  prompt?: EnginePrompt;
   /** ControlNets and their preprocessors. */
   controlnet: ResolvedConfig["controlnet"];
   /** LoRAs blended into the UNet(s) and text encoder; absent or empty = none. */
@@ -52,6 +58,23 @@ export interface EngineConfig {
    * (`warm_up.ts`); absent: none.
    */
   warmUp?: { width: number; height: number };
+}
+
+/** The engine's part of `[prompt]`. */
+export interface EnginePrompt {
+  /** "a1111": AUTOMATIC1111's syntax and 75-token chunks; "plain": as is, cut at 77. */
+  syntax: ResolvedConfig["prompt"]["syntax"];
+  /** AUTOMATIC1111's CLIP skip (1 = the last layer). */
+  clipSkip: number;
+  /**
+   * `[prompt] embeddings`: textual-inversion embedding files (absolute) and
+   * the word of each, read when the engine loads; their rows are appended to
+   * the text encoder's token table and a prompt calls them by the word
+   * ("a1111" only).
+   */
+  embeddingFiles?: Array<{ path: string; name: string }>;
+  /** Embeddings with their vectors already read (tests); when set, `embeddingFiles` is not read. */
+  embeddings?: EngineEmbedding[];
 }
 
 /** Paths of models with the LoRAs merged in; a missing one has no LoRA module (open the base's). */
@@ -86,6 +109,11 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
       timestepSpacing: g.timestepSpacing,
       karras: g.karras,
       eta: g.eta,
+    },
+    prompt: {
+      syntax: config.prompt.syntax,
+      clipSkip: config.prompt.clipSkip,
+      embeddingFiles: config.prompt.embeddings.map((e) => ({ ...e })),
     },
     controlnet: structuredClone(config.controlnet),
     lora: merged ? { files: [] } : structuredClone(config.lora),

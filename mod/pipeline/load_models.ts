@@ -50,6 +50,9 @@ import type {
   RewriteCacheOpener,
   SessionOpener,
 } from "./model_session.ts";
+import { loadEmbeddings, PromptEmbeddingIndex } from "../prompt/mod.ts";
+import type { PromptReading } from "./text_encoding.ts";
+import { promptEmbeddings, textEncoderOpener } from "./text_encoder_open.ts";
 import { VAE_SCALING_FACTOR } from "./vae.ts";
 
 /** One opened and checked model. */
@@ -71,6 +74,8 @@ export interface ModelSet {
   provider: ProviderCheck;
   /** CLIP tokenizer from `<base>/tokenizer`. */
   tokenizer: ClipTokenizer;
+  /** How prompts are read (`[prompt] syntax`) and the embeddings the text encoder holds. */
+  promptReading: PromptReading;
   /** `<base>/scheduler/scheduler_config.json`, parsed. */
   schedulerConfig: Record<string, unknown>;
   /** Text encoder. */
@@ -258,13 +263,44 @@ export async function loadModels(
       }
     }
     const textEncoderPath = merged?.textEncoder ?? paths.textEncoder;
-    const textEncoder = await load("text_encoder", textEncoderPath, openFor("text_encoder"), {
-      outputLocations: await hiddenStatesPlan(provider, textEncoderPath, consumers),
-      ...everyImage,
-    });
+    const prompt = config.prompt ?? { syntax: "plain", clipSkip: 1 };
+    // Embeddings are read under a1111 only: under plain their words are text.
+    const embeddings = prompt.syntax !== "a1111" ? [] : prompt.embeddings ??
+      (await loadEmbeddings(prompt.embeddingFiles ?? [], tokenizer.vocabSize)).files;
+    const textEncoder = await load(
+      "text_encoder",
+      textEncoderPath,
+      await textEncoderOpener(
+        { clipSkip: prompt.clipSkip, embeddings },
+        open,
+        openBytes,
+        openCached,
+        loras,
+      ),
+      {
+        // AUTOMATIC1111's reading weighs and joins the chunks in JavaScript: its hidden states
+        // come to the CPU (then go to the UNet as the "plain" ones do without the plan).
+        outputLocations: prompt.syntax === "plain"
+          ? await hiddenStatesPlan(provider, textEncoderPath, consumers)
+          : undefined,
+        ...everyImage,
+      },
+    );
+    const promptReading: PromptReading = {
+      syntax: prompt.syntax,
+      ...(embeddings.length > 0
+        ? {
+          embeddings: new PromptEmbeddingIndex(
+            tokenizer,
+            promptEmbeddings(embeddings, tokenizer.vocabSize),
+          ),
+        }
+        : {}),
+    };
     const unet = await load("unet", unetPath, openFor("unet"), everyImage);
     loras?.assertMatched();
     checkUnet(unet, textEncoder);
+    if (prompt.syntax === "a1111") checkSequenceAxis(unet);
     const tiny = config.models.vaeDecoder === "tiny";
     if (tiny && !config.models.tinyVaeDecoder) {
       throw new Error('models.vae_decoder is "tiny" but no tiny_vae_decoder path is set');
@@ -275,6 +311,7 @@ export async function loadModels(
     const set: ModelSet = {
       provider: device,
       tokenizer,
+      promptReading,
       schedulerConfig,
       textEncoder,
       unet,
@@ -299,12 +336,14 @@ export async function loadModels(
         openFor("unet"),
       );
       checkUnet(set.controlnetUnet, textEncoder);
+      if (prompt.syntax === "a1111") checkSequenceAxis(set.controlnetUnet);
       for (const kind of ["depth", "openpose", "inpaint"] as const) {
         if (!cn[kind].enabled) continue;
         const model = await load("controlnet", cn[kind].model, open, {
           outputLocations: await residualsPlan(provider, cn[kind].model, set.controlnetUnet.io),
         });
         checkControlNet(model, set.controlnetUnet, textEncoder);
+        if (prompt.syntax === "a1111") checkSequenceAxis(model);
         set.controlnets[kind] = {
           path: model.path,
           session: model.session,
@@ -435,6 +474,26 @@ function checkUnet(unet: LoadedModel, textEncoder: LoadedModel): void {
     throw new Error(
       `${unet.path}: ${io.component} input \`${cond.name}\` must have a fixed width (dim 1), ` +
         `got [${cond.shape.join(",")}]`,
+    );
+  }
+}
+
+/**
+ * Under `[prompt] syntax = "a1111"` a prompt of k chunks reaches the UNet as
+ * 77·k positions: a model whose `encoder_hidden_states` fixes its sequence
+ * (some static-shape exports) could only run prompts of one chunk, so it is
+ * refused at start-up, naming the way out. The diffusers script and Optimum
+ * exports declare the axis symbolic (`sequence`, `sequence_length`).
+ */
+export function checkSequenceAxis(model: Pick<LoadedModel, "path" | "io">): void {
+  const port = model.io.inputs.encoder_hidden_states;
+  const length = port?.shape[1];
+  if (typeof length === "number") {
+    throw new Error(
+      `${model.path}: ${model.io.component} input \`${port.name}\` has a fixed sequence length ` +
+        `${length}; [prompt] syntax = "a1111" feeds 77 positions per 75-token chunk and needs a ` +
+        `symbolic one: set [prompt] syntax = "plain" (prompts cut at 77 tokens) or use an export ` +
+        `with a dynamic sequence axis`,
     );
   }
 }

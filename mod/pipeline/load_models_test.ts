@@ -1,10 +1,11 @@
-import { deepStrictEqual, ok, strictEqual } from "node:assert";
+import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import { join } from "node:path";
 import { OPTIMIZED_RECORD } from "../onnx/optimized_cache.ts";
 import { tinyConfig, tinyModels } from "./_testing.ts";
 import { createSession, createSessionFromBytes, type SessionOptions } from "../onnx/mod.ts";
 import { TINY_VAE_DECODER_PATH } from "../model_builder/mod.ts";
 import { createEngine } from "./engine.ts";
+import { checkSequenceAxis } from "./load_models.ts";
 import type { EngineConfig } from "./engine_config.ts";
 import type { GenerationRequest } from "./types.ts";
 
@@ -127,4 +128,20 @@ Deno.test("session memory: the text encoder, UNet and tiny VAE decoder get the e
   });
   await full.release();
   deepStrictEqual([decoder?.cpuMemArena, decoder?.memoryPattern], [false, true]);
+});
+
+Deno.test("checkSequenceAxis: a fixed encoder_hidden_states sequence is refused under a1111, naming the way out", () => {
+  const model = (shape: Array<number | string>) => ({
+    path: "/m/unet/model.onnx",
+    io: {
+      component: "unet" as const,
+      inputs: { encoder_hidden_states: { name: "encoder_hidden_states", dtype: "float32", shape } },
+      outputs: {},
+    },
+  });
+  checkSequenceAxis(model(["batch", "sequence", 768]));
+  throws(
+    () => checkSequenceAxis(model(["batch", 77, 768])),
+    /unet\/model\.onnx: unet input `encoder_hidden_states` has a fixed sequence length 77; .*syntax = "plain"/,
+  );
 });

@@ -23,9 +23,11 @@ export {
   basePaths,
   type EngineConfig,
   engineConfigOf,
+  type EnginePrompt,
   type GenerationSettings,
   type MergedModels,
 } from "./engine_config.ts";
+export type { EngineEmbedding } from "./text_encoder_open.ts";
 export {
   CancelledError,
   type ClassifiedError,

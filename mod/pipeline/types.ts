@@ -105,6 +105,16 @@ export interface GenerationResult {
   image: RgbImage;
   /** Remarks for the result text, e.g. "positive prompt truncated to 77 tokens". */
   notes: string[];
+  /** Textual-inversion embeddings the prompts called, each once (PNG metadata). */
+  embeddingsUsed?: EmbeddingUse[];
+}
+
+/** A textual-inversion embedding a prompt called. */
+export interface EmbeddingUse {
+  /** The word that called it. */
+  name: string;
+  /** First 12 hex digits of its file's sha256 (AUTOMATIC1111's "TI hashes"), when known. */
+  hash?: string;
 }
 
 /** Options of one {@link Generator.generate} call. */

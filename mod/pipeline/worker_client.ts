@@ -234,7 +234,11 @@ class WorkerClient implements WorkerGenerator {
     }
     if (!pending) return;
     if (message.type === "result") {
-      pending.resolve({ image: message.image, notes: message.notes });
+      pending.resolve({
+        image: message.image,
+        notes: message.notes,
+        ...(message.embeddingsUsed ? { embeddingsUsed: message.embeddingsUsed } : {}),
+      });
     } else if (message.error.category === "cancelled") {
       pending.reject(new DOMException(message.error.message, "AbortError"));
     } else {

@@ -89,7 +89,13 @@ export function serveEngine(factory: EngineFactory): void {
             onProgress: (step, total) => post({ type: "progress", id, step, total }),
           });
           const { image } = result;
-          post({ type: "result", id, image, notes: result.notes }, [
+          post({
+            type: "result",
+            id,
+            image,
+            notes: result.notes,
+            ...(result.embeddingsUsed ? { embeddingsUsed: result.embeddingsUsed } : {}),
+          }, [
             image.data.buffer as ArrayBuffer,
           ]);
         } catch (e) {

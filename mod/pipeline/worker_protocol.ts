@@ -8,7 +8,7 @@
 import type { EngineInfo } from "./engine.ts";
 import type { EngineConfig } from "./engine_config.ts";
 import type { ClassifiedError } from "./errors.ts";
-import type { GenerationRequest, RgbImage } from "./types.ts";
+import type { EmbeddingUse, GenerationRequest, RgbImage } from "./types.ts";
 
 /** Main thread → Worker. */
 export type ToWorker =
@@ -33,7 +33,14 @@ export type FromWorker =
   | { type: "warmed_up"; ms: number }
   | { type: "init_error"; message: string }
   | { type: "progress"; id: number; step: number; total: number }
-  | { type: "result"; id: number; image: RgbImage; notes: string[] }
+  | {
+    type: "result";
+    id: number;
+    image: RgbImage;
+    notes: string[];
+    /** {@link GenerationResult.embeddingsUsed}. */
+    embeddingsUsed?: EmbeddingUse[];
+  }
   /**
    * A failed generation. `released`: the Worker freed its sessions (after an
    * out-of-memory error) and must be replaced before the next request.
