@@ -16,7 +16,7 @@ import { ToolError } from "../mcp/tool.ts";
 import { openCachedRewrite as openCachedDefault } from "../onnx/mod.ts";
 import { createEngine } from "./engine.ts";
 import type { EngineConfig, EnginePrompt } from "./engine_config.ts";
-import { applyEmphasis } from "./text_encoding.ts";
+import { applyEmphasis, MAX_PROMPT_CHUNKS } from "./text_encoding.ts";
 import type { GenerationRequest } from "./types.ts";
 
 const root = await tinyModels("prompt-syntax");
@@ -153,6 +153,25 @@ Deno.test("a1111: a weight that is not a number is an input error naming the pro
       (e: Error) => e instanceof ToolError && /negative_prompt/.test(e.message),
     );
     strictEqual((await engine.generate(t2i("a cat"))).image.width, W);
+  } finally {
+    await engine.release();
+  }
+});
+
+Deno.test("a1111: a prompt of more chunks than MAX_PROMPT_CHUNKS is an input error naming it; the engine goes on", async () => {
+  const engine = await createEngine(config(A1111));
+  try {
+    // Every BREAK followed by more text ends a chunk, empty or not: one chunk more than the bound.
+    const breaks = Array(MAX_PROMPT_CHUNKS).fill("BREAK").join(" ");
+    await rejects(engine.generate(t2i("a cat", `dog ${breaks} bird`)), (e: Error) => {
+      ok(e instanceof ToolError && e.category === "input", String(e));
+      return new RegExp(`^negative_prompt: reads as ${MAX_PROMPT_CHUNKS + 1} chunks`).test(
+        e.message,
+      );
+    });
+    // At the bound itself it is read (and denoised at its own length).
+    const atBound = Array(MAX_PROMPT_CHUNKS - 1).fill("BREAK").join(" ");
+    strictEqual((await engine.generate(t2i(`a cat ${atBound} bird`))).image.width, W);
   } finally {
     await engine.release();
   }

@@ -191,19 +191,43 @@ async function runEncoder(
   return hidden;
 }
 
-/** One prompt read; a weight that is not a number is the caller's input error, naming the prompt. */
+/**
+ * The most 75-token chunks one prompt may read as under "a1111". A prompt of
+ * the contract's 10,000 characters in words reads as about 30 (some 2,200
+ * CLIP tokens); only `BREAK` repeated with nothing between goes far past it
+ * (one empty chunk per 6 characters, 1,666 at 10,000). Each chunk adds 77
+ * key positions to every cross-attention of every UNet call: at 64 chunks
+ * (4,928 positions) the first cross-attention's scores of a 512×512 image
+ * are 4096 × 4928 × 8 heads, 0.65 GB in fp32, so the bound keeps one request
+ * from exhausting the machine's memory.
+ */
+export const MAX_PROMPT_CHUNKS = 64;
+
+/**
+ * One prompt read; a weight that is not a number, or more than
+ * {@link MAX_PROMPT_CHUNKS} chunks, is the caller's input error, naming the prompt.
+ */
 function readOne(
   which: string,
   text: string,
   tokenizer: PromptTokenizer,
   reading: PromptReading,
 ): ReadPrompt {
+  let read: ReadPrompt;
   try {
-    return readPrompt(text, tokenizer, reading.embeddings);
+    read = readPrompt(text, tokenizer, reading.embeddings);
   } catch (e) {
     if (e instanceof PromptSyntaxError) throw new ToolError("input", `${which}: ${e.message}`);
     throw e;
   }
+  if (read.chunks.length > MAX_PROMPT_CHUNKS) {
+    throw new ToolError(
+      "input",
+      `${which}: reads as ${read.chunks.length} chunks of 75 CLIP tokens (BREAK ends one), ` +
+        `more than the ${MAX_PROMPT_CHUNKS} a prompt may have; use fewer BREAKs or a shorter prompt`,
+    );
+  }
+  return read;
 }
 
 /** The "a1111" reading (module documentation). */
