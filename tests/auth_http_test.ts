@@ -15,6 +15,7 @@ import {
   teeChildLog,
 } from "./helpers/log_secrets.ts";
 import { deleteKey, revokeKey } from "../mod/auth/key_store.ts";
+import { API_KEY_CHALLENGE } from "../mod/auth/mod.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
@@ -134,7 +135,7 @@ Deno.test({
           for (const headers of [{}, { "X-MCP-Token": secret + "x" }] as Record<string, string>[]) {
             const r = await rawList(server.port, { ...headers, "MCP-API-Key": write.key });
             assert.equal(r.status, 401);
-            assert.equal(r.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+            assert.equal(r.headers.get("www-authenticate"), API_KEY_CHALLENGE);
             assert.equal(r.body?.error?.code, -32001);
             assert.match(r.body?.error?.message ?? "", /X-MCP-Token/);
           }
@@ -142,8 +143,10 @@ Deno.test({
         },
       );
 
+      // The challenge names the API-key scheme (it was `Bearer …, error="invalid_token"`,
+      // which OAuth-capable clients answered with discovery and client registration).
       await t.step(
-        "malformed, unknown, revoked, expired and deleted keys are 401 invalid_token",
+        "malformed, unknown, revoked, expired and deleted keys are 401 with an API-key challenge",
         async () => {
           const revoked = await createKey(tdb.db, {
             projectId: 42,
@@ -181,7 +184,7 @@ Deno.test({
             assert.equal(r.status, 401, what);
             assert.equal(
               r.headers.get("www-authenticate"),
-              'Bearer realm="mcp", error="invalid_token"',
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
               what,
             );
             assert.match(r.body?.error?.message ?? "", message, what);
@@ -193,7 +196,50 @@ Deno.test({
           await assert.rejects(connectHttp(server.port, { ...token, "MCP-API-Key": revoked.key }));
           const none = await rawList(server.port, token);
           assert.equal(none.status, 401);
-          assert.equal(none.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+          assert.equal(none.headers.get("www-authenticate"), API_KEY_CHALLENGE);
+        },
+      );
+
+      await t.step(
+        "GET /mcp checks the token and the key before its 405, and says why it refused",
+        async () => {
+          const revoked = await createKey(tdb.db, {
+            projectId: 42,
+            userId: 7,
+            permission: "write",
+          });
+          await revokeKey(tdb.db, revoked.prefix);
+          const get = async (headers: Record<string, string>) => {
+            const r = await fetch(`http://127.0.0.1:${server.port}/mcp`, {
+              headers: { accept: "text/event-stream", ...headers },
+            });
+            const text = await r.text();
+            return { status: r.status, headers: r.headers, text };
+          };
+          const cases: Array<[string, Record<string, string>, RegExp, string]> = [
+            ["no token", { "MCP-API-Key": write.key }, /X-MCP-Token/, API_KEY_CHALLENGE],
+            [
+              "wrong key",
+              { ...token, "MCP-API-Key": `${write.key.slice(0, -4)}zzzz` },
+              /^invalid API key$/,
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
+            ],
+            [
+              "revoked key",
+              { ...token, "MCP-API-Key": revoked.key },
+              /^API key revoked$/,
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
+            ],
+          ];
+          for (const [what, headers, message, challenge] of cases) {
+            const r = await get(headers);
+            assert.equal(r.status, 401, what);
+            assert.equal(r.headers.get("www-authenticate"), challenge, what);
+            assert.match(JSON.parse(r.text).error.message, message, what);
+          }
+          const ok = await get({ ...token, "MCP-API-Key": write.key });
+          assert.equal(ok.status, 405);
+          assert.equal(ok.headers.get("allow"), "POST");
         },
       );
 

@@ -1,7 +1,11 @@
 import { deepStrictEqual, strictEqual } from "node:assert";
-import { authFailureResponse } from "./auth_response.ts";
+import { API_KEY_CHALLENGE, authFailureResponse } from "./auth_response.ts";
 
-Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () => {
+// The challenge was `Bearer realm="mcp", error="invalid_token"` until OAuth-capable
+// clients (Claude Code, Gemini CLI, OpenCode, mcp-remote) were seen answering it with
+// OAuth discovery and client registration instead of showing the body's reason: it
+// now names the API-key scheme, and no 401 carries a Bearer challenge.
+Deno.test("401 carries a JSON-RPC error body and an API-key challenge, not Bearer", async () => {
   const response = authFailureResponse({
     ok: false,
     status: 401,
@@ -12,8 +16,9 @@ Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () =
   strictEqual(response.headers.get("content-type"), "application/json");
   strictEqual(
     response.headers.get("www-authenticate"),
-    'Bearer realm="mcp", error="invalid_token"',
+    'ApiKey realm="mcp", header="MCP-API-Key", error="invalid_key"',
   );
+  strictEqual(/\bBearer\b/i.test(response.headers.get("www-authenticate")!), false);
   strictEqual(response.headers.get("cache-control"), "no-store");
   deepStrictEqual(await response.json(), {
     jsonrpc: "2.0",
@@ -22,9 +27,10 @@ Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () =
   });
 });
 
-Deno.test("401 without a presented credential gets the bare challenge (RFC 6750 §3.1)", async () => {
+Deno.test("401 without a presented key gets the bare challenge (as RFC 6750 §3.1)", async () => {
   const response = authFailureResponse({ ok: false, status: 401, message: "missing API key" }, 5);
-  strictEqual(response.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+  strictEqual(response.headers.get("www-authenticate"), API_KEY_CHALLENGE);
+  strictEqual(API_KEY_CHALLENGE, 'ApiKey realm="mcp", header="MCP-API-Key"');
   strictEqual((await response.json()).id, 5);
 });
 

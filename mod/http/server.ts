@@ -194,12 +194,6 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const others = entry("auto");
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
-    if (request.method !== "POST") {
-      // Stateless in both eras: no GET stream to resume, no session to DELETE.
-      return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
-        allow: "POST",
-      });
-    }
     const declared = Number(request.headers.get("content-length") ?? "0");
     if (declared > maxBody) {
       return jsonRpcError(
@@ -213,6 +207,14 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     const source = address === null ? undefined : clientKey(address);
     const auth = await options.authenticator.authenticate(request, source);
     if (!auth.ok) return options.authFailureResponse(auth);
+    if (request.method !== "POST") {
+      // Stateless in both eras: no GET stream to resume, no session to DELETE.
+      // Answered after the credentials: a client that opens the GET stream with a
+      // refused key (mcp-remote falls back to it) shows the 401's reason, not a 405.
+      return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
+        allow: "POST",
+      });
+    }
     // One key may not hold every connection and queue slot: its requests in
     // flight (a streaming tool call counts until its response ends) are capped.
     const keyPrefix = auth.scope.keyPrefix;
