@@ -243,6 +243,44 @@ Deno.test({
         },
       );
 
+      await t.step(
+        "OAuth probes (discovery, registration) get 404 saying why the credentials were refused",
+        async () => {
+          const probe = async (method: string, path: string, headers: Record<string, string>) => {
+            const r = await fetch(`http://127.0.0.1:${server.port}${path}`, {
+              method,
+              headers,
+              ...(method === "POST" ? { body: "{}" } : {}),
+            });
+            return { status: r.status, text: await r.text() };
+          };
+          const wrong = `${write.key.slice(0, -4)}zzzz`;
+          for (
+            const [headers, reason] of [
+              [{ ...token, "MCP-API-Key": wrong }, "invalid API key"],
+              [{ "MCP-API-Key": write.key }, "missing X-MCP-Token"],
+              [{ ...token, "MCP-API-Key": write.key }, "this API key is accepted"],
+            ] as Array<[Record<string, string>, string]>
+          ) {
+            for (
+              const [method, path] of [
+                ["POST", "/register"],
+                ["GET", "/.well-known/oauth-protected-resource/mcp"],
+                ["GET", "/.well-known/oauth-authorization-server"],
+              ]
+            ) {
+              const r = await probe(method, path, headers);
+              assert.equal(r.status, 404, path);
+              assert.match(r.text, /this server offers no OAuth/, path);
+              assert.ok(r.text.toLowerCase().includes(reason.toLowerCase()), `${path}: ${r.text}`);
+            }
+          }
+          const other = await probe("GET", "/elsewhere", { ...token, "MCP-API-Key": wrong });
+          assert.equal(other.status, 404);
+          assert.equal(other.text, "not found\n");
+        },
+      );
+
       await t.step("read vs write: a read key lists and reads, but may not generate", async () => {
         const client = await connectHttp(server.port, { ...token, "MCP-API-Key": read.key });
         try {

@@ -64,3 +64,39 @@ export function authFailureResponse(
   };
   return new Response(JSON.stringify(body), { status: outcome.status, headers });
 }
+
+/**
+ * Paths where OAuth clients look for an authorization server after a 401:
+ * RFC 9728 protected-resource metadata, RFC 8414 / OpenID Connect discovery
+ * (at the root or with the resource's path appended), and the default
+ * `/register`, `/authorize` and `/token` endpoints the MCP authorization
+ * spec falls back to when no metadata is found.
+ */
+const OAUTH_PROBE =
+  /^\/(?:\.well-known\/(?:oauth-protected-resource|oauth-authorization-server|openid-configuration)(?:\/.*)?|register|authorize|token)$/;
+
+/** Whether `pathname` is one an OAuth client probes after a 401 ({@link noOAuthResponse} answers it). */
+export function isOAuthProbe(pathname: string): boolean {
+  return OAUTH_PROBE.test(pathname) || /^\/.+\/\.well-known\/(?:oauth|openid)/.test(pathname);
+}
+
+/**
+ * The 404 for an OAuth probe. Claude Code and mcp-remote start OAuth on any
+ * 401, whatever its challenge, send the server's configured headers along,
+ * and show the body of the failed client registration to the person
+ * ("Dynamic Client Registration rejected (HTTP 404): <body>"). So the body
+ * is one line: the reason the credentials were refused (`outcome`, the
+ * probe authenticated like a `POST /mcp`), or that they are accepted, and
+ * that this server takes API keys, not OAuth.
+ */
+export function noOAuthResponse(outcome: AuthFailure | null): Response {
+  const reason = outcome === null ? "this API key is accepted" : outcome.message;
+  return new Response(
+    `${reason} (this server offers no OAuth: it takes an API key in MCP-API-Key or ` +
+      `Authorization: Bearer, and X-MCP-Token where the server requires it)\n`,
+    {
+      status: 404,
+      headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" },
+    },
+  );
+}

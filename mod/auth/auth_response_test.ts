@@ -1,5 +1,10 @@
 import { deepStrictEqual, strictEqual } from "node:assert";
-import { API_KEY_CHALLENGE, authFailureResponse } from "./auth_response.ts";
+import {
+  API_KEY_CHALLENGE,
+  authFailureResponse,
+  isOAuthProbe,
+  noOAuthResponse,
+} from "./auth_response.ts";
 
 // The challenge was `Bearer realm="mcp", error="invalid_token"` until OAuth-capable
 // clients (Claude Code, Gemini CLI, OpenCode, mcp-remote) were seen answering it with
@@ -58,4 +63,40 @@ Deno.test("a 503 may ask for a shorter Retry-After (a full verification queue)",
   });
   strictEqual(response.status, 503);
   strictEqual(response.headers.get("retry-after"), "1");
+});
+
+Deno.test("the OAuth probe paths are recognised, and only those", () => {
+  for (
+    const path of [
+      "/register",
+      "/authorize",
+      "/token",
+      "/.well-known/oauth-protected-resource",
+      "/.well-known/oauth-protected-resource/mcp",
+      "/.well-known/oauth-authorization-server",
+      "/.well-known/oauth-authorization-server/mcp",
+      "/.well-known/openid-configuration",
+      "/mcp/.well-known/openid-configuration",
+      "/mcp/.well-known/oauth-protected-resource",
+    ]
+  ) strictEqual(isOAuthProbe(path), true, path);
+  for (const path of ["/mcp", "/healthz", "/", "/registers", "/.well-known/security.txt"]) {
+    strictEqual(isOAuthProbe(path), false, path);
+  }
+});
+
+Deno.test("an OAuth probe gets 404 whose body gives the credentials' fate in one line", async () => {
+  const refused = noOAuthResponse({
+    ok: false,
+    status: 401,
+    message: "API key revoked",
+    invalidToken: true,
+  });
+  strictEqual(refused.status, 404);
+  strictEqual(refused.headers.get("www-authenticate"), null);
+  const text = await refused.text();
+  strictEqual(text.split("\n").length, 2, "one line and its newline");
+  strictEqual(text.startsWith("API key revoked (this server offers no OAuth"), true, text);
+  const accepted = await noOAuthResponse(null).text();
+  strictEqual(accepted.startsWith("this API key is accepted (this server offers no OAuth"), true);
 });

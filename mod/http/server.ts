@@ -44,6 +44,7 @@ import type { McpFactoryContext, McpServer } from "../mcp/sdk.ts";
 import { createMcpHandler, isLegacyRequest } from "../mcp/sdk.ts";
 import type { ProtocolEra } from "../mcp/tasks.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
+import { isOAuthProbe, noOAuthResponse } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
 import { type HealthFields, healthResponse } from "./health.ts";
@@ -340,7 +341,15 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return healthResponse((await options.health?.()) ?? {});
     }
     if (url.pathname !== "/mcp") {
-      return new Response("not found\n", { status: 404 });
+      // OAuth clients probe for an authorization server after a 401 and show what the
+      // probe's body says: it tells them the credentials' fate (auth_response.ts).
+      if (!isOAuthProbe(url.pathname)) return new Response("not found\n", { status: 404 });
+      const address = request.headers.get(CLIENT_ADDRESS_HEADER);
+      const auth = await options.authenticator.authenticate(
+        request,
+        address === null ? undefined : clientKey(address),
+      );
+      return noOAuthResponse(auth.ok ? null : auth);
     }
     const origin = request.headers.get("origin");
     if (origin !== null && !cors.allows(origin)) {
