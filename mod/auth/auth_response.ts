@@ -75,12 +75,6 @@ export function authFailureResponse(
 const OAUTH_PROBE =
   /^\/(?:\.well-known\/(?:oauth-protected-resource|oauth-authorization-server|openid-configuration)(?:\/.*)?|register|authorize|token)$/;
 
-/** Refusals reworded for a probe's body, so that no client's secret redaction hides them. */
-const REWORDED: Record<string, string> = {
-  "API key revoked": "revoked API key",
-  "API key expired": "expired API key",
-};
-
 /** Whether `pathname` is one an OAuth client probes after a 401 ({@link noOAuthResponse} answers it). */
 export function isOAuthProbe(pathname: string): boolean {
   return OAUTH_PROBE.test(pathname) || /^\/.+\/\.well-known\/(?:oauth|openid)/.test(pathname);
@@ -96,11 +90,7 @@ export function isOAuthProbe(pathname: string): boolean {
  * that this server takes API keys, not OAuth.
  */
 export function noOAuthResponse(outcome: AuthFailure | null): Response {
-  // "API key revoked" reached the person as "API key [redacted]" in Claude Code 2.1.332,
-  // whose redaction takes a word after "API key" for a secret: the state goes first.
-  const reason = outcome === null
-    ? "this API key is accepted"
-    : (REWORDED[outcome.message] ?? outcome.message);
+  const reason = outcome === null ? "this API key is accepted" : outcome.message;
   return new Response(
     `${reason} (this server offers no OAuth: it takes an API key in MCP-API-Key or ` +
       `Authorization: Bearer, and X-MCP-Token where the server requires it)\n`,

@@ -96,8 +96,7 @@ Deno.test("an OAuth probe gets 404 whose body gives the credentials' fate in one
   strictEqual(refused.headers.get("www-authenticate"), null);
   const text = await refused.text();
   strictEqual(text.split("\n").length, 2, "one line and its newline");
-  // Reworded: Claude Code showed "API key revoked" as "API key [redacted]".
-  strictEqual(text.startsWith("revoked API key (this server offers no OAuth"), true, text);
+  strictEqual(text.startsWith("API key revoked (this server offers no OAuth"), true, text);
   const accepted = await noOAuthResponse(null).text();
   strictEqual(accepted.startsWith("this API key is accepted (this server offers no OAuth"), true);
 });

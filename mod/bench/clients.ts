@@ -218,7 +218,9 @@ function caseHeaders(c: CaseId): Record<string, string> {
 
 const seen: Seen[] = [];
 let current = "";
-const ROUTE = /\/c\/([a-z-]+)\/([a-z]+)(?=\/|$)/;
+// Cases travel as opaque path segments: Claude Code redacts the words of a server's
+// URL from the errors it shows, so a segment named "revoked" hid that word.
+const ROUTE = /\/c\/([a-z-]+)\/s([0-9])(?=\/|$)/;
 
 /** Forwards `/c/<client>/<case>/…` to the server's `/…`, recording each exchange. */
 const proxy = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
@@ -228,7 +230,7 @@ const proxy = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} },
   const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.arrayBuffer();
   const record: Seen = {
     client: match?.[1] ?? current,
-    case: match?.[2] ?? "?",
+    case: match ? CASES[Number(match[2])] : "?",
     method: req.method,
     path: url.pathname,
     status: 0,
@@ -273,7 +275,7 @@ const proxy = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} },
   return new Response(response.body, { status: response.status, headers: response.headers });
 });
 const proxyBase = `http://127.0.0.1:${proxy.addr.port}`;
-const caseUrl = (client: string, c: CaseId) => `${proxyBase}/c/${client}/${c}/mcp`;
+const caseUrl = (client: string, c: CaseId) => `${proxyBase}/c/${client}/s${CASES.indexOf(c)}/mcp`;
 const serverName = (c: CaseId) => `sd-${c}`;
 
 // ------------------------------------------------------------------ clients
