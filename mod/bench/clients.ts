@@ -14,7 +14,7 @@
  * included) is seen with the answer's status.
  *
  * Each client gets a temporary HOME whose config registers four servers, one
- * per case: a wrong key (a real key's prefix with a wrong secret), a revoked
+ * per case: a wrong key (another real key's prefix with a wrong secret), a revoked
  * key, a correct key without `X-MCP-Token`, and a correct key with it. Only
  * commands that never reach a model provider run: `claude mcp list`,
  * `gemini mcp list`, `opencode mcp list`, Codex's app-server
@@ -189,6 +189,9 @@ const tdb = await openTestDatabase("clients_bench");
 const secret = `cf-${crypto.randomUUID()}`;
 const good = await createKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
 const revoked = await createKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
+// The wrong key is another real key's prefix with a wrong secret: wrong secrets spend
+// that prefix's failure budget per address, which must not lock out the correct key.
+const other = await createKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
 await revokeKey(tdb.db, revoked.prefix);
 const temp = await writeTinyConfig("", { environment: "production" });
 const config = await loadConfig({
@@ -201,7 +204,7 @@ const upstream = `http://127.0.0.1:${app.http!.port}`;
 
 /** The headers each case's server entry sends. */
 function caseHeaders(c: CaseId): Record<string, string> {
-  const wrongKey = `${good.key.slice(0, good.key.lastIndexOf("_") + 1)}${"x".repeat(32)}`;
+  const wrongKey = `${other.key.slice(0, other.key.lastIndexOf("_") + 1)}${"x".repeat(32)}`;
   switch (c) {
     case "wrong":
       return { "MCP-API-Key": wrongKey, "X-MCP-Token": secret };
@@ -370,13 +373,30 @@ async function opencode(): Promise<Record<CaseId, string>> {
     JSON.stringify({ $schema: "https://opencode.ai/config.json", mcp, autoupdate: false }, null, 2),
   );
   const list = await run(bin("opencode"), ["mcp", "list"], { env, cwd: dir });
-  return perCase(list.out, list.timedOut);
+  const shown = perCase(list.out, list.timedOut);
+  // `mcp list` gives a status word; `mcp debug NAME` tries the connection and OAuth and
+  // prints what went wrong, which is where an OpenCode user reads a reason.
+  for (const c of CASES) {
+    if (c === "ok") continue;
+    const debug = await run(bin("opencode"), ["mcp", "debug", serverName(c)], { env, cwd: dir });
+    const lines = stripColour(debug.out).split("\n").map((l) =>
+      l.replace(/^[│●■◇└┌\s]+/, "").trim()
+    )
+      .filter((l) => /^(HTTP response|WWW-Authenticate|Connection error|Error)/.test(l));
+    shown[c] += `; \`opencode mcp debug\`: ${lines.join(" / ") || debug.out.trim().slice(-300)}`;
+  }
+  return shown;
+}
+
+/** `text` without terminal colour and cursor codes. */
+function stripColour(text: string): string {
+  // deno-lint-ignore no-control-regex -- terminal escape sequences
+  return text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
 }
 
 /** Splits a list command's output into what it said about each case's server. */
 function perCase(out: string, timedOut: boolean): Record<CaseId, string> {
-  // deno-lint-ignore no-control-regex -- terminal colour codes
-  const plain = out.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
+  const plain = stripColour(out);
   return Object.fromEntries(
     CASES.map((c) => [
       c,
@@ -471,7 +491,10 @@ async function codex(): Promise<Record<CaseId, string>> {
       const tools = Object.keys((status.tools ?? {}) as object).length;
       parts.push(
         `authStatus ${status.authStatus}`,
-        status.toolsError ? `toolsError: ${status.toolsError}` : `${tools} tools`,
+        // rmcp's error names its transport's whole generic type: kept out of the report.
+        status.toolsError
+          ? `toolsError: ${String(status.toolsError).replace(/ Transport \[[^\]]*\]/g, "")}`
+          : `${tools} tools`,
       );
     } else {
       parts.push(
