@@ -19,6 +19,7 @@ import { API_KEY_CHALLENGE } from "../mod/auth/mod.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { Client, StreamableHTTPClientTransport } from "../mod/mcp/client_sdk.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
@@ -79,6 +80,31 @@ async function rawList(port: number, headers: Record<string, string>) {
     body = undefined; // an SSE stream (success)
   }
   return { status: response.status, headers: response.headers, body, text };
+}
+
+/**
+ * An OAuth client provider as a CLI host has one (nothing stored yet, no
+ * browser): the SDK transport answers a 401 with discovery and registration.
+ */
+function noBrowserOAuth() {
+  const redirect = "http://127.0.0.1:9/callback";
+  return {
+    get redirectUrl() {
+      return redirect;
+    },
+    get clientMetadata() {
+      return { redirect_uris: [redirect], client_name: "auth_http_test" };
+    },
+    clientInformation: () => undefined,
+    saveClientInformation: () => {},
+    tokens: () => undefined,
+    saveTokens: () => {},
+    redirectToAuthorization: () => {
+      throw new Error("no browser in a test");
+    },
+    saveCodeVerifier: () => {},
+    codeVerifier: () => "",
+  };
 }
 
 async function keysCli(args: string[], databaseUrl: string) {
@@ -278,6 +304,39 @@ Deno.test({
           const other = await probe("GET", "/elsewhere", { ...token, "MCP-API-Key": wrong });
           assert.equal(other.status, 404);
           assert.equal(other.text, "not found\n");
+        },
+      );
+
+      // What Claude Code and mcp-remote do, with the SDK they build on: an OAuth provider,
+      // so a 401 starts discovery and client registration; the person reads the error.
+      await t.step(
+        "an OAuth-capable SDK client's error carries the server's reason for a refused key",
+        async () => {
+          const revoked = await createKey(tdb.db, {
+            projectId: 42,
+            userId: 7,
+            permission: "write",
+          });
+          await revokeKey(tdb.db, revoked.prefix);
+          const cases: Array<[Record<string, string>, RegExp]> = [
+            [{ ...token, "MCP-API-Key": `${read.key.slice(0, -4)}zzzz` }, /invalid API key/],
+            [{ ...token, "MCP-API-Key": revoked.key }, /API key revoked/],
+            [{ "MCP-API-Key": write.key }, /missing X-MCP-Token header/],
+          ];
+          for (const [headers, reason] of cases) {
+            const client = new Client({ name: "oauth-capable", version: "0.0.0" });
+            const transport = new StreamableHTTPClientTransport(
+              new URL(`http://127.0.0.1:${server.port}/mcp`),
+              { authProvider: noBrowserOAuth(), requestInit: { headers } },
+            );
+            const error = await client.connect(transport).then(
+              () => assert.fail("connected with refused credentials"),
+              (e: Error) => e,
+            );
+            assert.match(error.message, reason);
+            assert.match(error.message, /this server offers no OAuth/);
+            await client.close().catch(() => {});
+          }
         },
       );
 
