@@ -283,9 +283,13 @@ const serverName = (c: CaseId) => `sd-${c}`;
 
 // ------------------------------------------------------------------ clients
 
+/** The temporary HOMEs made, removed at the end. */
+const homes: string[] = [];
+
 /** A fresh HOME and the environment a client runs in (no telemetry, no updates). */
 async function home(client: string) {
   const dir = await Deno.makeTempDir({ prefix: `clients-${client}-` });
+  homes.push(dir);
   const env: Record<string, string> = {
     HOME: dir,
     PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
@@ -613,6 +617,7 @@ try {
     report[c.id] = { version: versions[c.id] ?? "?", cases };
   }
 } finally {
+  for (const dir of homes) await Deno.remove(dir, { recursive: true }).catch(() => {});
   await proxy.shutdown();
   await app.shutdown();
   await tdb.close();
