@@ -211,7 +211,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     if (request.method !== "POST") {
       // Stateless in both eras: no GET stream to resume, no session to DELETE.
       // Answered after the credentials: a client that opens the GET stream with a
-      // refused key (mcp-remote falls back to it) shows the 401's reason, not a 405.
+      // refused key (mcp-remote and Codex open with it) reads the 401's reason, not a 405.
       return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
         allow: "POST",
       });
