@@ -15,9 +15,11 @@ import {
   teeChildLog,
 } from "./helpers/log_secrets.ts";
 import { deleteKey, revokeKey } from "../mod/auth/key_store.ts";
+import { API_KEY_CHALLENGE } from "../mod/auth/mod.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import { connectHttp } from "./helpers/http_client.ts";
+import { Client, StreamableHTTPClientTransport } from "../mod/mcp/client_sdk.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
 import { texts } from "./helpers/results.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
@@ -80,6 +82,31 @@ async function rawList(port: number, headers: Record<string, string>) {
   return { status: response.status, headers: response.headers, body, text };
 }
 
+/**
+ * An OAuth client provider as a CLI host has one (nothing stored yet, no
+ * browser): the SDK transport answers a 401 with discovery and registration.
+ */
+function noBrowserOAuth() {
+  const redirect = "http://127.0.0.1:9/callback";
+  return {
+    get redirectUrl() {
+      return redirect;
+    },
+    get clientMetadata() {
+      return { redirect_uris: [redirect], client_name: "auth_http_test" };
+    },
+    clientInformation: () => undefined,
+    saveClientInformation: () => {},
+    tokens: () => undefined,
+    saveTokens: () => {},
+    redirectToAuthorization: () => {
+      throw new Error("no browser in a test");
+    },
+    saveCodeVerifier: () => {},
+    codeVerifier: () => "",
+  };
+}
+
 async function keysCli(args: string[], databaseUrl: string) {
   const output = await runKeysCli(args, { env: { DATABASE_URL: databaseUrl } });
   const key = registerPrintedKey(output.stdout);
@@ -134,7 +161,7 @@ Deno.test({
           for (const headers of [{}, { "X-MCP-Token": secret + "x" }] as Record<string, string>[]) {
             const r = await rawList(server.port, { ...headers, "MCP-API-Key": write.key });
             assert.equal(r.status, 401);
-            assert.equal(r.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+            assert.equal(r.headers.get("www-authenticate"), API_KEY_CHALLENGE);
             assert.equal(r.body?.error?.code, -32001);
             assert.match(r.body?.error?.message ?? "", /X-MCP-Token/);
           }
@@ -142,8 +169,10 @@ Deno.test({
         },
       );
 
+      // The challenge names the API-key scheme (it was `Bearer …, error="invalid_token"`,
+      // which OAuth-capable clients answered with discovery and client registration).
       await t.step(
-        "malformed, unknown, revoked, expired and deleted keys are 401 invalid_token",
+        "malformed, unknown, revoked, expired and deleted keys are 401 with an API-key challenge",
         async () => {
           const revoked = await createKey(tdb.db, {
             projectId: 42,
@@ -181,7 +210,7 @@ Deno.test({
             assert.equal(r.status, 401, what);
             assert.equal(
               r.headers.get("www-authenticate"),
-              'Bearer realm="mcp", error="invalid_token"',
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
               what,
             );
             assert.match(r.body?.error?.message ?? "", message, what);
@@ -193,7 +222,121 @@ Deno.test({
           await assert.rejects(connectHttp(server.port, { ...token, "MCP-API-Key": revoked.key }));
           const none = await rawList(server.port, token);
           assert.equal(none.status, 401);
-          assert.equal(none.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+          assert.equal(none.headers.get("www-authenticate"), API_KEY_CHALLENGE);
+        },
+      );
+
+      await t.step(
+        "GET /mcp checks the token and the key before its 405, and says why it refused",
+        async () => {
+          const revoked = await createKey(tdb.db, {
+            projectId: 42,
+            userId: 7,
+            permission: "write",
+          });
+          await revokeKey(tdb.db, revoked.prefix);
+          const get = async (headers: Record<string, string>) => {
+            const r = await fetch(`http://127.0.0.1:${server.port}/mcp`, {
+              headers: { accept: "text/event-stream", ...headers },
+            });
+            const text = await r.text();
+            return { status: r.status, headers: r.headers, text };
+          };
+          const cases: Array<[string, Record<string, string>, RegExp, string]> = [
+            ["no token", { "MCP-API-Key": write.key }, /X-MCP-Token/, API_KEY_CHALLENGE],
+            [
+              "wrong key",
+              { ...token, "MCP-API-Key": `${write.key.slice(0, -4)}zzzz` },
+              /^invalid API key$/,
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
+            ],
+            [
+              "revoked key",
+              { ...token, "MCP-API-Key": revoked.key },
+              /^API key revoked$/,
+              `${API_KEY_CHALLENGE}, error="invalid_key"`,
+            ],
+          ];
+          for (const [what, headers, message, challenge] of cases) {
+            const r = await get(headers);
+            assert.equal(r.status, 401, what);
+            assert.equal(r.headers.get("www-authenticate"), challenge, what);
+            assert.match(JSON.parse(r.text).error.message, message, what);
+          }
+          const ok = await get({ ...token, "MCP-API-Key": write.key });
+          assert.equal(ok.status, 405);
+          assert.equal(ok.headers.get("allow"), "POST");
+        },
+      );
+
+      await t.step(
+        "OAuth probes (discovery, registration) get 404 saying why the credentials were refused",
+        async () => {
+          const probe = async (method: string, path: string, headers: Record<string, string>) => {
+            const r = await fetch(`http://127.0.0.1:${server.port}${path}`, {
+              method,
+              headers,
+              ...(method === "POST" ? { body: "{}" } : {}),
+            });
+            return { status: r.status, text: await r.text() };
+          };
+          const wrong = `${write.key.slice(0, -4)}zzzz`;
+          for (
+            const [headers, reason] of [
+              [{ ...token, "MCP-API-Key": wrong }, "invalid API key"],
+              [{ "MCP-API-Key": write.key }, "missing X-MCP-Token"],
+              [{ ...token, "MCP-API-Key": write.key }, "this API key is accepted"],
+            ] as Array<[Record<string, string>, string]>
+          ) {
+            for (
+              const [method, path] of [
+                ["POST", "/register"],
+                ["GET", "/.well-known/oauth-protected-resource/mcp"],
+                ["GET", "/.well-known/oauth-authorization-server"],
+              ]
+            ) {
+              const r = await probe(method, path, headers);
+              assert.equal(r.status, 404, path);
+              assert.match(r.text, /this server offers no OAuth/, path);
+              assert.ok(r.text.toLowerCase().includes(reason.toLowerCase()), `${path}: ${r.text}`);
+            }
+          }
+          const other = await probe("GET", "/elsewhere", { ...token, "MCP-API-Key": wrong });
+          assert.equal(other.status, 404);
+          assert.equal(other.text, "not found\n");
+        },
+      );
+
+      // What Claude Code and mcp-remote do, with the SDK they build on: an OAuth provider,
+      // so a 401 starts discovery and client registration; the person reads the error.
+      await t.step(
+        "an OAuth-capable SDK client's error carries the server's reason for a refused key",
+        async () => {
+          const revoked = await createKey(tdb.db, {
+            projectId: 42,
+            userId: 7,
+            permission: "write",
+          });
+          await revokeKey(tdb.db, revoked.prefix);
+          const cases: Array<[Record<string, string>, RegExp]> = [
+            [{ ...token, "MCP-API-Key": `${read.key.slice(0, -4)}zzzz` }, /invalid API key/],
+            [{ ...token, "MCP-API-Key": revoked.key }, /API key revoked/],
+            [{ "MCP-API-Key": write.key }, /missing X-MCP-Token header/],
+          ];
+          for (const [headers, reason] of cases) {
+            const client = new Client({ name: "oauth-capable", version: "0.0.0" });
+            const transport = new StreamableHTTPClientTransport(
+              new URL(`http://127.0.0.1:${server.port}/mcp`),
+              { authProvider: noBrowserOAuth(), requestInit: { headers } },
+            );
+            const error = await client.connect(transport).then(
+              () => assert.fail("connected with refused credentials"),
+              (e: Error) => e,
+            );
+            assert.match(error.message, reason);
+            assert.match(error.message, /this server offers no OAuth/);
+            await client.close().catch(() => {});
+          }
         },
       );
 

@@ -72,10 +72,18 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
       await client.close();
     }
 
-    await t.step("GET and DELETE /mcp answer 405", async () => {
+    // Credentials are checked first (this step once sent no key and read 405): a
+    // client that opens the GET stream with a refused key reads the 401's reason.
+    await t.step("GET and DELETE /mcp answer 401 without a key, 405 with one", async () => {
       for (const method of ["GET", "DELETE"]) {
-        const response = await fetch(`${s.url}/mcp`, { method });
-        assert.equal(response.status, 405);
+        const refused = await fetch(`${s.url}/mcp`, { method });
+        assert.equal(refused.status, 401, method);
+        assert.equal((await refused.json()).error.code, -32001);
+        const response = await fetch(`${s.url}/mcp`, {
+          method,
+          headers: { "mcp-api-key": s.writeKey },
+        });
+        assert.equal(response.status, 405, method);
         assert.equal(response.headers.get("allow"), "POST");
         await response.body?.cancel();
       }
@@ -131,7 +139,8 @@ Deno.test("http: initialize, list, bad call as isError, keep serving; plain HTTP
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
       });
       assert.equal(response.status, 401);
-      assert.match(response.headers.get("www-authenticate") ?? "", /^Bearer/);
+      // An API-key challenge: a Bearer one sent OAuth clients into discovery.
+      assert.match(response.headers.get("www-authenticate") ?? "", /^ApiKey realm="mcp"/);
       await response.body?.cancel();
     });
 

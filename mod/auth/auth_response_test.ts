@@ -1,7 +1,16 @@
 import { deepStrictEqual, strictEqual } from "node:assert";
-import { authFailureResponse } from "./auth_response.ts";
+import {
+  API_KEY_CHALLENGE,
+  authFailureResponse,
+  isOAuthProbe,
+  noOAuthResponse,
+} from "./auth_response.ts";
 
-Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () => {
+// The challenge was `Bearer realm="mcp", error="invalid_token"` until OAuth-capable
+// clients (Claude Code, Gemini CLI, OpenCode, mcp-remote) were seen answering it with
+// OAuth discovery and client registration instead of showing the body's reason: it
+// now names the API-key scheme, and no 401 carries a Bearer challenge.
+Deno.test("401 carries a JSON-RPC error body and an API-key challenge, not Bearer", async () => {
   const response = authFailureResponse({
     ok: false,
     status: 401,
@@ -12,8 +21,9 @@ Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () =
   strictEqual(response.headers.get("content-type"), "application/json");
   strictEqual(
     response.headers.get("www-authenticate"),
-    'Bearer realm="mcp", error="invalid_token"',
+    'ApiKey realm="mcp", header="MCP-API-Key", error="invalid_key"',
   );
+  strictEqual(/\bBearer\b/i.test(response.headers.get("www-authenticate")!), false);
   strictEqual(response.headers.get("cache-control"), "no-store");
   deepStrictEqual(await response.json(), {
     jsonrpc: "2.0",
@@ -22,9 +32,10 @@ Deno.test("401 carries a JSON-RPC error body and a Bearer challenge", async () =
   });
 });
 
-Deno.test("401 without a presented credential gets the bare challenge (RFC 6750 §3.1)", async () => {
+Deno.test("401 without a presented key gets the bare challenge (as RFC 6750 §3.1)", async () => {
   const response = authFailureResponse({ ok: false, status: 401, message: "missing API key" }, 5);
-  strictEqual(response.headers.get("www-authenticate"), 'Bearer realm="mcp"');
+  strictEqual(response.headers.get("www-authenticate"), API_KEY_CHALLENGE);
+  strictEqual(API_KEY_CHALLENGE, 'ApiKey realm="mcp", header="MCP-API-Key"');
   strictEqual((await response.json()).id, 5);
 });
 
@@ -52,4 +63,40 @@ Deno.test("a 503 may ask for a shorter Retry-After (a full verification queue)",
   });
   strictEqual(response.status, 503);
   strictEqual(response.headers.get("retry-after"), "1");
+});
+
+Deno.test("the OAuth probe paths are recognised, and only those", () => {
+  for (
+    const path of [
+      "/register",
+      "/authorize",
+      "/token",
+      "/.well-known/oauth-protected-resource",
+      "/.well-known/oauth-protected-resource/mcp",
+      "/.well-known/oauth-authorization-server",
+      "/.well-known/oauth-authorization-server/mcp",
+      "/.well-known/openid-configuration",
+      "/mcp/.well-known/openid-configuration",
+      "/mcp/.well-known/oauth-protected-resource",
+    ]
+  ) strictEqual(isOAuthProbe(path), true, path);
+  for (const path of ["/mcp", "/healthz", "/", "/registers", "/.well-known/security.txt"]) {
+    strictEqual(isOAuthProbe(path), false, path);
+  }
+});
+
+Deno.test("an OAuth probe gets 404 whose body gives the credentials' fate in one line", async () => {
+  const refused = noOAuthResponse({
+    ok: false,
+    status: 401,
+    message: "API key revoked",
+    invalidToken: true,
+  });
+  strictEqual(refused.status, 404);
+  strictEqual(refused.headers.get("www-authenticate"), null);
+  const text = await refused.text();
+  strictEqual(text.split("\n").length, 2, "one line and its newline");
+  strictEqual(text.startsWith("API key revoked (this server offers no OAuth"), true, text);
+  const accepted = await noOAuthResponse(null).text();
+  strictEqual(accepted.startsWith("this API key is accepted (this server offers no OAuth"), true);
 });

@@ -15,7 +15,13 @@ export {
   presentedKey,
 } from "./api_key.ts";
 export type { Authenticator, AuthFailure, AuthOutcome } from "./auth_outcome.ts";
-export { AUTH_ERROR_CODE, authFailureResponse } from "./auth_response.ts";
+export {
+  API_KEY_CHALLENGE,
+  AUTH_ERROR_CODE,
+  authFailureResponse,
+  isOAuthProbe,
+  noOAuthResponse,
+} from "./auth_response.ts";
 export { type CreatedKey, createKey, type CreateKeyOptions } from "./create_key.ts";
 export {
   type AuthenticatorOptions,

@@ -44,6 +44,7 @@ import type { McpFactoryContext, McpServer } from "../mcp/sdk.ts";
 import { createMcpHandler, isLegacyRequest } from "../mcp/sdk.ts";
 import type { ProtocolEra } from "../mcp/tasks.ts";
 import type { Authenticator, AuthFailure } from "../auth/mod.ts";
+import { isOAuthProbe, noOAuthResponse } from "../auth/mod.ts";
 import type { Scope } from "../mcp/tool.ts";
 import { CorsPolicy } from "./cors.ts";
 import { type HealthFields, healthResponse } from "./health.ts";
@@ -194,12 +195,6 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
   const others = entry("auto");
 
   async function handleMcp(request: Request, info: Deno.ServeHandlerInfo): Promise<Response> {
-    if (request.method !== "POST") {
-      // Stateless in both eras: no GET stream to resume, no session to DELETE.
-      return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
-        allow: "POST",
-      });
-    }
     const declared = Number(request.headers.get("content-length") ?? "0");
     if (declared > maxBody) {
       return jsonRpcError(
@@ -213,6 +208,14 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
     const source = address === null ? undefined : clientKey(address);
     const auth = await options.authenticator.authenticate(request, source);
     if (!auth.ok) return options.authFailureResponse(auth);
+    if (request.method !== "POST") {
+      // Stateless in both eras: no GET stream to resume, no session to DELETE.
+      // Answered after the credentials: a client that opens the GET stream with a
+      // refused key (mcp-remote and Codex open with it) reads the 401's reason, not a 405.
+      return jsonRpcError(405, -32000, `method ${request.method} not allowed on /mcp; use POST`, {
+        allow: "POST",
+      });
+    }
     // One key may not hold every connection and queue slot: its requests in
     // flight (a streaming tool call counts until its response ends) are capped.
     const keyPrefix = auth.scope.keyPrefix;
@@ -338,7 +341,15 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
       return healthResponse((await options.health?.()) ?? {});
     }
     if (url.pathname !== "/mcp") {
-      return new Response("not found\n", { status: 404 });
+      // OAuth clients probe for an authorization server after a 401 and show what the
+      // probe's body says: it tells them the credentials' fate (auth_response.ts).
+      if (!isOAuthProbe(url.pathname)) return new Response("not found\n", { status: 404 });
+      const address = request.headers.get(CLIENT_ADDRESS_HEADER);
+      const auth = await options.authenticator.authenticate(
+        request,
+        address === null ? undefined : clientKey(address),
+      );
+      return noOAuthResponse(auth.ok ? null : auth);
     }
     const origin = request.headers.get("origin");
     if (origin !== null && !cors.allows(origin)) {
