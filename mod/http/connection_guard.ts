@@ -15,7 +15,7 @@
  *   connection, the only place the front has to find it (no HTTP parsing
  *   past the head). The cost is a TCP handshake per request.
  * - **client address**: the head reaches the server with
- *   {@link CLIENT_ADDRESS_HEADER} set to the client's address (any such
+ *   `CLIENT_ADDRESS_HEADER` (request_head.ts) set to the client's address (any such
  *   header the client sent is removed): the TCP peer, or the address a
  *   trusted proxy names (`client_address.ts`).
  * - **header deadline**: the head must be complete within `headerTimeoutMs`
@@ -76,6 +76,7 @@ import {
 } from "./client_address.ts";
 import { type FairDecision, FairShare } from "./fair_share.ts";
 import { PeerLimits } from "./peer_limits.ts";
+import { bodyLength, concat, forwardedHead, parseRequestHead } from "./request_head.ts";
 import {
   findHeadEnd,
   type LateBytes,
@@ -106,12 +107,6 @@ export interface ConnectionLimits {
   /** Most connections waiting for their request head; one more closes the oldest. */
   maxPendingHeads: number;
 }
-
-/**
- * The request header the guard tells the server the client's address in.
- * It replaces any the client sent, so the server can trust it.
- */
-export const CLIENT_ADDRESS_HEADER = "x-sd15-client-address";
 
 export { MAX_HEAD_BYTES };
 
@@ -168,56 +163,11 @@ interface Connection {
   closed: boolean;
 }
 
+/** Reads the status line of a response (an interim 100 is passed on, not the end of the response). */
 const latin1 = new TextDecoder("latin1");
-
-/**
- * Bytes as a string of one code point per byte (ISO 8859-1). Not
- * `TextDecoder("latin1")`, which is windows-1252 (WHATWG Encoding) and maps
- * 0x80–0x9F elsewhere, so its text would not turn back into the same bytes.
- */
-function byteText(bytes: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < bytes.length; i += 8192) {
-    out += String.fromCharCode(...bytes.subarray(i, i + 8192));
-  }
-  return out;
-}
-
-/** `text` of {@link byteText} back to its bytes. */
-function latin1Bytes(text: string): Uint8Array {
-  const out = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
-  return out;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-/** The header lines of a head (after the request line), or null when one is folded. */
-function headerLines(lines: string[]): Array<[string, string]> | null {
-  const out: Array<[string, string]> = [];
-  for (const line of lines) {
-    if (line === "") continue;
-    if (line[0] === " " || line[0] === "\t") return null; // obs-fold (RFC 9112 §5.2)
-    const colon = line.indexOf(":");
-    if (colon <= 0) {
-      out.push([line.toLowerCase(), ""]);
-      continue;
-    }
-    out.push([line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()]);
-  }
-  return out;
-}
 
 /** Which of an address's connections gives way first: still sending its head, then its body, then being answered. */
 const PHASE_RANK: Record<Phase, number> = { head: 0, body: 1, response: 2 };
-
-/** Headers the guard removes from a request head before adding its own. */
-const REPLACED_HEADERS = new Set(["connection", "keep-alive", CLIENT_ADDRESS_HEADER]);
 
 /** See the module documentation. */
 export class ConnectionGuard {
@@ -637,22 +587,12 @@ export class ConnectionGuard {
       return;
     }
     this.#heads.delete(c.holder, c);
-    const text = byteText(head.subarray(0, found.blank));
-    const lines = text.split("\n").map((l) => l.replace(/\r$/, ""));
-    const headers = headerLines(lines.slice(1));
-    if (!/^[A-Za-z]+ \S+ HTTP\/1\.[01]$/.test(lines[0]) || headers === null) {
-      this.#refuse(
-        c,
-        {
-          status: 400,
-          message: headers === null
-            ? "the request head has a folded header line (obs-fold)"
-            : "the request line is not HTTP/1.0 or HTTP/1.1",
-        },
-        headers === null ? "folded header line" : "not an HTTP/1.x request",
-      );
+    const parsed = parseRequestHead(head.subarray(0, found.blank));
+    if ("problem" in parsed) {
+      this.#refuse(c, { status: 400, message: parsed.problem }, parsed.why);
       return;
     }
+    const { headers } = parsed;
     const address = c.proxied
       ? clientAddress(c.peer, headers, this.#trusted, this.#forwardedHeader)
       : c.peer;
@@ -666,21 +606,8 @@ export class ConnectionGuard {
       this.#openShare.move(c.holder, c.key, c);
       c.holder = c.key;
     }
-    let expected = 0;
-    for (const [name, value] of headers) {
-      if (name === "content-length" && /^\d+$/.test(value)) expected = Number(value);
-      if (name === "transfer-encoding" && /chunked/i.test(value)) expected = Infinity;
-    }
-    // The head as the server gets it: the client's lines but the replaced ones, then ours.
-    const kept = lines.slice(1).filter((line) => {
-      const colon = line.indexOf(":");
-      return line !== "" &&
-        !(colon > 0 && REPLACED_HEADERS.has(line.slice(0, colon).trim().toLowerCase()));
-    });
-    const rewritten = latin1Bytes(
-      [lines[0], ...kept, "connection: close", `${CLIENT_ADDRESS_HEADER}: ${address}`, "", ""]
-        .join("\r\n"),
-    );
+    const expected = bodyLength(headers);
+    const rewritten = forwardedHead(parsed, address);
     // Relay: the rewritten head, then whatever body came with it.
     try {
       c.inner = await Deno.connect(this.#options.target as Deno.ConnectOptions);

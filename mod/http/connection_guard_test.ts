@@ -12,11 +12,8 @@ import {
   requestFrom,
 } from "../../tests/helpers/from_address.ts";
 import type { AddressRange } from "./client_address.ts";
-import {
-  CLIENT_ADDRESS_HEADER,
-  ConnectionGuard,
-  type ConnectionLimits,
-} from "./connection_guard.ts";
+import { ConnectionGuard, type ConnectionLimits } from "./connection_guard.ts";
+import { CLIENT_ADDRESS_HEADER } from "./request_head.ts";
 import { DEFAULT_CONNECTION_LIMITS } from "./guarded_serve.ts";
 
 const enc = new TextEncoder();

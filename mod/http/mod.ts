@@ -11,7 +11,8 @@ export {
   type GuardedServer,
   serveGuarded,
 } from "./guarded_serve.ts";
-export { CLIENT_ADDRESS_HEADER, ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export { ConnectionGuard, MAX_HEAD_BYTES } from "./connection_guard.ts";
+export { CLIENT_ADDRESS_HEADER } from "./request_head.ts";
 export {
   type AddressRange,
   AddressSet,

@@ -29,7 +29,7 @@
 
 import { log } from "../log/mod.ts";
 import { clientKey } from "./client_address.ts";
-import { CLIENT_ADDRESS_HEADER } from "./connection_guard.ts";
+import { CLIENT_ADDRESS_HEADER } from "./request_head.ts";
 import { type GuardedServeOptions, serveGuarded } from "./guarded_serve.ts";
 import {
   clientIdOf,
