@@ -486,6 +486,14 @@ export function unpickle(
       case 0x8d: // BINUNICODE8
         stack.push(utf8(take(u64())));
         break;
+      case 0x56: // UNICODE (text, raw-unicode-escape)
+        stack.push(
+          line().replace(
+            /\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})/g,
+            (_, a, b) => String.fromCodePoint(parseInt(a ?? b, 16)),
+          ),
+        );
+        break;
       case 0x54: // BINSTRING (Python 2 str)
         stack.push(new TextDecoder("latin1").decode(take(u32())));
         break;
