@@ -1,6 +1,7 @@
 import { deepStrictEqual, strictEqual } from "node:assert";
 import {
   emaKey,
+  isVaeAttentionProjection,
   normaliseDiffusersVaeName,
   textEncoderToDiffusers,
   unetToDiffusers,
@@ -110,5 +111,28 @@ Deno.test("sd15 keys: text encoder names with and without text_model., EMA keys 
   deepStrictEqual(
     emaKey("input_blocks.1.1.proj_in.weight"),
     "model_ema.diffusion_modelinput_blocks11proj_inweight",
+  );
+});
+
+Deno.test("sd15 keys: every SD 1.5 name maps as diffusers' own conversion script maps it", async () => {
+  // testdata/diffusers_names.json: made by testdata/make_diffusers_names.py, which runs diffusers'
+  // convert_unet_state_dict / convert_vae_state_dict on every diffusers name of SD 1.5.
+  const ref = JSON.parse(
+    await Deno.readTextFile(new URL("./testdata/diffusers_names.json", import.meta.url)),
+  ) as { unet: [string, string][]; vae: [string, string][]; vae_reshaped_to_conv: string[] };
+  const m = testSd15();
+  deepStrictEqual(ref.unet.map((p) => p[0]).sort(), [...m.unet.keys()].sort());
+  deepStrictEqual(ref.vae.map((p) => p[0]).sort(), [...m.vae.keys()].sort());
+  for (const [hf, sd] of ref.unet) {
+    strictEqual(unetToOriginal(hf), sd, hf);
+    strictEqual(unetToDiffusers(sd), hf, sd);
+  }
+  for (const [hf, sd] of ref.vae) {
+    strictEqual(vaeToOriginal(hf), sd, hf);
+    strictEqual(vaeToDiffusers(sd), hf, sd);
+  }
+  deepStrictEqual(
+    ref.vae.filter(([hf]) => isVaeAttentionProjection(hf)).map((p) => p[1]).sort(),
+    ref.vae_reshaped_to_conv,
   );
 });
