@@ -65,7 +65,10 @@ export function decodeToFloat32(
   const off = aligned.byteOffset;
   switch (dtype) {
     case "F32":
-      return new Float32Array(buf.slice(off, off + need) as ArrayBuffer);
+      // A buffer read for this tensor alone is used as it is; otherwise the values are copied out.
+      return off === 0 && buf.byteLength === need && buf instanceof ArrayBuffer
+        ? new Float32Array(buf, 0, count)
+        : new Float32Array(buf.slice(off, off + need) as ArrayBuffer);
     case "F16":
       return float16BitsToFloat32(new Uint16Array(buf, off, count));
     case "BF16": {

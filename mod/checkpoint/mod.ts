@@ -22,6 +22,7 @@ export {
   type WeightTensor,
 } from "./weights.ts";
 export { openWeightFile } from "./weight_file.ts";
+export { openSafetensors, parseSafetensorsHeader, type SafetensorsHeader } from "./safetensors.ts";
 export {
   openSd15Checkpoint,
   openVaeWeights,
@@ -31,6 +32,8 @@ export {
 } from "./sd15.ts";
 export {
   emaKey,
+  isVaeAttentionProjection,
+  normaliseDiffusersVaeName,
   SD15_PREFIXES,
   textEncoderToDiffusers,
   unetToDiffusers,

@@ -121,3 +121,34 @@ Deno.test("safetensors: a file cut short after its header is refused when opened
     await rejects(openWeightFile(path), /data section is 246 bytes/);
   });
 });
+
+Deno.test("safetensors: a tensor past 4 GiB in a (sparse) file is read at its offset", async () => {
+  // Full-size fp32 SD 1.5 checkpoints are 4.3 GB: offsets beyond 32 bits must work.
+  const pad = 4_500_000_000;
+  const values = testValues("far", 16);
+  const header = JSON.stringify({
+    pad: { dtype: "U8", shape: [pad], data_offsets: [0, pad] },
+    far: { dtype: "F32", shape: [4, 4], data_offsets: [pad, pad + 64] },
+  });
+  const head = new TextEncoder().encode(header);
+  const dir = await Deno.makeTempDir({ prefix: "ckpt-st-" });
+  const path = join(dir, "sparse.safetensors");
+  try {
+    const f = await Deno.open(path, { write: true, create: true });
+    try {
+      const size = new Uint8Array(8);
+      new DataView(size.buffer).setBigUint64(0, BigInt(head.length), true);
+      await f.write(size);
+      await f.write(head);
+      await f.seek(8 + head.length + pad, Deno.SeekMode.Start);
+      await f.write(new Uint8Array(values.buffer));
+    } finally {
+      f.close();
+    }
+    const wf = await openSafetensors(path);
+    deepStrictEqual(await wf.tensors.get("far")!.read(), values);
+    wf.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -131,6 +131,13 @@ function refuseShapes(path: string, unet: WeightMap, textEncoder: WeightMap): vo
         `768-wide CLIP ViT-L/14 text encoder`,
     );
   }
+  const toK = unet.get("down_blocks.0.attentions.0.transformer_blocks.0.attn2.to_k.weight");
+  if (tok && toK && toK.shape[1] !== tok.shape[1]) {
+    throw new CheckpointError(
+      `${path}: the UNet's cross-attention context is ${toK.shape[1]} wide but the text encoder ` +
+        `is ${tok.shape[1]} wide; ${SUPPORTED} whose UNet and text encoder belong together`,
+    );
+  }
   const convIn = unet.get("conv_in.weight");
   const inChannels = convIn?.shape[1];
   if (inChannels === 9) {

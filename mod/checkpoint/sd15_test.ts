@@ -196,6 +196,12 @@ Deno.test("sd15: refusals name what was found and what is supported", async () =
         /an SD 2\.x checkpoint \(the UNet's cross-attention context is 1024 wide/,
       ],
       [
+        await write("mixed.safetensors", [
+          ...originalLayout({ ...m, textEncoder: testSd15({ context: 16 }).textEncoder }),
+        ]),
+        /the UNet's cross-attention context is 32 wide but the text encoder is 16 wide/,
+      ],
+      [
         await write("inpaint.safetensors", originalLayout(testSd15({ inChannels: 9 }))),
         /SD 1\.x inpainting UNet \(conv_in takes 9 input channels\).*inpaint_image uses the inpaint ControlNet with a regular checkpoint/,
       ],

@@ -676,6 +676,8 @@ export interface TorchWriteOptions {
   compress?: string;
   /** Members torch 2.x adds (`byteorder`, `.data/version`, `.data/serialization_id`). */
   torch2Members?: boolean;
+  /** Write zip64 records (as past 4 GiB) even for a small file. */
+  zip64?: boolean;
 }
 
 /** The bytes of a PyTorch file holding `value` (`torch.save`'s zip format, or the legacy one). */
@@ -715,7 +717,7 @@ export async function torchFileBytes(
     members.push([`${dir}/.data/serialization_id`, new TextEncoder().encode("1234567890")]);
   }
   members.push(...(opts.extraMembers ?? []));
-  return await zipBytes(members, opts.compress);
+  return await zipBytes(members, opts.compress, opts.zip64);
 }
 
 /** Writes {@link torchFileBytes} to `path`. */
@@ -783,10 +785,15 @@ async function deflateRaw(b: Uint8Array): Promise<Uint8Array> {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-/** A zip archive of stored members (and one deflated when asked), without zip64. */
+/**
+ * A zip archive of stored members (and one deflated when asked). With
+ * `zip64`, every size and offset goes through the zip64 extra fields and end
+ * records, as writers do past 4 GiB (PyTorch's for a full-size fp32 checkpoint).
+ */
 export async function zipBytes(
   members: [string, Uint8Array][],
   compress?: string,
+  zip64 = false,
 ): Promise<Uint8Array> {
   const enc = new TextEncoder();
   const parts: Uint8Array[] = [];
@@ -816,15 +823,27 @@ export async function zipBytes(
     const cd = new Uint8Array(46);
     const cv = new DataView(cd.buffer);
     cv.setUint32(0, 0x02014b50, true);
-    cv.setUint16(4, 20, true);
-    cv.setUint16(6, 20, true);
+    cv.setUint16(4, 45, true);
+    cv.setUint16(6, 45, true);
     cv.setUint16(10, deflated ? 8 : 0, true);
     cv.setUint32(16, crc, true);
-    cv.setUint32(20, body.length, true);
-    cv.setUint32(24, data.length, true);
+    cv.setUint32(20, zip64 ? 0xffffffff : body.length, true);
+    cv.setUint32(24, zip64 ? 0xffffffff : data.length, true);
     cv.setUint16(28, nameBytes.length, true);
-    cv.setUint32(42, offset, true);
-    central.push(cd, nameBytes);
+    cv.setUint32(42, zip64 ? 0xffffffff : offset, true);
+    let cdExtra = new Uint8Array(0);
+    if (zip64) {
+      // zip64 extended information: uncompressed size, compressed size, local header offset.
+      cdExtra = new Uint8Array(28);
+      const xv = new DataView(cdExtra.buffer);
+      xv.setUint16(0, 0x0001, true);
+      xv.setUint16(2, 24, true);
+      xv.setBigUint64(4, BigInt(data.length), true);
+      xv.setBigUint64(12, BigInt(body.length), true);
+      xv.setBigUint64(20, BigInt(offset), true);
+      cv.setUint16(30, cdExtra.length, true);
+    }
+    central.push(cd, nameBytes, cdExtra);
     parts.push(local, nameBytes, extra, body);
     offset += local.length + nameBytes.length + extra.length + body.length;
   }
@@ -832,9 +851,25 @@ export async function zipBytes(
   const eocd = new Uint8Array(22);
   const ev = new DataView(eocd.buffer);
   ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, members.length, true);
-  ev.setUint16(10, members.length, true);
-  ev.setUint32(12, cdBytes.length, true);
-  ev.setUint32(16, offset, true);
-  return concat([...parts, cdBytes, eocd]);
+  ev.setUint16(8, zip64 ? 0xffff : members.length, true);
+  ev.setUint16(10, zip64 ? 0xffff : members.length, true);
+  ev.setUint32(12, zip64 ? 0xffffffff : cdBytes.length, true);
+  ev.setUint32(16, zip64 ? 0xffffffff : offset, true);
+  if (!zip64) return concat([...parts, cdBytes, eocd]);
+  const rec = new Uint8Array(56);
+  const rv = new DataView(rec.buffer);
+  rv.setUint32(0, 0x06064b50, true);
+  rv.setBigUint64(4, 44n, true);
+  rv.setUint16(12, 45, true);
+  rv.setUint16(14, 45, true);
+  rv.setBigUint64(24, BigInt(members.length), true);
+  rv.setBigUint64(32, BigInt(members.length), true);
+  rv.setBigUint64(40, BigInt(cdBytes.length), true);
+  rv.setBigUint64(48, BigInt(offset), true);
+  const loc = new Uint8Array(20);
+  const locView = new DataView(loc.buffer);
+  locView.setUint32(0, 0x07064b50, true);
+  locView.setBigUint64(8, BigInt(offset + cdBytes.length), true);
+  locView.setUint32(16, 1, true);
+  return concat([...parts, cdBytes, rec, loc, eocd]);
 }

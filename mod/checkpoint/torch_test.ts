@@ -295,3 +295,38 @@ Deno.test("torch: a storage member shorter than its storage, or missing, is refu
     );
   });
 });
+
+Deno.test("torch: zip64 records (as past 4 GiB) are read", async () => {
+  await inTemp(async (dir) => {
+    const path = join(dir, "z64.ckpt");
+    const w = t([3, 2], "F16", "z");
+    await writeTorchFile(path, stateDict([["w", w]]), { zip64: true });
+    const wf = await openWeightFile(path);
+    deepStrictEqual(await wf.tensors.get("w")!.read(), w.data);
+    wf.close();
+  });
+});
+
+Deno.test("torch: a textual-inversion .pt and a LoRA .ckpt given as checkpoints are refused", async () => {
+  await inTemp(async (dir) => {
+    const ti = join(dir, "embedding.pt");
+    await writeTorchFile(ti, {
+      dict: [
+        ["string_to_token", { dict: [["*", 265]] }],
+        ["string_to_param", { dict: [["*", { tensor: t([2, 32]) }]] }],
+        ["name", "my-style"],
+        ["step", 3000],
+      ],
+    });
+    await rejects(
+      openSd15Checkpoint(ti),
+      refusal(ti, /a textual-inversion embedding \(it has string_to_param\.\*\), not a checkpoint/),
+    );
+    const lora = join(dir, "lora.ckpt");
+    await writeTorchFile(
+      lora,
+      stateDict([["lora_te_text_model_encoder_layers_0_mlp_fc1.lora_up.weight", t([4, 1])]]),
+    );
+    await rejects(openSd15Checkpoint(lora), refusal(lora, /a LoRA \(it has keys such as lora_te_/));
+  });
+});
