@@ -428,6 +428,12 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       `${path}: an SDXL diffusers folder (${cls || "text_encoder_2"}); ${SUPPORTED}`,
     );
   }
+  // Optimum's ONNX exports have a model_index.json too: they are not weights to convert.
+  if (await stat(join(path, "unet", "model.onnx")).then(() => true, () => false)) {
+    throw new CheckpointError(
+      `${path}: an ONNX export (unet/model.onnx), not a diffusers checkpoint folder; ${SUPPORTED}`,
+    );
+  }
   if (opts.ema) {
     throw new CheckpointError(
       `${path}: a diffusers folder has no EMA copy; open it without the EMA option`,

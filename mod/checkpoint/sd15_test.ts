@@ -154,10 +154,12 @@ Deno.test("sd15: a diffusers folder (safetensors, fp16) reads as the same names"
   });
 });
 
-Deno.test("sd15: a diffusers folder without a component names it", async () => {
+Deno.test("sd15: a diffusers folder without a component names it; an ONNX export is told apart", async () => {
   await inTemp(async (dir) => {
     await writeDiffusersFolder(dir, testSd15(), { omit: ["vae"] });
     await rejects(openSd15Checkpoint(dir), refusal(dir, /no vae\//));
+    await Deno.writeFile(join(dir, "unet", "model.onnx"), new Uint8Array(4));
+    await rejects(openSd15Checkpoint(dir), refusal(dir, /an ONNX export \(unet\/model\.onnx\)/));
   });
 });
 
