@@ -22,7 +22,12 @@ export {
   type WeightTensor,
 } from "./weights.ts";
 export { openWeightFile } from "./weight_file.ts";
-export { openSafetensors, parseSafetensorsHeader, type SafetensorsHeader } from "./safetensors.ts";
+export {
+  openSafetensors,
+  parseSafetensorsHeader,
+  type SafetensorsEntry,
+  type SafetensorsHeader,
+} from "./safetensors.ts";
 export {
   openSd15Checkpoint,
   openVaeWeights,

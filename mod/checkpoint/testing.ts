@@ -674,7 +674,7 @@ export interface TorchWriteOptions {
   extraMembers?: [string, Uint8Array][];
   /** Deflate this member instead of storing it (torch never does; the reader refuses it). */
   compress?: string;
-  /** Members torch 2.x adds (`byteorder`, `.data/version`, `.data/serialization_id`). */
+  /** Members newer torch versions add (`byteorder`, `.format_version`, `.storage_alignment`, `.data/*`). */
   torch2Members?: boolean;
   /** Write zip64 records (as past 4 GiB) even for a small file. */
   zip64?: boolean;
@@ -713,6 +713,8 @@ export async function torchFileBytes(
   for (const s of w.storages) members.push([`${dir}/data/${s.key}`, s.bytes]);
   members.push([`${dir}/version`, new TextEncoder().encode("3\n")]);
   if (opts.torch2Members) {
+    members.push([`${dir}/.format_version`, new TextEncoder().encode("1")]);
+    members.push([`${dir}/.storage_alignment`, new TextEncoder().encode("64")]);
     members.push([`${dir}/.data/version`, new TextEncoder().encode("3\n")]);
     members.push([`${dir}/.data/serialization_id`, new TextEncoder().encode("1234567890")]);
   }

@@ -4,7 +4,8 @@
  *
  * - the zip format (PyTorch 1.6+): `<dir>/data.pkl` (the object pickle),
  *   `<dir>/data/<key>` (each storage's raw little-endian bytes), `<dir>/version`;
- *   PyTorch 2.x adds `<dir>/byteorder` and `<dir>/.data/*`;
+ *   newer versions add `<dir>/byteorder`, `<dir>/.format_version`,
+ *   `<dir>/.storage_alignment` and `<dir>/.data/*`;
  * - the legacy format: pickles of the magic number, the protocol version and
  *   the system info, the object pickle, the list of storage keys, then each
  *   storage as an int64 element count and its bytes.
@@ -37,10 +38,11 @@ import { elementCount, RandomAccessFile, type WeightFile, type WeightTensor } fr
 /**
  * Member names AUTOMATIC1111 `modules/safe.py` accepts
  * (`^([^/]+)/((data/\d+)|version|(data\.pkl))$`), plus the data-only members
- * PyTorch 2.x writes (`byteorder`, `.data/version`, `.data/serialization_id`).
+ * newer PyTorch versions write (`byteorder`, `.format_version`, `.storage_alignment`,
+ * `.data/version`, `.data/serialization_id`; pytorch `torch/serialization.py` `_save`).
  */
 const MEMBER =
-  /^([^/]+)\/((data\/\d+)|version|(data\.pkl)|byteorder|(\.data\/(version|serialization_id)))$/;
+  /^([^/]+)\/((data\/\d+)|version|(data\.pkl)|byteorder|\.format_version|\.storage_alignment|(\.data\/(version|serialization_id)))$/;
 /** The object pickle of a state dict holds names and shapes, not data; beyond this it is not one. */
 const MAX_PICKLE = 512 * 1024 * 1024;
 /** torch/serialization.py MAGIC_NUMBER and PROTOCOL_VERSION of the legacy format. */
@@ -191,7 +193,8 @@ async function readZip(file: RandomAccessFile): Promise<Map<string, WeightTensor
         `it holds a member named ${
           JSON.stringify(m.name)
         }; a PyTorch file holds only <dir>/data.pkl, ` +
-          `<dir>/data/<number>, <dir>/version (and byteorder, .data/ in PyTorch 2.x)`,
+          `<dir>/data/<number>, <dir>/version (and PyTorch 2.x's byteorder, .format_version, ` +
+          `.storage_alignment, .data/)`,
       );
     }
     if (dir !== undefined && match![1] !== dir) {
