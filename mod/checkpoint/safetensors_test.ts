@@ -1,6 +1,8 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
+import { decodeToFloat32 } from "./dtype.ts";
+import { float16BitsToFloat32 } from "../onnx/fp16.ts";
 import { openSafetensors } from "./safetensors.ts";
 import { openWeightFile } from "./weight_file.ts";
 import { safetensorsBytes, testValues } from "./testing.ts";
@@ -151,4 +153,14 @@ Deno.test("safetensors: a tensor past 4 GiB in a (sparse) file is read at its of
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("dtype: every binary16 pattern widens as the fp16 module decodes it, NaN and infinities included", () => {
+  const bits = Uint16Array.from({ length: 65536 }, (_, i) => i);
+  const got = decodeToFloat32(new Uint8Array(bits.buffer), "F16", 65536);
+  const want = float16BitsToFloat32(bits);
+  // Compare bit patterns so NaNs and -0 count too.
+  deepStrictEqual(new Uint32Array(got.buffer), new Uint32Array(want.buffer));
+  strictEqual(got[0x3c00], 1);
+  strictEqual(got[0xfc00], -Infinity);
 });
