@@ -187,6 +187,7 @@ function refuseMissing(
   path: string,
   parts: { unet: WeightMap; vae: WeightMap; textEncoder: WeightMap },
   folder: boolean,
+  standaloneVae = false,
 ): void {
   const missing: string[] = [];
   for (const part of ["unet", "vae", "textEncoder"] as const) {
@@ -200,8 +201,9 @@ function refuseMissing(
     );
   }
   if (missing.length === 0) return;
+  // A VAE alone: a checkpoint's first_stage_model part, or a standalone VAE's top-level encoder/decoder.
   const onlyVae = !folder && parts.unet.size === 0 && parts.textEncoder.size === 0 &&
-    parts.vae.size > 0;
+    (parts.vae.size > 0 || standaloneVae);
   throw new CheckpointError(
     `${path}: ${missing.join(", ")}; an SD 1.x checkpoint has a UNet, a VAE and a text encoder` +
       (onlyVae ? " (a standalone VAE file is added with --component vae)" : ""),
@@ -282,7 +284,12 @@ function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Che
   for (const name of emaNames) ignored.add(name, false);
   const vae = mapOriginalVae(path, vaeOriginal, (n) => ignored.add(SD15_PREFIXES.vae + n, true));
   const parts = { unet, vae, textEncoder };
-  refuseMissing(path, parts, false);
+  refuseMissing(
+    path,
+    parts,
+    false,
+    [...tensors.keys()].some((n) => /^(encoder|decoder)\.(conv_in|mid)\./.test(n)),
+  );
   refuseShapes(path, unet, textEncoder);
   return {
     ...parts,

@@ -241,6 +241,10 @@ Deno.test("sd15: refusals name what was found and what is supported", async () =
         /a standalone VAE file is added with --component vae/,
       ],
       [
+        await write("vae-ft-mse.safetensors", originalVaeLayout(m.vae)),
+        /no UNet .* \(a standalone VAE file is added with --component vae\)$/,
+      ],
+      [
         await write("stray.safetensors", [
           ...originalLayout(m),
           one("model.diffusion_model.label_emb.0.0.weight"),
