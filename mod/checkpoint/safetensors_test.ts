@@ -164,3 +164,29 @@ Deno.test("dtype: every binary16 pattern widens as the fp16 module decodes it, N
   strictEqual(got[0x3c00], 1);
   strictEqual(got[0xfc00], -Infinity);
 });
+
+Deno.test("safetensors: a header size whose first bytes look like a pickle's is still safetensors", async () => {
+  // 0x80 0x02 starts a protocol-2 pickle and also a 640-byte header size.
+  const name = "x".repeat(640 - 60);
+  let json = JSON.stringify({ [name]: { dtype: "F32", shape: [1], data_offsets: [0, 4] } });
+  json = json.padEnd(640, " ");
+  const head = new TextEncoder().encode(json);
+  const bytes = new Uint8Array(8 + 640 + 4);
+  new DataView(bytes.buffer).setBigUint64(0, 640n, true);
+  bytes.set(head, 8);
+  new DataView(bytes.buffer).setFloat32(8 + 640, 0.75, true);
+  strictEqual(bytes[0], 0x80);
+  strictEqual(bytes[1], 0x02);
+  await withFile(bytes, async (path) => {
+    const wf = await openWeightFile(path);
+    strictEqual(wf.format, "safetensors");
+    deepStrictEqual([...await wf.tensors.get(name)!.read()], [0.75]);
+    wf.close();
+  });
+  await withFile(new TextEncoder().encode("hello, this is not a model"), async (path) => {
+    const other = path.replace(/\.safetensors$/, ".onnx");
+    await Deno.rename(path, other);
+    await rejects(openWeightFile(other), /not a weights file \(its first bytes are neither/);
+    await Deno.rename(other, path);
+  });
+});
