@@ -227,7 +227,7 @@ class Ignored {
   }
 }
 
-/** Scheduler buffers and position ids inside the parts that inference never uses. */
+/** A buffer inside the text encoder that inference never uses (transformers' `position_ids`). */
 const TEXT_ENCODER_BUFFERS = /^text_model\.embeddings\.position_ids$/;
 
 function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Checkpoint {
@@ -317,7 +317,10 @@ function mapOriginalVae(
     const hf = vaeToDiffusers(name, levels);
     if (hf === undefined) {
       if (/^(encoder|decoder)\./.test(name)) {
-        throw new CheckpointError(`${path}: VAE weight ${name} is not part of an SD 1.x VAE`);
+        throw new CheckpointError(
+          `${path}: VAE weight ${name} is not part of an SD 1.x VAE; supported: SD 1.x's ` +
+            `AutoencoderKL in the original or diffusers layout`,
+        );
       }
       skip(name);
       continue;

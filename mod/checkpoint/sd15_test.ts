@@ -241,6 +241,13 @@ Deno.test("sd15: refusals name what was found and what is supported", async () =
         /a standalone VAE file is added with --component vae/,
       ],
       [
+        await write("strayvae.safetensors", [
+          ...originalLayout(m),
+          one("first_stage_model.decoder.up.0.attn.0.q.weight"),
+        ]),
+        /VAE weight decoder\.up\.0\.attn\.0\.q\.weight is not part of an SD 1\.x VAE; supported/,
+      ],
+      [
         await write("vae-ft-mse.safetensors", originalVaeLayout(m.vae)),
         /no UNet .* \(a standalone VAE file is added with --component vae\)$/,
       ],
