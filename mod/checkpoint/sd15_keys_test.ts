@@ -136,3 +136,22 @@ Deno.test("sd15 keys: every SD 1.5 name maps as diffusers' own conversion script
     ref.vae_reshaped_to_conv,
   );
 });
+
+Deno.test("sd15 keys: the test model at SD 1.5's widths has SD 1.5's parameter counts", () => {
+  // Lazy: only shapes are made. Counts of diffusers' UNet2DConditionModel, AutoencoderKL and
+  // transformers' CLIPTextModel for runwayml/stable-diffusion-v1-5.
+  const m = testSd15({
+    lazy: true,
+    unetWidth: 320,
+    context: 768,
+    vaeWidth: 128,
+    textLayers: 12,
+    vocab: 49408,
+    positions: 77,
+  });
+  const count = (map: Map<string, { shape: number[] }>) =>
+    [...map.values()].reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
+  strictEqual(count(m.unet), 859_520_964);
+  strictEqual(count(m.vae), 83_653_863);
+  strictEqual(count(m.textEncoder), 123_060_480);
+});

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
@@ -59,6 +59,13 @@ export interface TestSd15Options {
   positions?: number;
   /** Include transformers' `text_model.embeddings.position_ids` buffer (int64). */
   positionIds?: boolean;
+  /**
+   * Make each tensor's values when they are read instead of now, so a
+   * full-size model (`unetWidth` 320, `context` 768, `vaeWidth` 128,
+   * `textLayers` 12, `vocab` 49408, `positions` 77) can be written tensor by
+   * tensor ({@link writeOriginalSafetensors}).
+   */
+  lazy?: boolean;
 }
 
 /**
@@ -77,8 +84,29 @@ export function testValues(name: string, count: number, salt = 0): Float32Array 
   return out;
 }
 
+/** Set while {@link testSd15} builds a lazy model (it runs synchronously). */
+let lazyValues = false;
+
 function put(map: Map<string, TestTensor>, name: string, shape: number[]): void {
-  map.set(name, { shape, data: testValues(name, shape.reduce((a, b) => a * b, 1)) });
+  const count = shape.reduce((a, b) => a * b, 1);
+  map.set(
+    name,
+    lazyValues ? lazyTensor(shape, () => testValues(name, count)) : {
+      shape,
+      data: testValues(name, count),
+    },
+  );
+}
+
+/** A tensor whose values are made each time they are asked for (a full-size model never sits in memory). */
+function lazyTensor(shape: number[], make: () => Float32Array, dtype?: WeightDtype): TestTensor {
+  const t = {
+    shape,
+    get data() {
+      return make();
+    },
+  };
+  return dtype ? Object.assign(t, { dtype }) : t;
 }
 
 function norm(map: Map<string, TestTensor>, p: string, c: number): void {
@@ -139,6 +167,15 @@ function transformer(map: Map<string, TestTensor>, p: string, c: number, ctx: nu
 
 /** A small SD 1.x model with every tensor name of the real one (block structure of SD 1.5). */
 export function testSd15(opts: TestSd15Options = {}): TestSd15 {
+  lazyValues = opts.lazy === true;
+  try {
+    return buildSd15(opts);
+  } finally {
+    lazyValues = false;
+  }
+}
+
+function buildSd15(opts: TestSd15Options): TestSd15 {
   const w = opts.unetWidth ?? 4;
   const ctx = opts.context ?? 32;
   const ch = [w, 2 * w, 4 * w, 4 * w];
@@ -279,40 +316,75 @@ export interface WriteTensor extends TestTensor {
   dtype: WeightDtype;
 }
 
-/** Safetensors bytes of `tensors` (in the given order; 8-byte aligned data as the reference writer pads). */
+/** The 8-byte size and JSON header of `tensors`, padded to 8 bytes as the reference writer does. */
+function safetensorsHead(
+  tensors: readonly [string, WriteTensor][],
+  metadata?: Record<string, string>,
+): { head: Uint8Array; dataBytes: number } {
+  const header: Record<string, unknown> = {};
+  if (metadata) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const [name, t] of tensors) {
+    const size = t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype];
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
+    offset += size;
+  }
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = new Uint8Array(Math.ceil(json.length / 8) * 8).fill(0x20);
+  padded.set(json);
+  json = padded;
+  const head = new Uint8Array(8 + json.length);
+  new DataView(head.buffer).setBigUint64(0, BigInt(json.length), true);
+  head.set(json, 8);
+  return { head, dataBytes: offset };
+}
+
+/** One tensor's stored bytes, checked against its shape. */
+function tensorBytes(name: string, t: WriteTensor): Uint8Array {
+  const data = t.data;
+  const bytes = encodeAs(data, t.dtype);
+  if (bytes.length !== t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype]) {
+    throw new RangeError(`${name}: ${data.length} values for shape [${t.shape}]`);
+  }
+  return bytes;
+}
+
+/** Safetensors bytes of `tensors` (in the given order). */
 export function safetensorsBytes(
   tensors: Iterable<[string, WriteTensor]>,
   metadata?: Record<string, string>,
 ): Uint8Array {
-  const header: Record<string, unknown> = {};
-  if (metadata) header.__metadata__ = metadata;
-  const chunks: Uint8Array[] = [];
-  let offset = 0;
-  for (const [name, t] of tensors) {
-    const bytes = encodeAs(t.data, t.dtype);
-    if (bytes.length !== t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype]) {
-      throw new RangeError(`${name}: ${t.data.length} values for shape [${t.shape}]`);
-    }
-    header[name] = {
-      dtype: t.dtype,
-      shape: t.shape,
-      data_offsets: [offset, offset + bytes.length],
-    };
-    chunks.push(bytes);
-    offset += bytes.length;
-  }
-  let json = JSON.stringify(header);
-  while ((8 + json.length) % 8 !== 0) json += " ";
-  const jsonBytes = new TextEncoder().encode(json);
-  const out = new Uint8Array(8 + jsonBytes.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(jsonBytes.length), true);
-  out.set(jsonBytes, 8);
-  let at = 8 + jsonBytes.length;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
+  const list = [...tensors];
+  const { head, dataBytes } = safetensorsHead(list, metadata);
+  const out = new Uint8Array(head.length + dataBytes);
+  out.set(head);
+  let at = head.length;
+  for (const [name, t] of list) {
+    const b = tensorBytes(name, t);
+    out.set(b, at);
+    at += b.length;
   }
   return out;
+}
+
+/**
+ * Writes a safetensors file tensor by tensor: only one tensor's values are
+ * in memory at a time (with a lazy {@link testSd15}, a full-size model).
+ */
+export async function writeSafetensorsFile(
+  path: string,
+  tensors: Iterable<[string, WriteTensor]>,
+  metadata?: Record<string, string>,
+): Promise<void> {
+  const list = [...tensors];
+  const { head } = safetensorsHead(list, metadata);
+  const file = await open(path, "w");
+  try {
+    await file.write(head);
+    for (const [name, t] of list) await file.write(tensorBytes(name, t));
+  } finally {
+    await file.close();
+  }
 }
 
 // ---- the original layout ----
@@ -348,15 +420,19 @@ export function originalLayout(
   const dtype = opts.dtype ?? "F32";
   const out: [string, WriteTensor][] = [];
   const omit = new Set(opts.omit ?? []);
+  // Values are passed through lazily: nothing is read here, so a lazy model stays unmade.
   const add = (name: string, t: TestTensor, d: WeightDtype = dtype) =>
-    out.push([(opts.stateDictWrapper ? "state_dict." : "") + name, { ...t, dtype: d }]);
+    out.push([
+      (opts.stateDictWrapper ? "state_dict." : "") + name,
+      lazyTensor(t.shape, () => t.data, d) as WriteTensor,
+    ]);
   if (!omit.has("unet")) {
     for (const [hf, t] of model.unet) {
       const sd = unetToOriginal(hf);
       if (sd === undefined) throw new Error(`no original name for UNet ${hf}`);
       add(SD15_PREFIXES.unet + sd, t);
       if (opts.ema) {
-        add(emaKey(sd), { shape: t.shape, data: t.data.map((x) => x + EMA_OFFSET) });
+        add(emaKey(sd), lazyTensor(t.shape, () => t.data.map((x) => x + EMA_OFFSET)));
       }
     }
   }
@@ -365,7 +441,7 @@ export function originalLayout(
       const sd = vaeToOriginal(hf);
       if (sd === undefined) throw new Error(`no original name for VAE ${hf}`);
       const shape = isVaeAttentionProjection(hf) ? [...t.shape, 1, 1] : t.shape;
-      add(SD15_PREFIXES.vae + sd, { shape, data: t.data });
+      add(SD15_PREFIXES.vae + sd, lazyTensor(shape, () => t.data));
     }
   }
   if (!omit.has("textEncoder")) {
@@ -394,7 +470,7 @@ export async function writeOriginalSafetensors(
   model: TestSd15,
   opts: OriginalLayoutOptions = {},
 ): Promise<void> {
-  await writeFile(path, safetensorsBytes(originalLayout(model, opts)));
+  await writeSafetensorsFile(path, originalLayout(model, opts));
 }
 
 /** A standalone VAE in the original layout (no `first_stage_model.`), optionally with a training `loss.*` tensor. */
