@@ -511,7 +511,13 @@ export function asWrite(
   map: Map<string, TestTensor>,
   dtype: WeightDtype = "F32",
 ): [string, WriteTensor][] {
-  return [...map].map(([k, t]) => [k, { ...t, dtype: k.endsWith("position_ids") ? "I64" : dtype }]);
+  // Lazily: a lazy model's values are made only when written.
+  return [...map].map((
+    [k, t],
+  ) => [
+    k,
+    lazyTensor(t.shape, () => t.data, k.endsWith("position_ids") ? "I64" : dtype) as WriteTensor,
+  ]);
 }
 
 /** How {@link writeDiffusersFolder} writes the weights. */
@@ -553,7 +559,7 @@ export async function writeDiffusersFolder(
     await writeFile(join(dir, sub, "config.json"), "{}");
     const tensors = asWrite(map, opts.dtype ?? "F32");
     if (opts.bin) await writeTorchFile(join(dir, sub, `${stem}.bin`), stateDict(tensors));
-    else await writeFile(join(dir, sub, `${stem}.safetensors`), safetensorsBytes(tensors));
+    else await writeSafetensorsFile(join(dir, sub, `${stem}.safetensors`), tensors);
   }
 }
 
