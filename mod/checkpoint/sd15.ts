@@ -472,9 +472,11 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       } else if (part === "textEncoder") {
         const te = new Map<string, WeightTensor>();
         for (const [k, v] of wf.tensors) {
-          if (TEXT_ENCODER_BUFFERS.test(k) || !k.startsWith("text_model.")) {
+          // Files saved by older transformers versions lack the `text_model.` level.
+          const hf = textEncoderToDiffusers(k);
+          if (hf === undefined || TEXT_ENCODER_BUFFERS.test(hf)) {
             ignored.add(`text_encoder/${k}`, true);
-          } else te.set(k, v);
+          } else te.set(hf, v);
         }
         parts.textEncoder = te;
       } else parts.unet = wf.tensors;
