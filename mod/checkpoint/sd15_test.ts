@@ -301,3 +301,31 @@ Deno.test("sd15: standalone VAE files in the original and diffusers layouts, and
     );
   });
 });
+
+Deno.test("sd15: a diffusers folder whose UNet is sharded with an index", async () => {
+  await inTemp(async (dir) => {
+    const m = testSd15();
+    await writeDiffusersFolder(dir, m);
+    const unetDir = join(dir, "unet");
+    await Deno.remove(join(unetDir, "diffusion_pytorch_model.safetensors"));
+    const names = [...m.unet.keys()];
+    const half = Math.floor(names.length / 2);
+    const shards = [names.slice(0, half), names.slice(half)];
+    const weightMap: Record<string, string> = {};
+    for (const [i, shard] of shards.entries()) {
+      const file = `diffusion_pytorch_model-0000${i + 1}-of-00002.safetensors`;
+      await Deno.writeFile(
+        join(unetDir, file),
+        safetensorsBytes(asWrite(new Map(shard.map((k) => [k, m.unet.get(k)!])))),
+      );
+      for (const k of shard) weightMap[k] = file;
+    }
+    await Deno.writeTextFile(
+      join(unetDir, "diffusion_pytorch_model.safetensors.index.json"),
+      JSON.stringify({ metadata: {}, weight_map: weightMap }),
+    );
+    const ck = await openSd15Checkpoint(dir);
+    await assertPart(ck.unet, m.unet, "sharded unet");
+    ck.close();
+  });
+});

@@ -1,10 +1,11 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
-import { openSd15Checkpoint } from "./sd15.ts";
+import { openSd15Checkpoint, openVaeWeights } from "./sd15.ts";
 import { openWeightFile } from "./weight_file.ts";
 import {
   EMA_OFFSET,
+  originalVaeLayout,
   pickleBytes,
   type PyValue,
   stateDict,
@@ -328,5 +329,24 @@ Deno.test("torch: a textual-inversion .pt and a LoRA .ckpt given as checkpoints 
       stateDict([["lora_te_text_model_encoder_layers_0_mlp_fc1.lora_up.weight", t([4, 1])]]),
     );
     await rejects(openSd15Checkpoint(lora), refusal(lora, /a LoRA \(it has keys such as lora_te_/));
+  });
+});
+
+Deno.test("torch: a standalone VAE .ckpt (state_dict wrapper, loss.* tensors) reads as diffusers' names", async () => {
+  await inTemp(async (dir) => {
+    const m = testSd15();
+    const path = join(dir, "vae-ft-mse-840000-ema-pruned.ckpt");
+    await writeTorchFile(path, {
+      dict: [["global_step", 840001], [
+        "state_dict",
+        stateDict(originalVaeLayout(m.vae, "F32", true)),
+      ]],
+    });
+    const v = await openVaeWeights(path);
+    deepStrictEqual([...v.vae.keys()].sort(), [...m.vae.keys()].sort());
+    const q = v.vae.get("encoder.mid_block.attentions.0.to_q.weight")!;
+    deepStrictEqual(q.shape, [16, 16]);
+    deepStrictEqual(await q.read(), m.vae.get("encoder.mid_block.attentions.0.to_q.weight")!.data);
+    v.close();
   });
 });
