@@ -254,6 +254,14 @@ export function unpickle(
     return stack.splice(m);
   };
   const globalOf = (module: string, name: string): PyGlobal => {
+    if (
+      module === "torch" && /^[A-Za-z0-9_]+Storage$/.test(name) && !isAllowedGlobal(module, name)
+    ) {
+      throw new CheckpointError(
+        `${source}: tensors stored as torch.${name}, an element type that is not read; supported: ` +
+          `${Object.keys(TORCH_STORAGE_DTYPES).map((n) => `torch.${n}`).join(", ")}`,
+      );
+    }
     if (!isAllowedGlobal(module, name)) {
       throw new CheckpointError(
         `${source}: refused: the pickle names the global \`${module}.${name}\`, which is not a tensor, ` +

@@ -248,6 +248,10 @@ Deno.test("pickle: malformed pickles and calls of types are refused, truncation 
       /refused: the pickle names the global `builtins\.getattr`/,
     ],
     [asm(0x80, 2, 0x82, 1, 0x2e), /opcode 0x82/],
+    [
+      asm(0x80, 2, 0x63, "torch\nComplexFloatStorage\n", 0x2e),
+      /tensors stored as torch\.ComplexFloatStorage, an element type that is not read; supported: torch\.DoubleStorage/,
+    ],
   ];
   for (const [b, re] of cases) {
     throws(() => read(b), (e: Error) => {

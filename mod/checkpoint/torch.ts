@@ -45,6 +45,8 @@ const MEMBER =
   /^([^/]+)\/((data\/\d+)|version|(data\.pkl)|byteorder|\.format_version|\.storage_alignment|(\.data\/(version|serialization_id)))$/;
 /** The object pickle of a state dict holds names and shapes, not data; beyond this it is not one. */
 const MAX_PICKLE = 512 * 1024 * 1024;
+/** Nested dicts followed for tensors (an embedding's `string_to_param` is one level). */
+const MAX_NESTING = 16;
 /** torch/serialization.py MAGIC_NUMBER and PROTOCOL_VERSION of the legacy format. */
 const LEGACY_MAGIC = 0x1950a86a20f9469cfc6cn;
 const LEGACY_PROTOCOL = 1001;
@@ -111,10 +113,15 @@ function collectTensors(
   const inner = root.entries.get("state_dict");
   const dict = inner instanceof PyDict ? inner : root;
   const out = new Map<string, WeightTensor>();
-  const walk = (d: PyDict, prefix: string) => {
+  const walk = (d: PyDict, prefix: string, depth: number) => {
+    if (depth > MAX_NESTING) {
+      throw new CheckpointError(
+        `${path}: dicts nested more than ${MAX_NESTING} deep (at ${prefix}); a state dict is flat`,
+      );
+    }
     for (const [k, v] of d.entries) {
       const name = prefix + String(k);
-      if (v instanceof PyDict) walk(v, name + ".");
+      if (v instanceof PyDict) walk(v, name + ".", depth + 1);
       else if (v instanceof PyTensor) out.set(name, tensorOf(path, name, v, locate, file));
       else if (v instanceof PyOpaque && v.kind.includes("tensor")) {
         throw new CheckpointError(
@@ -123,7 +130,7 @@ function collectTensors(
       }
     }
   };
-  walk(dict, "");
+  walk(dict, "", 0);
   return out;
 }
 

@@ -254,6 +254,9 @@ Deno.test("torch: corrupt zips and pickles are refused naming the problem", asyn
       legacy.subarray(0, 40),
       /the file ends inside its pickles \(truncated\)/,
     ]);
+    let deep: PyValue = stateDict([["w", t([2])]]);
+    for (let i = 0; i < 20; i++) deep = { dict: [["d", deep]] };
+    cases.push(["deep.pt", await torchFileBytes(deep), /dicts nested more than 16 deep/]);
     cases.push([
       "list.pt",
       await torchFileBytes([1, 2]),
