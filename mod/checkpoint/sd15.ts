@@ -22,7 +22,13 @@ import {
   vaeToDiffusers,
 } from "./sd15_keys.ts";
 import { openWeightFile } from "./weight_file.ts";
-import { reshaped, type WeightFile, type WeightMap, type WeightTensor } from "./weights.ts";
+import {
+  reshaped,
+  type WeightFile,
+  type WeightFormat,
+  type WeightMap,
+  type WeightTensor,
+} from "./weights.ts";
 
 /** An SD 1.x model's weights under diffusers' state-dict names, read on demand. */
 export interface Sd15Checkpoint {
@@ -34,6 +40,8 @@ export interface Sd15Checkpoint {
   textEncoder: WeightMap;
   /** Where the weights came from. */
   layout: "original" | "diffusers-folder";
+  /** How the (UNet's) file was read. */
+  format: WeightFormat;
   /** Whether the UNet is the file's EMA copy. */
   ema: boolean;
   /** Tensors of the input that no part uses: how many, and their distinct name prefixes. */
@@ -294,6 +302,7 @@ function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Che
   return {
     ...parts,
     layout: "original",
+    format: wf.format,
     ema: useEma,
     ignored: ignored.value,
     close: () => wf.close(),
@@ -483,7 +492,14 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
     }
     refuseMissing(path, parts, true);
     refuseShapes(path, parts.unet, parts.textEncoder);
-    return { ...parts, layout: "diffusers-folder", ema: false, ignored: ignored.value, close };
+    return {
+      ...parts,
+      layout: "diffusers-folder",
+      format: opened[0].format,
+      ema: false,
+      ignored: ignored.value,
+      close,
+    };
   } catch (e) {
     close();
     throw e;

@@ -68,6 +68,7 @@ for (const dtype of ["F32", "F16", "BF16"] as const) {
       const ck = await openSd15Checkpoint(path);
       try {
         strictEqual(ck.layout, "original");
+        strictEqual(ck.format, "safetensors");
         strictEqual(ck.ema, false);
         deepStrictEqual(ck.ignored, { count: 0, prefixes: [] });
         await assertModel(ck, m);

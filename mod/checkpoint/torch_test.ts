@@ -64,6 +64,7 @@ for (const legacy of [false, true]) {
         for (const ema of [false, true]) {
           const ck = await openSd15Checkpoint(path, { ema });
           strictEqual(ck.layout, "original");
+          strictEqual(ck.format, legacy ? "torch-legacy" : "torch-zip");
           strictEqual(ck.ema, ema);
           for (
             const [part, want] of [["unet", m.unet], ["vae", m.vae], [
@@ -120,6 +121,7 @@ Deno.test("torch: a diffusers folder with .bin weights", async () => {
     const m = testSd15();
     await writeDiffusersFolder(dir, m, { bin: true, dtype: "F16" });
     const ck = await openSd15Checkpoint(dir);
+    strictEqual(ck.format, "torch-zip");
     strictEqual(ck.unet.size, m.unet.size);
     deepStrictEqual(
       await ck.textEncoder.get("text_model.final_layer_norm.weight")!.read(),
