@@ -28,6 +28,8 @@ for (
     ["ldm_zip.ckpt", "torch-zip"],
     ["ldm_legacy.ckpt", "torch-legacy"],
     ["ldm_protocol4.ckpt", "torch-zip"],
+    // With PyTorch Lightning's ModelCheckpoint callback object (NEWOBJ + BUILD) and its tensor.
+    ["ldm_lightning.ckpt", "torch-zip"],
   ] as const
 ) {
   Deno.test(`torch.save files: ${file} (state_dict wrapper, views, parameter, numpy scalar, set)`, async () => {

@@ -44,6 +44,31 @@ def ldm_like():
     }
 
 
+def lightning_callbacks():
+    """What PyTorch Lightning 1.x checkpoints carry besides the weights: a ModelCheckpoint object
+    (pickled by class reference, NEWOBJ + BUILD) holding a tensor on the GPU. The class is a
+    stand-in registered under Lightning's module name, so the pickle names the global exactly as
+    Lightning's own would."""
+    import sys
+    import types
+
+    names = ["pytorch_lightning", "pytorch_lightning.callbacks", "pytorch_lightning.callbacks.model_checkpoint"]
+    for n in names:
+        sys.modules.setdefault(n, types.ModuleType(n))
+
+    class ModelCheckpoint:
+        pass
+
+    ModelCheckpoint.__module__ = names[2]
+    ModelCheckpoint.__qualname__ = "ModelCheckpoint"
+    sys.modules[names[2]].ModelCheckpoint = ModelCheckpoint
+    cb = ModelCheckpoint()
+    cb.monitor = "val/loss"
+    cb.best_model_score = torch.tensor(0.125)
+    cb.kth_best_model_path = ""
+    return {"ModelCheckpoint": cb}
+
+
 class Evil:
     """What a malicious checkpoint does: pickle calls os.system when loaded."""
 
@@ -53,6 +78,9 @@ class Evil:
 
 def main():
     torch.save(ldm_like(), "ldm_zip.ckpt")
+    lightning = ldm_like()
+    lightning["callbacks"] = lightning_callbacks()
+    torch.save(lightning, "ldm_lightning.ckpt")
     torch.save(ldm_like(), "ldm_legacy.ckpt", _use_new_zipfile_serialization=False)
     torch.save(ldm_like(), "ldm_protocol4.ckpt", pickle_protocol=4)
     module = torch.nn.Sequential(torch.nn.Linear(2, 3)).half()
