@@ -11,7 +11,7 @@
  * @module
  */
 
-import { mkdir, open, writeFile } from "node:fs/promises";
+import { type FileHandle, mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
@@ -349,6 +349,13 @@ function tensorBytes(name: string, t: WriteTensor): Uint8Array {
   return bytes;
 }
 
+/** Writes all of `bytes` (a write may take fewer than it is given). */
+async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
+  for (let done = 0; done < bytes.length;) {
+    done += (await file.write(bytes, done, bytes.length - done)).bytesWritten;
+  }
+}
+
 /** Safetensors bytes of `tensors` (in the given order). */
 export function safetensorsBytes(
   tensors: Iterable<[string, WriteTensor]>,
@@ -380,8 +387,8 @@ export async function writeSafetensorsFile(
   const { head } = safetensorsHead(list, metadata);
   const file = await open(path, "w");
   try {
-    await file.write(head);
-    for (const [name, t] of list) await file.write(tensorBytes(name, t));
+    await writeAll(file, head);
+    for (const [name, t] of list) await writeAll(file, tensorBytes(name, t));
   } finally {
     await file.close();
   }
@@ -602,7 +609,9 @@ const STORAGE: Record<WeightDtype, string> = {
 /** Pickle protocol 2 writer with the persistent ids `torch.save` writes for storages. */
 class PickleWriter {
   readonly #out: number[] = [];
-  readonly storages: { key: string; bytes: Uint8Array; dtype: WeightDtype; numel: number }[] = [];
+  /** Storages in key order; each one's bytes are made when written. */
+  readonly storages: { key: string; bytes: () => Uint8Array; dtype: WeightDtype; numel: number }[] =
+    [];
   constructor(readonly legacy: boolean) {}
 
   byte(...b: number[]): void {
@@ -689,8 +698,11 @@ class PickleWriter {
     const t = v.tensor;
     const key = String(this.storages.length);
     const numel = t.shape.reduce((a, b) => a * b, 1) + (v.storageOffset ?? 0);
-    const bytes = new Uint8Array(numel * DTYPE_BYTES[t.dtype]);
-    bytes.set(encodeAs(t.data, t.dtype), (v.storageOffset ?? 0) * DTYPE_BYTES[t.dtype]);
+    const bytes = () => {
+      const b = new Uint8Array(numel * DTYPE_BYTES[t.dtype]);
+      b.set(encodeAs(t.data, t.dtype), (v.storageOffset ?? 0) * DTYPE_BYTES[t.dtype]);
+      return b;
+    };
     this.storages.push({ key, bytes, dtype: t.dtype, numel });
     if (v.parameter) this.global("torch._utils", "_rebuild_parameter");
     this.global("torch._utils", "_rebuild_tensor_v2");
@@ -743,7 +755,7 @@ export function pickleBytes(
 ): { pickle: Uint8Array; storages: Map<string, Uint8Array> } {
   const w = new PickleWriter(false);
   const pickle = w.bytes(value);
-  return { pickle, storages: new Map(w.storages.map((s) => [s.key, s.bytes])) };
+  return { pickle, storages: new Map(w.storages.map((s) => [s.key, s.bytes()])) };
 }
 
 /** How {@link torchFileBytes} writes. */
@@ -762,55 +774,80 @@ export interface TorchWriteOptions {
   zip64?: boolean;
 }
 
-/** The bytes of a PyTorch file holding `value` (`torch.save`'s zip format, or the legacy one). */
-export async function torchFileBytes(
-  value: PyValue,
-  opts: TorchWriteOptions = {},
-): Promise<Uint8Array> {
+/** Where written bytes go: a file or a list of chunks. */
+type Sink = (chunk: Uint8Array) => Promise<void>;
+
+/**
+ * Writes a PyTorch file holding `value` to `sink`, one storage at a time
+ * (`torch.save`'s zip format, or the legacy one).
+ */
+async function writeTorch(sink: Sink, value: PyValue, opts: TorchWriteOptions): Promise<void> {
   const w = new PickleWriter(opts.legacy === true);
   const pkl = w.bytes(value);
   if (opts.legacy) {
-    const parts: Uint8Array[] = [];
     const magic = new PickleWriter(false);
-    parts.push(magic.bytes({ int: 0x1950a86a20f9469cfc6cn }));
-    parts.push(magic.bytes(1001));
-    parts.push(magic.bytes({
+    await sink(magic.bytes({ int: 0x1950a86a20f9469cfc6cn }));
+    await sink(magic.bytes(1001));
+    await sink(magic.bytes({
       dict: [["protocol_version", 1001], ["little_endian", true], [
         "type_sizes",
         { dict: [["short", 2], ["int", 4], ["long", 4]] },
       ]],
     }));
-    parts.push(pkl);
-    parts.push(magic.bytes(w.storages.map((s) => s.key)));
+    await sink(pkl);
+    await sink(magic.bytes(w.storages.map((s) => s.key)));
     for (const s of w.storages) {
       const n = new Uint8Array(8);
       new DataView(n.buffer).setBigInt64(0, BigInt(s.numel), true);
-      parts.push(n, s.bytes);
+      await sink(n);
+      await sink(s.bytes());
     }
-    return concat(parts);
+    return;
   }
+  const enc = new TextEncoder();
   const dir = opts.dir ?? "archive";
-  const members: [string, Uint8Array][] = [[`${dir}/data.pkl`, pkl]];
-  if (opts.torch2Members) members.push([`${dir}/byteorder`, new TextEncoder().encode("little")]);
-  for (const s of w.storages) members.push([`${dir}/data/${s.key}`, s.bytes]);
-  members.push([`${dir}/version`, new TextEncoder().encode("3\n")]);
+  const zip = new ZipWriter(sink, opts.zip64 === true);
+  const add = (name: string, data: Uint8Array) => zip.add(name, data, name === opts.compress);
+  await add(`${dir}/data.pkl`, pkl);
+  if (opts.torch2Members) await add(`${dir}/byteorder`, enc.encode("little"));
+  for (const s of w.storages) await add(`${dir}/data/${s.key}`, s.bytes());
+  await add(`${dir}/version`, enc.encode("3\n"));
   if (opts.torch2Members) {
-    members.push([`${dir}/.format_version`, new TextEncoder().encode("1")]);
-    members.push([`${dir}/.storage_alignment`, new TextEncoder().encode("64")]);
-    members.push([`${dir}/.data/version`, new TextEncoder().encode("3\n")]);
-    members.push([`${dir}/.data/serialization_id`, new TextEncoder().encode("1234567890")]);
+    await add(`${dir}/.format_version`, enc.encode("1"));
+    await add(`${dir}/.storage_alignment`, enc.encode("64"));
+    await add(`${dir}/.data/version`, enc.encode("3\n"));
+    await add(`${dir}/.data/serialization_id`, enc.encode("1234567890"));
   }
-  members.push(...(opts.extraMembers ?? []));
-  return await zipBytes(members, opts.compress, opts.zip64);
+  for (const [name, data] of opts.extraMembers ?? []) await add(name, data);
+  await zip.finish();
 }
 
-/** Writes {@link torchFileBytes} to `path`. */
+/** The bytes of a PyTorch file holding `value` (`torch.save`'s zip format, or the legacy one). */
+export async function torchFileBytes(
+  value: PyValue,
+  opts: TorchWriteOptions = {},
+): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  await writeTorch((c) => Promise.resolve(void chunks.push(c)), value, opts);
+  return concat(chunks);
+}
+
+/**
+ * Writes a PyTorch file holding `value` to `path`, one storage at a time (a
+ * lazy full-size model never sits in memory; past 4 GiB the zip gets zip64
+ * records as PyTorch's writer gives it).
+ */
 export async function writeTorchFile(
   path: string,
   value: PyValue,
   opts: TorchWriteOptions = {},
 ): Promise<void> {
-  await writeFile(path, await torchFileBytes(value, opts));
+  const file = await open(path, "w");
+  try {
+    await writeTorch((c) => writeAll(file, c), value, opts);
+  } finally {
+    await file.close();
+  }
 }
 
 /** Writes {@link originalLayout} as a PyTorch `.ckpt` (`{"state_dict": …, "global_step": …}` like LDM's checkpoints). */
@@ -870,25 +907,23 @@ async function deflateRaw(b: Uint8Array): Promise<Uint8Array> {
 }
 
 /**
- * A zip archive of stored members (and one deflated when asked). With
- * `zip64`, every size and offset goes through the zip64 extra fields and end
- * records, as writers do past 4 GiB (PyTorch's for a full-size fp32 checkpoint).
+ * Writes a zip archive member by member: stored members (one deflated when
+ * asked), data aligned to 64 bytes as PyTorch's writer aligns it. zip64
+ * records are written for offsets past 4 GiB, or for everything when forced.
  */
-export async function zipBytes(
-  members: [string, Uint8Array][],
-  compress?: string,
-  zip64 = false,
-): Promise<Uint8Array> {
-  const enc = new TextEncoder();
-  const parts: Uint8Array[] = [];
-  const central: Uint8Array[] = [];
-  let offset = 0;
-  for (const [name, data] of members) {
-    const nameBytes = enc.encode(name);
-    const deflated = name === compress;
-    const body = deflated ? await deflateRaw(data) : data;
+class ZipWriter {
+  #offset = 0;
+  readonly #central: Uint8Array[] = [];
+  #count = 0;
+
+  constructor(readonly sink: Sink, readonly forceZip64: boolean) {}
+
+  async add(name: string, data: Uint8Array, deflate = false): Promise<void> {
+    const nameBytes = new TextEncoder().encode(name);
+    const body = deflate ? await deflateRaw(data) : data;
+    if (body.length >= 0xffffffff) throw new RangeError(`${name}: a member of 4 GiB or more`);
     const crc = crc32(data);
-    // torch aligns member data to 64 bytes with an extra field; do the same.
+    const offset = this.#offset;
     const base = offset + 30 + nameBytes.length;
     const pad = (64 - ((base + 4) % 64)) % 64;
     const extra = new Uint8Array(4 + pad);
@@ -897,63 +932,90 @@ export async function zipBytes(
     const local = new Uint8Array(30);
     const lv = new DataView(local.buffer);
     lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(4, 20, true);
-    lv.setUint16(8, deflated ? 8 : 0, true);
+    lv.setUint16(4, 45, true);
+    lv.setUint16(8, deflate ? 8 : 0, true);
     lv.setUint32(14, crc, true);
     lv.setUint32(18, body.length, true);
     lv.setUint32(22, data.length, true);
     lv.setUint16(26, nameBytes.length, true);
     lv.setUint16(28, extra.length, true);
+    for (const c of [local, nameBytes, extra, body]) await this.sink(c);
+    this.#offset += local.length + nameBytes.length + extra.length + body.length;
+    // Central directory entry; zip64 extended information holds the fields marked 0xffffffff,
+    // in the order uncompressed size, compressed size, local header offset.
+    const sizes64 = this.forceZip64;
+    const offset64 = this.forceZip64 || offset >= 0xffffffff;
     const cd = new Uint8Array(46);
     const cv = new DataView(cd.buffer);
     cv.setUint32(0, 0x02014b50, true);
     cv.setUint16(4, 45, true);
     cv.setUint16(6, 45, true);
-    cv.setUint16(10, deflated ? 8 : 0, true);
+    cv.setUint16(10, deflate ? 8 : 0, true);
     cv.setUint32(16, crc, true);
-    cv.setUint32(20, zip64 ? 0xffffffff : body.length, true);
-    cv.setUint32(24, zip64 ? 0xffffffff : data.length, true);
+    cv.setUint32(20, sizes64 ? 0xffffffff : body.length, true);
+    cv.setUint32(24, sizes64 ? 0xffffffff : data.length, true);
     cv.setUint16(28, nameBytes.length, true);
-    cv.setUint32(42, zip64 ? 0xffffffff : offset, true);
-    let cdExtra = new Uint8Array(0);
-    if (zip64) {
-      // zip64 extended information: uncompressed size, compressed size, local header offset.
-      cdExtra = new Uint8Array(28);
+    cv.setUint32(42, offset64 ? 0xffffffff : offset, true);
+    const fields: number[] = [
+      ...(sizes64 ? [data.length, body.length] : []),
+      ...(offset64 ? [offset] : []),
+    ];
+    const cdExtra = new Uint8Array(fields.length ? 4 + 8 * fields.length : 0);
+    if (fields.length) {
       const xv = new DataView(cdExtra.buffer);
       xv.setUint16(0, 0x0001, true);
-      xv.setUint16(2, 24, true);
-      xv.setBigUint64(4, BigInt(data.length), true);
-      xv.setBigUint64(12, BigInt(body.length), true);
-      xv.setBigUint64(20, BigInt(offset), true);
+      xv.setUint16(2, 8 * fields.length, true);
+      fields.forEach((f, i) => xv.setBigUint64(4 + 8 * i, BigInt(f), true));
       cv.setUint16(30, cdExtra.length, true);
     }
-    central.push(cd, nameBytes, cdExtra);
-    parts.push(local, nameBytes, extra, body);
-    offset += local.length + nameBytes.length + extra.length + body.length;
+    this.#central.push(cd, nameBytes, cdExtra);
+    this.#count++;
   }
-  const cdBytes = concat(central);
-  const eocd = new Uint8Array(22);
-  const ev = new DataView(eocd.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, zip64 ? 0xffff : members.length, true);
-  ev.setUint16(10, zip64 ? 0xffff : members.length, true);
-  ev.setUint32(12, zip64 ? 0xffffffff : cdBytes.length, true);
-  ev.setUint32(16, zip64 ? 0xffffffff : offset, true);
-  if (!zip64) return concat([...parts, cdBytes, eocd]);
-  const rec = new Uint8Array(56);
-  const rv = new DataView(rec.buffer);
-  rv.setUint32(0, 0x06064b50, true);
-  rv.setBigUint64(4, 44n, true);
-  rv.setUint16(12, 45, true);
-  rv.setUint16(14, 45, true);
-  rv.setBigUint64(24, BigInt(members.length), true);
-  rv.setBigUint64(32, BigInt(members.length), true);
-  rv.setBigUint64(40, BigInt(cdBytes.length), true);
-  rv.setBigUint64(48, BigInt(offset), true);
-  const loc = new Uint8Array(20);
-  const locView = new DataView(loc.buffer);
-  locView.setUint32(0, 0x07064b50, true);
-  locView.setBigUint64(8, BigInt(offset + cdBytes.length), true);
-  locView.setUint32(16, 1, true);
-  return concat([...parts, cdBytes, rec, loc, eocd]);
+
+  async finish(): Promise<void> {
+    const cdBytes = concat(this.#central);
+    const cdOffset = this.#offset;
+    const zip64 = this.forceZip64 || cdOffset >= 0xffffffff || this.#count >= 0xffff;
+    await this.sink(cdBytes);
+    if (zip64) {
+      const rec = new Uint8Array(56);
+      const rv = new DataView(rec.buffer);
+      rv.setUint32(0, 0x06064b50, true);
+      rv.setBigUint64(4, 44n, true);
+      rv.setUint16(12, 45, true);
+      rv.setUint16(14, 45, true);
+      rv.setBigUint64(24, BigInt(this.#count), true);
+      rv.setBigUint64(32, BigInt(this.#count), true);
+      rv.setBigUint64(40, BigInt(cdBytes.length), true);
+      rv.setBigUint64(48, BigInt(cdOffset), true);
+      const loc = new Uint8Array(20);
+      const locView = new DataView(loc.buffer);
+      locView.setUint32(0, 0x07064b50, true);
+      locView.setBigUint64(8, BigInt(cdOffset + cdBytes.length), true);
+      locView.setUint32(16, 1, true);
+      await this.sink(rec);
+      await this.sink(loc);
+    }
+    const eocd = new Uint8Array(22);
+    const ev = new DataView(eocd.buffer);
+    ev.setUint32(0, 0x06054b50, true);
+    ev.setUint16(8, zip64 ? 0xffff : this.#count, true);
+    ev.setUint16(10, zip64 ? 0xffff : this.#count, true);
+    ev.setUint32(12, zip64 ? 0xffffffff : cdBytes.length, true);
+    ev.setUint32(16, zip64 ? 0xffffffff : cdOffset, true);
+    await this.sink(eocd);
+  }
+}
+
+/** A zip archive of stored members (and one deflated when asked); zip64 records when forced. */
+export async function zipBytes(
+  members: [string, Uint8Array][],
+  compress?: string,
+  zip64 = false,
+): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  const zip = new ZipWriter((c) => Promise.resolve(void chunks.push(c)), zip64);
+  for (const [name, data] of members) await zip.add(name, data, name === compress);
+  await zip.finish();
+  return concat(chunks);
 }
