@@ -71,6 +71,7 @@ export {
   type Sd15Shapes,
   sd15Shapes,
   type Sd15Widths,
+  type ShapeMap,
 } from "./sd15_shapes.ts";
 export {
   emaKey,

@@ -196,7 +196,7 @@ export function sd15Shapes(widths: Sd15Widths): Sd15Shapes {
 }
 
 /** A part's weights as reading sees them: names and shapes. */
-type ShapeMap = ReadonlyMap<string, { readonly shape: readonly number[] }>;
+export type ShapeMap = ReadonlyMap<string, { readonly shape: readonly number[] }>;
 
 /**
  * The widths of an SD 1.x model, read from the shapes its weights have
