@@ -254,6 +254,14 @@ export function unpickle(
     return stack.splice(m);
   };
   const globalOf = (module: string, name: string): PyGlobal => {
+    if (
+      module === "torch" && /^[A-Za-z0-9_]+Storage$/.test(name) && !isAllowedGlobal(module, name)
+    ) {
+      throw new CheckpointError(
+        `${source}: tensors stored as torch.${name}, an element type that is not read; supported: ` +
+          `${Object.keys(TORCH_STORAGE_DTYPES).map((n) => `torch.${n}`).join(", ")}`,
+      );
+    }
     if (!isAllowedGlobal(module, name)) {
       throw new CheckpointError(
         `${source}: refused: the pickle names the global \`${module}.${name}\`, which is not a tensor, ` +
@@ -485,6 +493,14 @@ export function unpickle(
         break;
       case 0x8d: // BINUNICODE8
         stack.push(utf8(take(u64())));
+        break;
+      case 0x56: // UNICODE (text, raw-unicode-escape)
+        stack.push(
+          line().replace(
+            /\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})/g,
+            (_, a, b) => String.fromCodePoint(parseInt(a ?? b, 16)),
+          ),
+        );
         break;
       case 0x54: // BINSTRING (Python 2 str)
         stack.push(new TextDecoder("latin1").decode(take(u32())));

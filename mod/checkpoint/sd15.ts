@@ -21,8 +21,21 @@ import {
   unetToDiffusers,
   vaeToDiffusers,
 } from "./sd15_keys.ts";
+import {
+  inferSd15Widths,
+  SD15_WIDTHS,
+  sd15Shapes,
+  type Sd15Widths,
+  shapeMismatch,
+} from "./sd15_shapes.ts";
 import { openWeightFile } from "./weight_file.ts";
-import { reshaped, type WeightFile, type WeightMap, type WeightTensor } from "./weights.ts";
+import {
+  reshaped,
+  type WeightFile,
+  type WeightFormat,
+  type WeightMap,
+  type WeightTensor,
+} from "./weights.ts";
 
 /** An SD 1.x model's weights under diffusers' state-dict names, read on demand. */
 export interface Sd15Checkpoint {
@@ -34,6 +47,8 @@ export interface Sd15Checkpoint {
   textEncoder: WeightMap;
   /** Where the weights came from. */
   layout: "original" | "diffusers-folder";
+  /** How the (UNet's) file was read. */
+  format: WeightFormat;
   /** Whether the UNet is the file's EMA copy. */
   ema: boolean;
   /** Tensors of the input that no part uses: how many, and their distinct name prefixes. */
@@ -131,6 +146,13 @@ function refuseShapes(path: string, unet: WeightMap, textEncoder: WeightMap): vo
         `768-wide CLIP ViT-L/14 text encoder`,
     );
   }
+  const toK = unet.get("down_blocks.0.attentions.0.transformer_blocks.0.attn2.to_k.weight");
+  if (tok && toK && toK.shape[1] !== tok.shape[1]) {
+    throw new CheckpointError(
+      `${path}: the UNet's cross-attention context is ${toK.shape[1]} wide but the text encoder ` +
+        `is ${tok.shape[1]} wide; ${SUPPORTED} whose UNet and text encoder belong together`,
+    );
+  }
   const convIn = unet.get("conv_in.weight");
   const inChannels = convIn?.shape[1];
   if (inChannels === 9) {
@@ -151,6 +173,49 @@ function refuseShapes(path: string, unet: WeightMap, textEncoder: WeightMap): vo
       `${path}: a UNet whose conv_in takes ${inChannels} input channels; only regular 4-channel ` +
         `SD 1.x checkpoints are supported`,
     );
+  }
+}
+
+/**
+ * Checks every part against SD 1.x's names and shapes at the widths its own
+ * weights have: a missing weight, a misshapen one, or one the UNet or VAE
+ * should not have is refused; a text-encoder tensor transformers' model does
+ * not have is left out and counted (`ignore`), as loading with
+ * transformers would leave it out.
+ */
+function refuseLayout(
+  path: string,
+  parts: { unet: WeightMap; vae: WeightMap; textEncoder: Map<string, WeightTensor> | WeightMap },
+  ignore: (name: string) => void,
+): void {
+  const inferred = inferSd15Widths(parts);
+  const widths = { ...SD15_WIDTHS };
+  for (const [k, v] of Object.entries(inferred) as [keyof Sd15Widths, number | undefined][]) {
+    if (v !== undefined) widths[k] = v;
+  }
+  const expected = sd15Shapes(widths);
+  const te = parts.textEncoder;
+  if (te instanceof Map) {
+    for (const name of [...te.keys()]) {
+      if (!expected.textEncoder.has(name)) {
+        te.delete(name);
+        ignore(name);
+      }
+    }
+  }
+  for (
+    const [part, label] of [
+      ["unet", "UNet"],
+      ["vae", "VAE"],
+      ["textEncoder", "text encoder"],
+    ] as const
+  ) {
+    const wrong = shapeMismatch(parts[part], expected[part]);
+    if (wrong) {
+      throw new CheckpointError(
+        `${path}: the ${label} does not have SD 1.x's layout: ${wrong}; ${SUPPORTED}`,
+      );
+    }
   }
 }
 
@@ -180,6 +245,7 @@ function refuseMissing(
   path: string,
   parts: { unet: WeightMap; vae: WeightMap; textEncoder: WeightMap },
   folder: boolean,
+  standaloneVae = false,
 ): void {
   const missing: string[] = [];
   for (const part of ["unet", "vae", "textEncoder"] as const) {
@@ -193,8 +259,9 @@ function refuseMissing(
     );
   }
   if (missing.length === 0) return;
+  // A VAE alone: a checkpoint's first_stage_model part, or a standalone VAE's top-level encoder/decoder.
   const onlyVae = !folder && parts.unet.size === 0 && parts.textEncoder.size === 0 &&
-    parts.vae.size > 0;
+    (parts.vae.size > 0 || standaloneVae);
   throw new CheckpointError(
     `${path}: ${missing.join(", ")}; an SD 1.x checkpoint has a UNet, a VAE and a text encoder` +
       (onlyVae ? " (a standalone VAE file is added with --component vae)" : ""),
@@ -218,7 +285,7 @@ class Ignored {
   }
 }
 
-/** Scheduler buffers and position ids inside the parts that inference never uses. */
+/** A buffer inside the text encoder that inference never uses (transformers' `position_ids`). */
 const TEXT_ENCODER_BUFFERS = /^text_model\.embeddings\.position_ids$/;
 
 function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Checkpoint {
@@ -275,11 +342,18 @@ function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Che
   for (const name of emaNames) ignored.add(name, false);
   const vae = mapOriginalVae(path, vaeOriginal, (n) => ignored.add(SD15_PREFIXES.vae + n, true));
   const parts = { unet, vae, textEncoder };
-  refuseMissing(path, parts, false);
+  refuseMissing(
+    path,
+    parts,
+    false,
+    [...tensors.keys()].some((n) => /^(encoder|decoder)\.(conv_in|mid)\./.test(n)),
+  );
   refuseShapes(path, unet, textEncoder);
+  refuseLayout(path, parts, (n) => ignored.add(SD15_PREFIXES.textEncoder + n, true));
   return {
     ...parts,
     layout: "original",
+    format: wf.format,
     ema: useEma,
     ignored: ignored.value,
     close: () => wf.close(),
@@ -303,7 +377,10 @@ function mapOriginalVae(
     const hf = vaeToDiffusers(name, levels);
     if (hf === undefined) {
       if (/^(encoder|decoder)\./.test(name)) {
-        throw new CheckpointError(`${path}: VAE weight ${name} is not part of an SD 1.x VAE`);
+        throw new CheckpointError(
+          `${path}: VAE weight ${name} is not part of an SD 1.x VAE; supported: SD 1.x's ` +
+            `AutoencoderKL in the original or diffusers layout`,
+        );
       }
       skip(name);
       continue;
@@ -421,6 +498,12 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       `${path}: an SDXL diffusers folder (${cls || "text_encoder_2"}); ${SUPPORTED}`,
     );
   }
+  // Optimum's ONNX exports have a model_index.json too: they are not weights to convert.
+  if (await stat(join(path, "unet", "model.onnx")).then(() => true, () => false)) {
+    throw new CheckpointError(
+      `${path}: an ONNX export (unet/model.onnx), not a diffusers checkpoint folder; ${SUPPORTED}`,
+    );
+  }
   if (opts.ema) {
     throw new CheckpointError(
       `${path}: a diffusers folder has no EMA copy; open it without the EMA option`,
@@ -449,16 +532,26 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       } else if (part === "textEncoder") {
         const te = new Map<string, WeightTensor>();
         for (const [k, v] of wf.tensors) {
-          if (TEXT_ENCODER_BUFFERS.test(k) || !k.startsWith("text_model.")) {
+          // Files saved by older transformers versions lack the `text_model.` level.
+          const hf = textEncoderToDiffusers(k);
+          if (hf === undefined || TEXT_ENCODER_BUFFERS.test(hf)) {
             ignored.add(`text_encoder/${k}`, true);
-          } else te.set(k, v);
+          } else te.set(hf, v);
         }
         parts.textEncoder = te;
       } else parts.unet = wf.tensors;
     }
     refuseMissing(path, parts, true);
     refuseShapes(path, parts.unet, parts.textEncoder);
-    return { ...parts, layout: "diffusers-folder", ema: false, ignored: ignored.value, close };
+    refuseLayout(path, parts, (n) => ignored.add(`text_encoder/${n}`, true));
+    return {
+      ...parts,
+      layout: "diffusers-folder",
+      format: opened[0].format,
+      ema: false,
+      ignored: ignored.value,
+      close,
+    };
   } catch (e) {
     close();
     throw e;
@@ -516,6 +609,14 @@ export async function openVaeWeights(path: string): Promise<VaeWeights> {
       throw new CheckpointError(
         `${path}: not a whole SD 1.x VAE (no ${lacks.join(", ")}); supported: a VAE file with ` +
           `encoder, decoder, quant_conv and post_quant_conv weights (original or diffusers names)`,
+      );
+    }
+    const widths = { ...SD15_WIDTHS, vaeWidth: vae.get("encoder.conv_in.weight")!.shape[0] };
+    const wrong = shapeMismatch(vae, sd15Shapes(widths).vae);
+    if (wrong) {
+      throw new CheckpointError(
+        `${path}: not an SD 1.x VAE: ${wrong}; supported: SD 1.x's AutoencoderKL (original or ` +
+          `diffusers names)`,
       );
     }
     const opened = wf;

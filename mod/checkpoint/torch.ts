@@ -4,7 +4,8 @@
  *
  * - the zip format (PyTorch 1.6+): `<dir>/data.pkl` (the object pickle),
  *   `<dir>/data/<key>` (each storage's raw little-endian bytes), `<dir>/version`;
- *   PyTorch 2.x adds `<dir>/byteorder` and `<dir>/.data/*`;
+ *   newer versions add `<dir>/byteorder`, `<dir>/.format_version`,
+ *   `<dir>/.storage_alignment` and `<dir>/.data/*`;
  * - the legacy format: pickles of the magic number, the protocol version and
  *   the system info, the object pickle, the list of storage keys, then each
  *   storage as an int64 element count and its bytes.
@@ -37,12 +38,15 @@ import { elementCount, RandomAccessFile, type WeightFile, type WeightTensor } fr
 /**
  * Member names AUTOMATIC1111 `modules/safe.py` accepts
  * (`^([^/]+)/((data/\d+)|version|(data\.pkl))$`), plus the data-only members
- * PyTorch 2.x writes (`byteorder`, `.data/version`, `.data/serialization_id`).
+ * newer PyTorch versions write (`byteorder`, `.format_version`, `.storage_alignment`,
+ * `.data/version`, `.data/serialization_id`; pytorch `torch/serialization.py` `_save`).
  */
 const MEMBER =
-  /^([^/]+)\/((data\/\d+)|version|(data\.pkl)|byteorder|(\.data\/(version|serialization_id)))$/;
+  /^([^/]+)\/((data\/\d+)|version|(data\.pkl)|byteorder|\.format_version|\.storage_alignment|(\.data\/(version|serialization_id)))$/;
 /** The object pickle of a state dict holds names and shapes, not data; beyond this it is not one. */
 const MAX_PICKLE = 512 * 1024 * 1024;
+/** Nested dicts followed for tensors (an embedding's `string_to_param` is one level). */
+const MAX_NESTING = 16;
 /** torch/serialization.py MAGIC_NUMBER and PROTOCOL_VERSION of the legacy format. */
 const LEGACY_MAGIC = 0x1950a86a20f9469cfc6cn;
 const LEGACY_PROTOCOL = 1001;
@@ -76,7 +80,8 @@ function storageId(
   }
   const [, type, key, , numel, view] = pid.items;
   if (
-    !(type instanceof PyGlobal) || type.module !== "torch" || !(type.name in TORCH_STORAGE_DTYPES)
+    !(type instanceof PyGlobal) || type.module !== "torch" ||
+    !Object.hasOwn(TORCH_STORAGE_DTYPES, type.name)
   ) {
     return fail(`a storage of type ${type instanceof PyGlobal ? type.qualified : String(type)}`);
   }
@@ -109,10 +114,15 @@ function collectTensors(
   const inner = root.entries.get("state_dict");
   const dict = inner instanceof PyDict ? inner : root;
   const out = new Map<string, WeightTensor>();
-  const walk = (d: PyDict, prefix: string) => {
+  const walk = (d: PyDict, prefix: string, depth: number) => {
+    if (depth > MAX_NESTING) {
+      throw new CheckpointError(
+        `${path}: dicts nested more than ${MAX_NESTING} deep (at ${prefix}); a state dict is flat`,
+      );
+    }
     for (const [k, v] of d.entries) {
       const name = prefix + String(k);
-      if (v instanceof PyDict) walk(v, name + ".");
+      if (v instanceof PyDict) walk(v, name + ".", depth + 1);
       else if (v instanceof PyTensor) out.set(name, tensorOf(path, name, v, locate, file));
       else if (v instanceof PyOpaque && v.kind.includes("tensor")) {
         throw new CheckpointError(
@@ -121,7 +131,7 @@ function collectTensors(
       }
     }
   };
-  walk(dict, "");
+  walk(dict, "", 0);
   return out;
 }
 
@@ -191,7 +201,8 @@ async function readZip(file: RandomAccessFile): Promise<Map<string, WeightTensor
         `it holds a member named ${
           JSON.stringify(m.name)
         }; a PyTorch file holds only <dir>/data.pkl, ` +
-          `<dir>/data/<number>, <dir>/version (and byteorder, .data/ in PyTorch 2.x)`,
+          `<dir>/data/<number>, <dir>/version (and PyTorch 2.x's byteorder, .format_version, ` +
+          `.storage_alignment, .data/)`,
       );
     }
     if (dir !== undefined && match![1] !== dir) {

@@ -1,10 +1,11 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
-import { openSd15Checkpoint } from "./sd15.ts";
+import { openSd15Checkpoint, openVaeWeights } from "./sd15.ts";
 import { openWeightFile } from "./weight_file.ts";
 import {
   EMA_OFFSET,
+  originalVaeLayout,
   pickleBytes,
   type PyValue,
   stateDict,
@@ -63,6 +64,7 @@ for (const legacy of [false, true]) {
         for (const ema of [false, true]) {
           const ck = await openSd15Checkpoint(path, { ema });
           strictEqual(ck.layout, "original");
+          strictEqual(ck.format, legacy ? "torch-legacy" : "torch-zip");
           strictEqual(ck.ema, ema);
           for (
             const [part, want] of [["unet", m.unet], ["vae", m.vae], [
@@ -119,6 +121,7 @@ Deno.test("torch: a diffusers folder with .bin weights", async () => {
     const m = testSd15();
     await writeDiffusersFolder(dir, m, { bin: true, dtype: "F16" });
     const ck = await openSd15Checkpoint(dir);
+    strictEqual(ck.format, "torch-zip");
     strictEqual(ck.unet.size, m.unet.size);
     deepStrictEqual(
       await ck.textEncoder.get("text_model.final_layer_norm.weight")!.read(),
@@ -253,6 +256,9 @@ Deno.test("torch: corrupt zips and pickles are refused naming the problem", asyn
       legacy.subarray(0, 40),
       /the file ends inside its pickles \(truncated\)/,
     ]);
+    let deep: PyValue = stateDict([["w", t([2])]]);
+    for (let i = 0; i < 20; i++) deep = { dict: [["d", deep]] };
+    cases.push(["deep.pt", await torchFileBytes(deep), /dicts nested more than 16 deep/]);
     cases.push([
       "list.pt",
       await torchFileBytes([1, 2]),
@@ -293,5 +299,59 @@ Deno.test("torch: a storage member shorter than its storage, or missing, is refu
       openWeightFile(missing),
       refusal(missing, /refers to storage 0, which has no member archive\/data\/0/),
     );
+  });
+});
+
+Deno.test("torch: zip64 records (as past 4 GiB) are read", async () => {
+  await inTemp(async (dir) => {
+    const path = join(dir, "z64.ckpt");
+    const w = t([3, 2], "F16", "z");
+    await writeTorchFile(path, stateDict([["w", w]]), { zip64: true });
+    const wf = await openWeightFile(path);
+    deepStrictEqual(await wf.tensors.get("w")!.read(), w.data);
+    wf.close();
+  });
+});
+
+Deno.test("torch: a textual-inversion .pt and a LoRA .ckpt given as checkpoints are refused", async () => {
+  await inTemp(async (dir) => {
+    const ti = join(dir, "embedding.pt");
+    await writeTorchFile(ti, {
+      dict: [
+        ["string_to_token", { dict: [["*", 265]] }],
+        ["string_to_param", { dict: [["*", { tensor: t([2, 32]) }]] }],
+        ["name", "my-style"],
+        ["step", 3000],
+      ],
+    });
+    await rejects(
+      openSd15Checkpoint(ti),
+      refusal(ti, /a textual-inversion embedding \(it has string_to_param\.\*\), not a checkpoint/),
+    );
+    const lora = join(dir, "lora.ckpt");
+    await writeTorchFile(
+      lora,
+      stateDict([["lora_te_text_model_encoder_layers_0_mlp_fc1.lora_up.weight", t([4, 1])]]),
+    );
+    await rejects(openSd15Checkpoint(lora), refusal(lora, /a LoRA \(it has keys such as lora_te_/));
+  });
+});
+
+Deno.test("torch: a standalone VAE .ckpt (state_dict wrapper, loss.* tensors) reads as diffusers' names", async () => {
+  await inTemp(async (dir) => {
+    const m = testSd15();
+    const path = join(dir, "vae-ft-mse-840000-ema-pruned.ckpt");
+    await writeTorchFile(path, {
+      dict: [["global_step", 840001], [
+        "state_dict",
+        stateDict(originalVaeLayout(m.vae, "F32", true)),
+      ]],
+    });
+    const v = await openVaeWeights(path);
+    deepStrictEqual([...v.vae.keys()].sort(), [...m.vae.keys()].sort());
+    const q = v.vae.get("encoder.mid_block.attentions.0.to_q.weight")!;
+    deepStrictEqual(q.shape, [16, 16]);
+    deepStrictEqual(await q.read(), m.vae.get("encoder.mid_block.attentions.0.to_q.weight")!.data);
+    v.close();
   });
 });
