@@ -1,6 +1,8 @@
 import { deepStrictEqual, ok, rejects, strictEqual, throws } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import onnx from "onnx-proto";
+import { createSession, floatTensor, toFloat32 } from "../onnx/mod.ts";
 import { Graph } from "./graph.ts";
 import { Layers } from "./layers.ts";
 import { Rng } from "./rng.ts";
@@ -81,6 +83,48 @@ Deno.test("writeModel: progress per tensor, and an abort between tensors stops i
       /halt/,
     );
     strictEqual((await Deno.stat(join(dir, "b.onnx"))).isFile, true, "the caller removes it");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("keepFloat32: marked initializers and Casts stay float32 in an fp16 model, which still runs", async () => {
+  const build = () => {
+    const L = new Layers("k", new Rng(4, "k"));
+    const t = L.floatIn("t", [2]);
+    const t32 = L.g.keepFloat32(L.g.op("Cast", [t], { to: { i: 1 } }, "t32"));
+    const f = L.g.keepFloat32(L.g.constF([0.5, 1000.25], [1, 2]));
+    const arg = L.mul(L.unsqueeze(t32, [1]), f);
+    const back = L.g.op("Cast", [L.g.op("Sin", [arg])], { to: { i: 1 } }, "back");
+    L.floatOut(L.add(back, L.g.constF([1], [])), "y", [2, 2]);
+    return L.g;
+  };
+  const bytes = build().encode({ opset: 17 }).model;
+  const dir = await Deno.makeTempDir({ prefix: "graph_keep_" });
+  try {
+    await build().writeModel(join(dir, "m.onnx"), { opset: 17, float16: true });
+    const m = onnx.onnx.ModelProto.decode(await Deno.readFile(join(dir, "m.onnx")));
+    const types = Object.fromEntries(m.graph!.initializer!.map((t) => [t.name, t.dataType]));
+    deepStrictEqual(
+      Object.values(types).sort(),
+      [1, 10, 7],
+      "the marked constant float32, the other float16, the axes int64",
+    );
+    const casts = m.graph!.node!.filter((n) => n.opType === "Cast").map((n) =>
+      Number(n.attribute![0].i)
+    );
+    deepStrictEqual(casts, [1, 10], "into float32, back to float16");
+    ok(bytes.byteLength > 0);
+    const s = await createSession(join(dir, "m.onnx"), { intraOpThreads: 1 });
+    try {
+      const y = toFloat32(
+        (await s.run({ t: floatTensor("float16", Float32Array.of(999, 3), [2]) })).y,
+      );
+      // sin(999 · 1000.25) in float32, then + 1 in half precision.
+      ok(Math.abs(y[1] - (1 + Math.sin(Math.fround(999 * Math.fround(1000.25))))) < 2e-3, `${y}`);
+    } finally {
+      await s.release();
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
