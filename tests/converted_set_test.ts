@@ -3,7 +3,7 @@
  * the engine like an exported one: text-to-image (the same pixels as the
  * builder's own stand-in on the same weights), image-to-image, inpainting
  * through the ControlNet-residual UNet made from the same weights, and the
- * tiled upscale; fp32 and fp16 sets.
+ * tiled upscale; fp32 and fp16 sets; kohya LoRAs find every module.
  */
 
 import { deepStrictEqual, notDeepStrictEqual, ok, strictEqual } from "node:assert";
@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { convertSd15 } from "../mod/convert/mod.ts";
 import { randomTestModels, randomTestWeights, TEST_UNET } from "../mod/convert/sd15_testing.ts";
 import { buildSd15ControlNet, OPSET, Rng } from "../mod/graph/mod.ts";
+import { kohyaModules, parseSafetensors, patchModel } from "../mod/lora/mod.ts";
+import { buildTinyLora, type TinyLoraModule } from "../mod/model_builder/mod.ts";
 import { differingBytes, testPicture, tinyConfig } from "../mod/pipeline/_testing.ts";
 import { createEngine } from "../mod/pipeline/engine.ts";
 import type { EngineConfig } from "../mod/pipeline/engine_config.ts";
@@ -156,5 +158,35 @@ Deno.test("converted fp16 set: text-to-image runs and stays near the fp32 set's 
   } finally {
     await a.release();
     await b.release();
+  }
+});
+
+Deno.test("converted set: a kohya LoRA over every Linear and Conv of the UNet and text encoder matches them all", async () => {
+  const models = randomTestModels(SEED);
+  const kohya = (prefix: string, m: { scope: string }) =>
+    prefix + m.scope.replaceAll("/", "_").replaceAll(".", "_");
+  const modules: TinyLoraModule[] = [
+    ...models.unet.modules.map((m) => ({ ...m, key: kohya("lora_unet_", m) })),
+    ...models.textEncoder.modules.map((m) => ({ ...m, key: kohya("lora_te_", m) })),
+  ];
+  const path = join(tmp, "all.safetensors");
+  await Deno.writeFile(path, buildTinyLora(SEED, { modules, rank: 2 }));
+  const lora = kohyaModules(parseSafetensors(await Deno.readFile(path), path), path);
+  strictEqual(lora.modules.length, modules.length);
+  const loras = [{ path, weight: 1, modules: lora.modules }];
+  for (
+    const [target, file, prefix] of [
+      ["unet", "unet", "lora_unet_"],
+      ["unet", "controlnet_unet", "lora_unet_"],
+      ["text_encoder", "text_encoder", "lora_te_"],
+    ] as const
+  ) {
+    const patched = await patchModel(join(fp32, file, "model.onnx"), target, loras, {
+      scratch: "memory",
+    });
+    ok(patched, file);
+    const want = modules.filter((m) => m.key.startsWith(prefix)).map((m) => m.key).sort();
+    deepStrictEqual([...patched.matched[0]].sort(), want, `${file}: every module matched`);
+    await patched.dispose();
   }
 });
