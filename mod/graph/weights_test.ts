@@ -1,4 +1,4 @@
-import { deepStrictEqual, strictEqual } from "node:assert";
+import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { MapWeights, RandomWeights, transpose, type WeightEntry } from "./weights.ts";
 import { Rng } from "./rng.ts";
 
@@ -55,15 +55,22 @@ Deno.test("MapWeights: missing and mis-shaped tensors are problems, named", asyn
     layout: "transposed",
     init: { uniform: 1 },
   });
-  src.tensor({ hint: "b", name: "b.bias", dims: [4], layout: "same", init: { uniform: 1 } });
+  const missing = src.tensor({
+    hint: "b",
+    name: "b.bias",
+    dims: [4],
+    layout: "same",
+    init: { uniform: 1 },
+  });
   deepStrictEqual(src.problems(), [
     { name: "a.weight", problem: "shape [3, 2], expected [2, 3]" },
     { name: "b.bias", problem: "missing" },
   ]);
   strictEqual(typeof bad, "function");
+  await rejects((missing as () => Promise<Float32Array>)(), /b\.bias is missing/);
 });
 
-Deno.test("RandomWeights: lazy values equal eager ones of the same per-tensor seeds; constants filled", async () => {
+Deno.test("RandomWeights: one seed, the same lazy values within the bound; constants filled", () => {
   const req = { hint: "w", name: "w", dims: [4, 5], layout: "same" as const };
   const lazy = new RandomWeights(new Rng(1, "s"), true).tensor({ ...req, init: { uniform: 0.5 } });
   const again = new RandomWeights(new Rng(1, "s"), true).tensor({ ...req, init: { uniform: 0.5 } });
