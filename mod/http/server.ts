@@ -91,6 +91,14 @@ export interface HttpServerOptions extends GuardedServeOptions {
    * the request may be open at another replica, which is told.
    */
   onCancelElsewhere?: (owner: string, requestId: string | number) => void;
+  /**
+   * Whether a `tools/call` of `tool` by `scope` would be refused now because
+   * the generation queue is full (or the caller is past its share of it).
+   * Such a call is answered as one JSON body instead of a stream, so that
+   * the tool's refusal, whose text ends with `retry_after_seconds = N`
+   * (mod/jobs/queue_full.ts), can carry `Retry-After: N`.
+   */
+  queueRefuses?: (scope: Scope, tool: string) => Promise<boolean>;
 }
 
 /** A running HTTP server. */
@@ -145,6 +153,31 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
     offset += c.length;
   }
   return out;
+}
+
+/**
+ * `response` (a JSON tool result) with `Retry-After: N` when it is a tool
+ * error saying `retry_after_seconds = N` (a refusal of the generation
+ * queue); as it was otherwise.
+ */
+async function withRetryAfter(response: Response): Promise<Response> {
+  if (!(response.headers.get("content-type") ?? "").includes("application/json")) return response;
+  const body = await response.text();
+  const headers = new Headers(response.headers);
+  try {
+    const result = (JSON.parse(body) as { result?: { isError?: boolean; content?: unknown } })
+      .result;
+    const texts = result?.isError && Array.isArray(result.content)
+      ? result.content.map((c) => (c as { text?: unknown }).text).filter((t) =>
+        typeof t === "string"
+      )
+      : [];
+    const seconds = texts.join("\n").match(/retry_after_seconds = (\d+)/)?.[1];
+    if (seconds) headers.set("retry-after", seconds);
+  } catch {
+    // Not a JSON-RPC answer: passed on as it is.
+  }
+  return new Response(body, { status: response.status, headers });
 }
 
 /** What the server factory needs of one admitted request. */
@@ -307,8 +340,14 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         }));
       }
     }
-    const mcp = message.method === "tools/call" ? calls : others;
-    const response = await mcp.fetch(forwarded, {
+    const tool = message.method === "tools/call"
+      ? (message.params as { name?: unknown } | undefined)?.name
+      : undefined;
+    // A call the queue refuses gets one JSON body, so its headers can say when to retry.
+    const refused = typeof tool === "string" &&
+      await (options.queueRefuses?.(auth.scope, tool).catch(() => false) ?? false);
+    const mcp = message.method === "tools/call" && !refused ? calls : others;
+    const answered = await mcp.fetch(forwarded, {
       parsedBody,
       authInfo: {
         token: "",
@@ -317,6 +356,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
+    const response = refused ? await withRetryAfter(answered) : answered;
     // The SDK sets `connection: keep-alive` on its event streams; connection
     // management is the server's (every connection carries one request), so
     // it is dropped instead of sent beside the server's `connection: close`.

@@ -8,7 +8,7 @@
 
 import type { ImageRequest } from "../generation/request.ts";
 import { JobEvents } from "./events.ts";
-import { hasRoom, queueFullError } from "./queue_full.ts";
+import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
 import { trimOrder } from "./trim.ts";
 import type {
@@ -70,8 +70,9 @@ export class MemoryJobStore implements JobStore {
   /** The refusal a new job of `images` images by `who` gets now, or null. */
   #refusal(who: JobOwner, images: number): Error | null {
     const limits = this.#limits.perOwner;
+    let usage: OwnerUsage | null = null;
     if (limits) {
-      const usage: OwnerUsage = { key: { jobs: 0, images: 0 }, project: null };
+      usage = { key: { jobs: 0, images: 0 }, project: null };
       if (who.project !== null) usage.project = { jobs: 0, images: 0 };
       for (const { summary: s } of this.#jobs.values()) {
         if (isTerminal(s.state)) continue;
@@ -85,10 +86,13 @@ export class MemoryJobStore implements JobStore {
       const refused = quotaError(who, images, usage, limits);
       if (refused) return refused;
     }
-    const counts = this.#counts();
-    return hasRoom(counts, this.#limits.queueLimit)
-      ? null
-      : queueFullError(counts, this.#limits.queueLimit);
+    return queueRefusal(
+      this.#counts(),
+      this.#limits.queueLimit,
+      usage,
+      limits?.queueShares,
+      who.project,
+    );
   }
 
   /** {@inheritDoc JobStore.create} */

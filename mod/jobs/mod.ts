@@ -37,3 +37,4 @@ export { StepTimer } from "./estimate.ts";
 export type { WorkLeft } from "./estimate.ts";
 export * from "./types.ts";
 export { JobTasks } from "./tasks.ts";
+export { QueueFullError, type QueueShares, queueShares } from "./queue_full.ts";

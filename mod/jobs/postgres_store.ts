@@ -25,7 +25,7 @@ import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
-import { hasRoom, queueFullError } from "./queue_full.ts";
+import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
 import { trimOrder } from "./trim.ts";
 import {
@@ -277,14 +277,14 @@ export class PostgresJobStore implements JobStore {
   /** The refusal a new job of `images` images by `who` gets now, or null. */
   async #refusal(who: JobOwner, images: number, q: Queryable): Promise<Error | null> {
     const limits = this.#limits.perOwner;
+    let usage: OwnerUsage | null = null;
     if (limits) {
-      const refused = quotaError(who, images, await this.#usage(who, q), limits);
+      usage = await this.#usage(who, q);
+      const refused = quotaError(who, images, usage, limits);
       if (refused) return refused;
     }
     const counts = await this.#counts(q);
-    return hasRoom(counts, this.#limits.queueLimit)
-      ? null
-      : queueFullError(counts, this.#limits.queueLimit);
+    return queueRefusal(counts, this.#limits.queueLimit, usage, limits?.queueShares, who.project);
   }
 
   /**

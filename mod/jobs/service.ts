@@ -21,12 +21,13 @@
 
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
-import { type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
 import { callerOf } from "./caller.ts";
 export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
 import { deliverResult } from "./delivery.ts";
 import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
+import { QueueFullError } from "./queue_full.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
 import type {
@@ -39,6 +40,13 @@ import type {
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
 import { isTerminal, jobsAhead, LEASE_LAPSED_REASON } from "./types.ts";
+
+/**
+ * How long a caller refused by a full queue is told to wait when this server
+ * has no estimate (no step measured yet): about one 512×512 image at the
+ * default steps on a 2-core x86-64 VM.
+ */
+export const UNTIMED_RETRY_MS = 30_000;
 
 /** Options of {@link JobService}. */
 export interface JobServiceOptions {
@@ -225,11 +233,29 @@ export class JobService {
   }
 
   /**
+   * Whether a new job of the caller `scope` would be refused now by the
+   * queue (full, or the caller past its share): the HTTP server answers
+   * such a call so that it can carry `Retry-After`.
+   */
+  async queueRefuses(scope: Scope | undefined): Promise<boolean> {
+    if (this.#closedMessage !== null) return false;
+    try {
+      await this.#o.store.assertRoom(callerOf(scope), 1);
+      return false;
+    } catch (error) {
+      return error instanceof QueueFullError;
+    }
+  }
+
+  /**
    * Rethrows `error`; a per-key or per-project refusal gets
    * {@link retryHint}'s sentence added (when the jobs holding the room can
    * be read; the refusal stands without it otherwise).
    */
   async #withRetryHint(error: unknown, caller: JobOwner): Promise<never> {
+    if (error instanceof QueueFullError) {
+      throw error.withRetryAfter(await this.#slotFreesInMs() / 1000);
+    }
     if (!(error instanceof QuotaError) || error.frees === null) throw error;
     let hint: string | null = null;
     try {
@@ -271,6 +297,25 @@ export class JobService {
     }
     if (hint === null) throw error;
     throw new QuotaError(`${error.message}. ${hint}`, error.whose, error.frees);
+  }
+
+  /**
+   * Estimated ms until a slot of the queue frees: the soonest a running job
+   * ends, from this engine's timings (its remaining steps, and its other
+   * images); {@link UNTIMED_RETRY_MS} when nothing is measured yet or the
+   * store cannot be read.
+   */
+  async #slotFreesInMs(): Promise<number> {
+    try {
+      const { running } = await this.#o.store.position(Number.MAX_SAFE_INTEGER);
+      const times = running.map((work) => this.#remainingMs(work));
+      if (times.length && times.every((ms) => ms !== null)) {
+        return Math.max(1000, Math.min(...(times as number[])));
+      }
+    } catch (error) {
+      log("debug", "jobs", "no retry estimate for a full queue", { error: String(error) });
+    }
+    return UNTIMED_RETRY_MS;
   }
 
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */

@@ -11,6 +11,7 @@ import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
+import { QueueFullError, queueShares } from "./queue_full.ts";
 import {
   type JobEvent,
   type JobItem,
@@ -74,6 +75,53 @@ const as = (owner: string, project: number | null = null) => ({ owner, project }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const [kind, open] of stores) {
+  Deno.test(`${kind} store: queue shares keep room for a third tenant; a full queue names its key`, async () => {
+    // 5 slots (1 running + queue_limit 4); shares: a key 1, a project 2, so 2 slots are reserved.
+    const unlimited = { jobs: Infinity, images: Infinity };
+    const limits: StoreLimits = {
+      ...LIMITS,
+      queueLimit: 4,
+      perOwner: {
+        perKey: { ...unlimited, resultBytes: Infinity },
+        perProject: unlimited,
+        queueShares: queueShares(1, 2),
+      },
+    };
+    const { store, close } = await open(limits);
+    const add = (owner: string, project: number | null) =>
+      store.create({ id: newJobId(), owner, project, request: text() });
+    const share = (key: string) => (e: unknown) =>
+      e instanceof QueueFullError && e.category === "busy" && e.limitKey === key &&
+      e.message.includes(`${key} = `) && e.retryAfterSeconds === null;
+    try {
+      // Project 1 (two keys) takes its share, then one more while 2 slots stay free after it.
+      await add("key:p1a", 1);
+      await add("key:p1b", 1);
+      await add("key:p1a", 1);
+      // One more would leave 1 free: refused by the share, naming its key.
+      await assert.rejects(add("key:p1b", 1), share("generation.queue_share_per_key"));
+      await assert.rejects(
+        store.assertRoom(as("key:p1c", 1), 1),
+        share("generation.queue_share_per_project"),
+      );
+      // Key B (no project) within its share takes a slot; past it, refused by the key's share.
+      await add("key:b", null);
+      await assert.rejects(add("key:b", null), share("generation.queue_share_per_key"));
+      // A third tenant within its share finds room: the last slot.
+      await add("key:c", null);
+      // Now truly full: refused for everyone, naming queue_limit.
+      await assert.rejects(add("key:d", null), (e) =>
+        share("generation.queue_limit")(e) &&
+        /queue is full \(0 running, 5 waiting, generation\.queue_limit = 4\)/.test(
+          (e as Error).message,
+        ));
+      await assert.rejects(store.assertRoom(as("key:e"), 1), QueueFullError);
+      assert.deepEqual(await store.counts(), { queued: 5, running: 0 });
+    } finally {
+      await close();
+    }
+  });
+
   Deno.test(`${kind} store: FIFO claims, queue limit, positions, owners`, async () => {
     const { store, close } = await open(LIMITS);
     try {

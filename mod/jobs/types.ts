@@ -15,6 +15,7 @@
 
 import type { ImageRequest, ImageToolName, RequestProgress } from "../generation/request.ts";
 import type { ImageContent, TextContent } from "../mcp/tool.ts";
+import type { QueueShares } from "./queue_full.ts";
 
 /** Where a job is in its life. */
 export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
@@ -166,6 +167,8 @@ export interface OwnerLimits {
   perKey: { jobs: number; images: number; resultBytes: number };
   /** Queued + running jobs, and their images, of every owner of one project. */
   perProject: { jobs: number; images: number };
+  /** Each tenant's share of `queue_limit` (mod/jobs/queue_full.ts); absent: none. */
+  queueShares?: QueueShares;
 }
 
 /** Queued + running jobs and their images. */
