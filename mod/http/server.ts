@@ -156,26 +156,33 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
 }
 
 /**
- * `response` (a JSON tool result) with `Retry-After: N` when it is a tool
- * error saying `retry_after_seconds = N` (a refusal of the generation
- * queue); as it was otherwise.
+ * `response` (a tool result: one JSON body, or a 2025-era stream, read to its
+ * end) with `Retry-After: N` when it is a tool error saying
+ * `retry_after_seconds = N` (a refusal of the generation queue); the same
+ * body otherwise. Only calls the queue refused a moment ago come here, and
+ * such a call is answered at once: should a slot have freed meanwhile, the
+ * call runs and its answer comes whole at its end.
  */
 async function withRetryAfter(response: Response): Promise<Response> {
-  if (!(response.headers.get("content-type") ?? "").includes("application/json")) return response;
+  const type = response.headers.get("content-type") ?? "";
+  if (!type.includes("application/json") && !type.includes("text/event-stream")) return response;
   const body = await response.text();
   const headers = new Headers(response.headers);
-  try {
-    const result = (JSON.parse(body) as { result?: { isError?: boolean; content?: unknown } })
-      .result;
-    const texts = result?.isError && Array.isArray(result.content)
-      ? result.content.map((c) => (c as { text?: unknown }).text).filter((t) =>
-        typeof t === "string"
-      )
-      : [];
-    const seconds = texts.join("\n").match(/retry_after_seconds = (\d+)/)?.[1];
-    if (seconds) headers.set("retry-after", seconds);
-  } catch {
-    // Not a JSON-RPC answer: passed on as it is.
+  const messages = type.includes("application/json")
+    ? [body]
+    : body.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5));
+  for (const message of messages) {
+    try {
+      const result = (JSON.parse(message) as { result?: { isError?: boolean; content?: unknown } })
+        .result;
+      if (!result?.isError || !Array.isArray(result.content)) continue;
+      const texts = result.content.map((c) => (c as { text?: unknown }).text);
+      const seconds = texts.filter((t) => typeof t === "string").join("\n")
+        .match(/retry_after_seconds = (\d+)/)?.[1];
+      if (seconds) headers.set("retry-after", seconds);
+    } catch {
+      // Not a JSON-RPC message: passed on as it is.
+    }
   }
   return new Response(body, { status: response.status, headers });
 }
