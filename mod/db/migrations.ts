@@ -130,6 +130,28 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS lease_token text`,
     ],
   },
+  {
+    version: 5,
+    name: "create mcp_generation_previews",
+    statements: [
+      // The previews of a result's images over the inline budget (mod/jobs/delivery.ts), made
+      // once as the job ends, so a poll of a finished result encodes nothing; their bytes count
+      // in the job's result_bytes, under the same caps as its images.
+      `CREATE TABLE IF NOT EXISTS mcp_generation_previews (
+        job_id text NOT NULL REFERENCES mcp_generation_jobs (id) ON DELETE CASCADE,
+        image integer NOT NULL CHECK (image > 0),
+        budget integer NOT NULL,
+        mime_type text NOT NULL,
+        width integer NOT NULL,
+        height integer NOT NULL,
+        data bytea NOT NULL,
+        full_width integer NOT NULL,
+        full_height integer NOT NULL,
+        full_bytes integer NOT NULL,
+        PRIMARY KEY (job_id, image)
+      )`,
+    ],
+  },
 ];
 
 /**

@@ -47,6 +47,7 @@ const record = (over: Partial<JobRecord>): JobRecord => ({
   cancelRequested: false,
   resultBytes: 0,
   items: [],
+  previews: [],
   ...over,
 });
 

@@ -7,6 +7,7 @@
  */
 
 import type { ImageRequest } from "../generation/request.ts";
+import { previewBytes, type StoredPreview } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
 import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
@@ -35,6 +36,8 @@ interface Entry {
   summary: JobSummary;
   request: ImageRequest | null;
   items: JobItem[];
+  /** Previews made when it ended (delivery.ts). */
+  previews: StoredPreview[];
   /** The token of the claim running it (see {@link JobClaim}). */
   token?: string;
 }
@@ -117,7 +120,7 @@ export class MemoryJobStore implements JobStore {
       cancelRequested: false,
       resultBytes: 0,
     };
-    this.#jobs.set(job.id, { summary, request: job.request, items: [] });
+    this.#jobs.set(job.id, { summary, request: job.request, items: [], previews: [] });
     this.#queue.push(job.id);
     return Promise.resolve({ ...summary });
   }
@@ -139,7 +142,9 @@ export class MemoryJobStore implements JobStore {
   /** {@inheritDoc JobStore.get} */
   get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
     const entry = this.#visible(id, viewer);
-    return Promise.resolve(entry ? { ...entry.summary, items: [...entry.items] } : null);
+    return Promise.resolve(
+      entry ? { ...entry.summary, items: [...entry.items], previews: [...entry.previews] } : null,
+    );
   }
 
   /** {@inheritDoc JobStore.summary} */
@@ -225,6 +230,16 @@ export class MemoryJobStore implements JobStore {
     const fresh = items.slice(entry.items.length - from);
     entry.items.push(...fresh);
     entry.summary.resultBytes += fresh.reduce((n, item) => n + itemBytes(item), 0);
+    return Promise.resolve(true);
+  }
+
+  /** {@inheritDoc JobStore.attachPreviews} */
+  attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean> {
+    const entry = this.#held(claim);
+    if (!entry) return Promise.resolve(false);
+    const before = entry.previews.reduce((n, p) => n + previewBytes(p), 0);
+    entry.previews = [...previews];
+    entry.summary.resultBytes += previews.reduce((n, p) => n + previewBytes(p), 0) - before;
     return Promise.resolve(true);
   }
 

@@ -23,6 +23,7 @@ import { type Database, DatabaseError, type Queryable, type Row } from "../db/mo
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
+import { previewBytes, type StoredPreview } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
 import { queueRefusal } from "./queue_full.ts";
@@ -349,7 +350,31 @@ export class PostgresJobStore implements JobStore {
         ? { type: "text", text: r.text }
         : { type: "image", data: r.data ?? "", mimeType: r.mime_type ?? "image/png" }
     );
-    return { ...summary, items };
+    const previews = await this.#db.query<
+      Record<string, string | number> & { mime_type: StoredPreview["mimeType"]; data: string }
+    >(
+      `SELECT image, budget, mime_type, width, height, ${b64("data")} AS data, full_width,
+              full_height, full_bytes
+         FROM mcp_generation_previews WHERE job_id = $1 ORDER BY image`,
+      [id],
+    );
+    return {
+      ...summary,
+      items,
+      previews: previews.map((r) => ({
+        image: Number(r.image),
+        budget: Number(r.budget),
+        mimeType: r.mime_type,
+        width: Number(r.width),
+        height: Number(r.height),
+        data: r.data,
+        full: {
+          width: Number(r.full_width),
+          height: Number(r.full_height),
+          bytes: Number(r.full_bytes),
+        },
+      })),
+    };
   }
 
   /** The job without items, when `viewer` may see it. */
@@ -570,6 +595,53 @@ export class PostgresJobStore implements JobStore {
          UPDATE mcp_generation_jobs
             SET result_bytes = result_bytes +
               (SELECT coalesce(sum(bytes), 0) FROM input WHERE position IN (SELECT position FROM inserted))
+          WHERE id IN (SELECT id FROM job)
+         RETURNING id
+       )
+       SELECT count(*) AS held FROM job`,
+      [claim.id, JSON.stringify(rows), claim.token],
+    );
+    return Number(row.held) > 0;
+  }
+
+  /** {@inheritDoc JobStore.attachPreviews} */
+  async attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean> {
+    // One statement, only while the claim holds the row, as `append`; a retry replaces nothing.
+    const rows = previews.map((p) => ({
+      image: p.image,
+      budget: p.budget,
+      mime_type: p.mimeType,
+      width: p.width,
+      height: p.height,
+      data: p.data,
+      full_width: p.full.width,
+      full_height: p.full.height,
+      full_bytes: p.full.bytes,
+      bytes: previewBytes(p),
+    }));
+    const [row] = await this.#db.query<{ held: string }>(
+      `WITH job AS (
+         SELECT id FROM mcp_generation_jobs
+          WHERE id = $1 AND lease_token = $3 AND state = 'running' AND lease_expires_at > now()
+          FOR UPDATE
+       ), input AS (
+         SELECT * FROM jsonb_to_recordset($2::text::jsonb)
+           AS r(image integer, budget integer, mime_type text, width integer, height integer,
+                data text, full_width integer, full_height integer, full_bytes integer,
+                bytes bigint)
+       ), inserted AS (
+         INSERT INTO mcp_generation_previews
+           (job_id, image, budget, mime_type, width, height, data, full_width, full_height,
+            full_bytes)
+         SELECT $1, image, budget, mime_type, width, height, decode(data, 'base64'), full_width,
+                full_height, full_bytes
+           FROM input WHERE EXISTS (SELECT 1 FROM job)
+         ON CONFLICT (job_id, image) DO NOTHING
+         RETURNING image
+       ), counted AS (
+         UPDATE mcp_generation_jobs
+            SET result_bytes = result_bytes +
+              (SELECT coalesce(sum(bytes), 0) FROM input WHERE image IN (SELECT image FROM inserted))
           WHERE id IN (SELECT id FROM job)
          RETURNING id
        )

@@ -22,6 +22,7 @@ const job = (over: Partial<JobRecord>): JobRecord => ({
   cancelRequested: false,
   resultBytes: 0,
   items: [],
+  previews: [],
   ...over,
 });
 

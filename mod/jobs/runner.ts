@@ -19,6 +19,8 @@
 
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
+import type { ImageContent } from "../mcp/tool.ts";
+import type { StoredPreview } from "./delivery.ts";
 import { StepTimer } from "./estimate.ts";
 import {
   type ClaimedJob,
@@ -50,6 +52,12 @@ export interface JobRunnerOptions {
    * with its message, and nothing of it runs.
    */
   checkRequest: (request: unknown) => ImageRequest;
+  /**
+   * Makes the previews of a result's images as the job ends (delivery.ts
+   * `planPreviews` with the server's inline budget), stored with the result
+   * so that no poll of it encodes them again; absent: none are stored.
+   */
+  previews?: (images: ImageContent[]) => Promise<StoredPreview[]>;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
@@ -212,6 +220,8 @@ export class JobRunner {
     let imagesDone = 0;
     // Items stored so far: the position of the next one, so a retried write is idempotent.
     let stored = 0;
+    /** The images stored, for their previews as the job ends. */
+    const images: ImageContent[] = [];
     let outcome: JobOutcome;
     try {
       const result = await this.#o.execute(job, {
@@ -234,8 +244,10 @@ export class JobRunner {
             () => this.#o.store.append(claim, stored, items),
             () => current.leaseLost,
           );
-          if (held === true) stored += items.length;
-          else if (held === false) loseLease("the lease of the running job lapsed");
+          if (held === true) {
+            stored += items.length;
+            images.push(...items.filter((i): i is ImageContent => i.type === "image"));
+          } else if (held === false) loseLease("the lease of the running job lapsed");
         },
       });
       outcome = current.leaseLost
@@ -256,6 +268,9 @@ export class JobRunner {
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;
+    }
+    if (images.length && this.#o.previews && !current.leaseLost) {
+      await this.#attachPreviews(claim, images);
     }
     await this.#finish(claim, outcome);
   }
@@ -336,6 +351,28 @@ export class JobRunner {
         clearTimeout(lapse);
       },
     };
+  }
+
+  /**
+   * Makes and stores the previews of a finished job's images. A failure
+   * costs only the saving: the result is delivered with previews made at
+   * each read, as before they were stored.
+   */
+  async #attachPreviews(claim: JobClaim, images: ImageContent[]): Promise<void> {
+    try {
+      const previews = await this.#o.previews!(images);
+      if (!previews.length) return;
+      await this.#persist(
+        claim.id,
+        "could not store the previews of a job",
+        () => this.#o.store.attachPreviews(claim, previews),
+      );
+    } catch (error) {
+      log("warn", "jobs", "no stored previews for a job; they are made at each read", {
+        job: claim.id,
+        error: (error as Error)?.message ?? String(error),
+      });
+    }
   }
 
   async #finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {

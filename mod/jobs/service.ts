@@ -25,7 +25,12 @@ import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp
 import { callerOf } from "./caller.ts";
 export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
-import { deliverResult } from "./delivery.ts";
+import {
+  deliverResult,
+  INLINE_IMAGE_BUDGET,
+  planPreviews,
+  type StoredPreview,
+} from "./delivery.ts";
 import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
 import { QueueFullError } from "./queue_full.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
@@ -164,6 +169,7 @@ export class JobService {
       pollMs: options.pollMs ?? 2000,
       leaseMs: options.store.renew ? options.leaseMs ?? 30_000 : undefined,
       checkRequest: options.checkRequest,
+      previews: (images) => planPreviews(images, options.inlineImageBytes ?? INLINE_IMAGE_BUDGET),
     });
   }
 
@@ -594,7 +600,11 @@ export class JobService {
   }
 
   /** A finished job's result as this caller's client takes it (delivery.ts). */
-  #deliver(result: ToolResult, job: JobSummary, context: ToolContext): Promise<ToolResult> {
+  #deliver(
+    result: ToolResult,
+    job: JobSummary & { previews?: readonly StoredPreview[] },
+    context: ToolContext,
+  ): Promise<ToolResult> {
     return this.deliver(result, job, context.protocolVersion);
   }
 
@@ -606,7 +616,7 @@ export class JobService {
    */
   deliver(
     result: ToolResult,
-    job: JobSummary,
+    job: JobSummary & { previews?: readonly StoredPreview[] },
     protocolVersion: string | undefined,
   ): Promise<ToolResult> {
     return deliverResult(result, job, { protocolVersion, inlineBytes: this.#o.inlineImageBytes });

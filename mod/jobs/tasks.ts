@@ -107,7 +107,7 @@ export class JobTasks implements TaskBackend {
     // Only an ended job's items are its result: a running one's are read when it ends.
     return isTerminal(summary.state)
       ? await this.#jobs.store.get(id, caller)
-      : { ...summary, items: [] };
+      : { ...summary, items: [], previews: [] };
   }
 
   /** {@inheritDoc TaskBackend.get} */

@@ -16,6 +16,7 @@
 import type { ImageRequest, ImageToolName, RequestProgress } from "../generation/request.ts";
 import type { ImageContent, TextContent } from "../mcp/tool.ts";
 import type { QueueShares } from "./queue_full.ts";
+import type { StoredPreview } from "./delivery.ts";
 
 /** Where a job is in its life. */
 export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
@@ -91,6 +92,8 @@ export interface JobSummary extends JobOwner {
 export interface JobRecord extends JobSummary {
   /** Content items so far; complete when the job is terminal. */
   items: JobItem[];
+  /** The previews of its images over the inline budget, made when it ended (none before). */
+  previews: StoredPreview[];
 }
 
 /**
@@ -254,6 +257,12 @@ export interface JobStore {
    * storing nothing, when `claim` no longer holds the job (its lease lapsed).
    */
   append(claim: JobClaim, from: number, items: JobItem[]): Promise<boolean>;
+  /**
+   * Stores the previews of a running job's images (made as it ends, before
+   * {@link finish}), counted in its result bytes. Resolves false, storing
+   * nothing, when `claim` no longer holds the job.
+   */
+  attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean>;
   /**
    * Ends a running job, sets its expiry, and trims old results to the byte
    * cap. Nothing changes when `claim` no longer holds the job; a claim whose
