@@ -74,7 +74,9 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.le
 
 Deno.test("polls of a finished result over the inline budget cost at most 2x a result within it; another tenant's image time while it is polled is measured", async () => {
   const tdb = await openTestDatabase("poll_cost");
-  const temp = await writeTinyConfig(`[generation]\nsteps = 8\nmax_wait_seconds = 120\nmax_count = 30\n[jobs]\nmax_images_per_key = 40\nmax_images_per_project = 60\n`);
+  const temp = await writeTinyConfig(
+    `[generation]\nsteps = 8\nmax_wait_seconds = 120\nmax_count = 30\n[jobs]\nmax_images_per_key = 40\nmax_images_per_project = 60\n`,
+  );
   const app = await startAppFromConfig(temp.path, tdb.url);
   const port = app.http!.port;
   const poller = await createKey(tdb.db, { projectId: 1, userId: 1, permission: "write" });
@@ -90,8 +92,9 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     assert.equal(large.isError, undefined, JSON.stringify(large.content).slice(0, 500));
     const jobOf = async (prompt: string) => {
       const list = await call(p, "list_generations", {});
-      const gens = (list.structuredContent as { generations: Array<{ job_id: string; prompt: string }> })
-        .generations;
+      const gens =
+        (list.structuredContent as { generations: Array<{ job_id: string; prompt: string }> })
+          .generations;
       return gens.find((g) => g.prompt === prompt)!.job_id;
     };
     const smallId = await jobOf("small");
@@ -99,13 +102,16 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     const poll = (id: string) => call(p, "get_generation", { job_id: id, wait_seconds: 0 });
     // The large one is over the budget (it comes as previews with links), the small one is not.
     const largePoll = await poll(largeId);
-    const links = (largePoll.content as Array<{ type: string }>).filter((c) => c.type === "resource_link");
+    const links = (largePoll.content as Array<{ type: string }>).filter((c) =>
+      c.type === "resource_link"
+    );
     // 30 tiny-model PNGs (about 32 KB each) are over the 750,000-byte budget.
     assert.ok(links.length > 0, "the large result comes as previews with links");
     assert.ok(inlineBytes(largePoll) <= INLINE_IMAGE_BUDGET);
     const smallPoll = await poll(smallId);
     assert.equal(
-      (smallPoll.content as Array<{ type: string }>).filter((c) => c.type === "resource_link").length,
+      (smallPoll.content as Array<{ type: string }>).filter((c) => c.type === "resource_link")
+        .length,
       0,
     );
 
@@ -120,7 +126,9 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
       smallCpu += await cpuMs(() => rounds(smallId));
     }
     console.log(
-      `200 polls: large result ${largeCpu.toFixed(0)} ms CPU (${inlineBytes(largePoll)} bytes inline), ` +
+      `200 polls: large result ${largeCpu.toFixed(0)} ms CPU (${
+        inlineBytes(largePoll)
+      } bytes inline), ` +
         `small ${smallCpu.toFixed(0)} ms CPU (${inlineBytes(smallPoll)} bytes)`,
     );
     assert.ok(

@@ -362,7 +362,10 @@ Deno.test("tenants: a project and a key at their queue shares leave room for a t
       const full = await rawGenerate(s.port, key);
       assert.equal(full.status, 200);
       assert.equal(full.isError, true);
-      assert.match(full.text, /the generation queue is full \(1 running, 8 waiting, generation\.queue_limit = 8\)/);
+      assert.match(
+        full.text,
+        /the generation queue is full \(1 running, 8 waiting, generation\.queue_limit = 8\)/,
+      );
       const said = /retry_after_seconds = (\d+)/.exec(full.text)?.[1];
       assert.ok(said && Number(said) >= 1, full.text);
       assert.equal(full.retryAfter, said, "Retry-After is the time the text says");
@@ -373,7 +376,9 @@ Deno.test("tenants: a project and a key at their queue shares leave room for a t
     assert.equal(fits.isError, false, fits.text);
     assert.equal(fits.retryAfter, null);
   } finally {
-    for (const [client, id] of made) await call(client, "cancel_generation", { job_id: id }).catch(() => {});
+    for (const [client, id] of made) {
+      await call(client, "cancel_generation", { job_id: id }).catch(() => {});
+    }
     await Promise.all(clients.map((client) => client.close()));
     await s.close();
   }

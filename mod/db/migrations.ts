@@ -132,8 +132,11 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 5,
-    name: "create mcp_generation_previews",
+    name: "create mcp_generation_previews, add mcp_generation_jobs.ttl_ms",
     statements: [
+      // A task's TTL as its client asked, within bounds (mod/jobs/types.ts `taskTtlMs`): kept
+      // that long from creation. Null for a plain call's job, kept result_ttl_seconds after it ends.
+      `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS ttl_ms bigint`,
       // The previews of a result's images over the inline budget (mod/jobs/delivery.ts), made
       // once as the job ends, so a poll of a finished result encodes nothing; their bytes count
       // in the job's result_bytes, under the same caps as its images.

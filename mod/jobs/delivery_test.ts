@@ -46,6 +46,7 @@ const record = (over: Partial<JobRecord>): JobRecord => ({
   error: null,
   cancelRequested: false,
   resultBytes: 0,
+  ttlMs: null,
   items: [],
   previews: [],
   ...over,

@@ -30,7 +30,7 @@ import type {
   Usage,
   WorkAhead,
 } from "./types.ts";
-import { canSee, isTerminal } from "./types.ts";
+import { canSee, expiryOf, isTerminal } from "./types.ts";
 
 interface Entry {
   summary: JobSummary;
@@ -99,7 +99,9 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.create} */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary> {
     const refused = this.#refusal(job, job.request.seeds.length);
     if (refused) return Promise.reject(refused);
     const summary: JobSummary = {
@@ -115,6 +117,7 @@ export class MemoryJobStore implements JobStore {
       startedAt: null,
       finishedAt: null,
       expiresAt: null,
+      ttlMs: job.ttlMs ?? null,
       progress: null,
       error: null,
       cancelRequested: false,
@@ -154,9 +157,9 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.list} */
-  list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
+  list(viewer: JobOwner, limit: number, beforeSeq = Infinity): Promise<JobSummary[]> {
     const visible = [...this.#jobs.values()]
-      .filter((e) => this.#visible(e.summary.id, viewer))
+      .filter((e) => e.summary.seq < beforeSeq && this.#visible(e.summary.id, viewer))
       .map((e) => ({ ...e.summary }))
       .sort((a, b) => b.seq - a.seq);
     return Promise.resolve(visible.slice(0, limit));
@@ -260,7 +263,14 @@ export class MemoryJobStore implements JobStore {
     entry.summary.error = error;
     entry.summary.cancelRequested = false;
     entry.summary.finishedAt = new Date(now);
-    entry.summary.expiresAt = new Date(now + this.#limits.resultTtlMs);
+    entry.summary.expiresAt = new Date(
+      expiryOf(
+        entry.summary.createdAt.getTime(),
+        now,
+        entry.summary.ttlMs,
+        this.#limits.resultTtlMs,
+      ),
+    );
     // The inputs (decoded images) are not needed any more.
     entry.request = null;
     this.#events.emit(entry.summary.id, { type: "state", state });

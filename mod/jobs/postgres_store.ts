@@ -44,6 +44,7 @@ import {
   type JobSummary,
   LEASE_LAPSED_REASON,
   type LeaseRenewal,
+  MIN_TASK_TTL_MS,
   type QueueCounts,
   type QueuePosition,
   type StoreLimits,
@@ -58,7 +59,7 @@ export const JOB_CREATE_LOCK_ID = "8314824916500164450";
 
 const SUMMARY = `id, owner, project_id, tool, state, images, request->>'positive' AS prompt, seq,
   created_at, started_at, finished_at, expires_at, progress::text AS progress, error,
-  cancel_requested, result_bytes`;
+  cancel_requested, result_bytes, ttl_ms`;
 
 const VISIBLE = `(expires_at IS NULL OR expires_at > now())`;
 
@@ -68,7 +69,12 @@ const SEES = `(owner = $2 OR ($3::bigint IS NOT NULL AND project_id = $3::bigint
 /** `bytea` as one line of base64 (PostgreSQL's encoder breaks lines every 76 characters). */
 const b64 = (column: string) => `translate(encode(${column}, 'base64'), E'\\n', '')`;
 
-const EXPIRES = `now() + ($TTL::double precision * interval '1 millisecond')`;
+/** See `expiryOf` (types.ts): a task's TTL from creation, else the result TTL from the end. */
+const EXPIRES = `CASE WHEN ttl_ms IS NULL
+    THEN now() + ($TTL::double precision * interval '1 millisecond')
+    ELSE greatest(created_at + (ttl_ms::double precision * interval '1 millisecond'),
+                  now() + (${MIN_TASK_TTL_MS}::double precision * interval '1 millisecond'))
+  END`;
 
 interface SummaryRow extends Row {
   id: string;
@@ -87,6 +93,7 @@ interface SummaryRow extends Row {
   error: string | null;
   cancel_requested: boolean;
   result_bytes: string | number;
+  ttl_ms: string | number | null;
 }
 
 function toSummary(row: SummaryRow): JobSummary {
@@ -107,6 +114,7 @@ function toSummary(row: SummaryRow): JobSummary {
     error: row.error,
     cancelRequested: row.cancel_requested,
     resultBytes: Number(row.result_bytes),
+    ttlMs: row.ttl_ms === null ? null : Number(row.ttl_ms),
   };
 }
 
@@ -293,7 +301,9 @@ export class PostgresJobStore implements JobStore {
    * is at a limit (one step, under a lock, so concurrent calls of one key
    * cannot all pass the check).
    */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary> {
     const { request } = job;
     const image = request.mode === "text_to_image" ? null : request.image.data.toBase64();
     const mask = request.mode === "inpaint_image" ? request.mask.data.toBase64() : null;
@@ -303,8 +313,9 @@ export class PostgresJobStore implements JobStore {
       if (refused) throw refused;
       const [row] = await tx.query<SummaryRow>(
         `INSERT INTO mcp_generation_jobs
-           (id, owner, project_id, tool, state, request, images, input_image, input_mask)
-         VALUES ($1, $2, $3, $4, 'queued', $5::text::jsonb, $6, decode($7, 'base64'), decode($8, 'base64'))
+           (id, owner, project_id, tool, state, request, images, input_image, input_mask, ttl_ms)
+         VALUES ($1, $2, $3, $4, 'queued', $5::text::jsonb, $6, decode($7, 'base64'),
+                 decode($8, 'base64'), $9::bigint)
          RETURNING ${SUMMARY}`,
         [
           job.id,
@@ -315,6 +326,7 @@ export class PostgresJobStore implements JobStore {
           request.seeds.length,
           image,
           mask,
+          job.ttlMs ?? null,
         ],
       );
       // Delivered at commit, when the row is visible to the claimers.
@@ -387,11 +399,12 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** The most recent jobs `viewer` may see, newest first. */
-  async list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
+  async list(viewer: JobOwner, limit: number, beforeSeq?: number): Promise<JobSummary[]> {
     const rows = await this.#db.query<SummaryRow>(
-      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE ${SEES} AND ${VISIBLE}
+      `SELECT ${SUMMARY} FROM mcp_generation_jobs
+        WHERE ${SEES} AND ${VISIBLE} AND ($4::bigint IS NULL OR seq < $4::bigint)
         ORDER BY seq DESC LIMIT $1`,
-      [limit, viewer.owner, viewer.project],
+      [limit, viewer.owner, viewer.project, beforeSeq ?? null],
     );
     return rows.map(toSummary);
   }

@@ -21,6 +21,7 @@ const job = (over: Partial<JobRecord>): JobRecord => ({
   error: null,
   cancelRequested: false,
   resultBytes: 0,
+  ttlMs: null,
   items: [],
   previews: [],
   ...over,

@@ -44,7 +44,7 @@ import type {
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
-import { isTerminal, jobsAhead, LEASE_LAPSED_REASON } from "./types.ts";
+import { isTerminal, jobsAhead, LEASE_LAPSED_REASON, taskTtlMs } from "./types.ts";
 
 /**
  * How long a caller refused by a full queue is told to wait when this server
@@ -334,7 +334,11 @@ export class JobService {
     try {
       let created: Awaited<ReturnType<JobStore["create"]>>;
       try {
-        created = await this.#o.store.create({ id, ...caller, request });
+        // A task is kept for the TTL its client asked for, within bounds (types.ts taskTtlMs).
+        const ttlMs = context.startTask
+          ? taskTtlMs(context.taskTtlMs, this.#o.resultTtlSeconds * 1000)
+          : null;
+        created = await this.#o.store.create({ id, ...caller, request, ttlMs });
       } catch (error) {
         if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
         // The commit may have reached the database just before it stopped answering.
@@ -348,7 +352,7 @@ export class JobService {
       this.#runner.wake();
       if (context.startTask) {
         // A task: the client polls for it (mod/jobs/tasks.ts), so the call answers at once.
-        context.startTask({ id, createdAt: created.createdAt });
+        context.startTask({ id, createdAt: created.createdAt, ttlMs: created.ttlMs! });
         return { content: [] };
       }
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);

@@ -51,6 +51,34 @@ export interface JobOwner {
   project: number | null;
 }
 
+/** The shortest TTL a task is given, whatever its client asks: a minute. */
+export const MIN_TASK_TTL_MS = 60_000;
+
+/**
+ * The TTL of a task whose client asked for `requested` ms (absent: none
+ * asked): the request within [{@link MIN_TASK_TTL_MS}, `resultTtlMs`]
+ * (`[jobs] result_ttl_seconds`), the longest by default. The task is kept
+ * that long from its creation, and at least {@link MIN_TASK_TTL_MS} after
+ * it ends (a job that waited or ran longer than its TTL is never purged as
+ * it ends).
+ */
+export function taskTtlMs(requested: number | undefined, resultTtlMs: number): number {
+  const max = Math.max(MIN_TASK_TTL_MS, resultTtlMs);
+  if (requested === undefined || !Number.isFinite(requested)) return max;
+  return Math.min(max, Math.max(MIN_TASK_TTL_MS, Math.round(requested)));
+}
+
+/** When a job created at `createdAt` and ending at `endedAt` expires (see {@link JobSummary.ttlMs}). */
+export function expiryOf(
+  createdAt: number,
+  endedAt: number,
+  ttlMs: number | null,
+  resultTtlMs: number,
+): number {
+  if (ttlMs === null) return endedAt + resultTtlMs;
+  return Math.max(createdAt + ttlMs, endedAt + MIN_TASK_TTL_MS);
+}
+
 /** Whether `viewer` may see (list, fetch) a job of `job`'s owner and project. */
 export function canSee(job: JobOwner, viewer: JobOwner): boolean {
   return job.owner === viewer.owner || (viewer.project !== null && job.project === viewer.project);
@@ -78,6 +106,11 @@ export interface JobSummary extends JobOwner {
   finishedAt: Date | null;
   /** When its result will be purged (set when it ends). */
   expiresAt: Date | null;
+  /**
+   * A task's TTL (ms from creation it is kept, {@link taskTtlMs}); null for a
+   * job made by a plain call, kept `[jobs] result_ttl_seconds` after it ends.
+   */
+  ttlMs: number | null;
   /** Last reported progress (null before the first step). */
   progress: JobProgress | null;
   /** Why it failed or was stopped, when there is a single reason. */
@@ -225,7 +258,9 @@ export interface JobStore {
    * (or its project) would go past its limits; the check and the insert are
    * one step.
    */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary>;
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary>;
   /**
    * Throws the same "busy" error {@link create} would for a job of `images`
    * images by `who`, without creating anything.
@@ -235,8 +270,8 @@ export interface JobStore {
   get(id: string, viewer: JobOwner): Promise<JobRecord | null>;
   /** The job without items when `viewer` may see it, or null. */
   summary(id: string, viewer: JobOwner): Promise<JobSummary | null>;
-  /** The most recent jobs `viewer` may see, newest first. */
-  list(viewer: JobOwner, limit: number): Promise<JobSummary[]>;
+  /** The most recent jobs `viewer` may see, newest first; with `beforeSeq`, only older ones. */
+  list(viewer: JobOwner, limit: number, beforeSeq?: number): Promise<JobSummary[]>;
   /** What is ahead of the queued job `seq`. */
   position(seq: number): Promise<QueuePosition>;
   /** Queue depth and running jobs; `timeoutMs` bounds the wait (`/healthz`). */
