@@ -172,7 +172,8 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     );
     // Recorded, not asserted: on a 2-core VM shared with other tests a poll of a 1 MB result
     // still costs about 25 ms of this process's CPU (reading it back and sending it), so 40 a
-    // second take most of a core; the goal of 1.3x is not met yet (docs/jobs.md, "Polling").
+    // second take most of a core; the goal of 1.3x is not met yet (README, "Protocol revisions, tasks
+    // and cancellation").
     assert.ok(Number.isFinite(ratio) && ratio > 0);
   } finally {
     await p.close();
