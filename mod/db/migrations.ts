@@ -155,6 +155,37 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 6,
+    name: "a revoked or deleted key's jobs are cancelled",
+    statements: [
+      // Whoever revokes or deletes a key (`deno task keys`, another process, plain SQL), in the
+      // same transaction: its queued jobs are cancelled and its running one is asked to stop
+      // (the worker reads the flag at least twice a second, mod/jobs/runner.ts, and the sampler
+      // stops at its next step). Finished results stay, readable by the project's other keys
+      // until they expire. Jobs are owned by `key:<prefix>` (mod/jobs/caller.ts).
+      `CREATE OR REPLACE FUNCTION mcp_cancel_jobs_of_stopped_key() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+      DECLARE
+        reason text := 'the API key that made this generation was ' ||
+          CASE WHEN NEW.deleted_at IS NOT NULL THEN 'deleted' ELSE 'revoked' END;
+      BEGIN
+        UPDATE mcp_generation_jobs
+           SET state = 'cancelled', error = reason, finished_at = now(),
+               expires_at = now() + interval '1 hour', input_image = NULL, input_mask = NULL
+         WHERE owner = 'key:' || NEW.key_prefix AND state = 'queued';
+        UPDATE mcp_generation_jobs SET cancel_requested = true, error = reason
+         WHERE owner = 'key:' || NEW.key_prefix AND state = 'running';
+        RETURN NEW;
+      END $$`,
+      `DROP TRIGGER IF EXISTS mcp_api_keys_stop_jobs ON mcp_api_keys`,
+      `CREATE TRIGGER mcp_api_keys_stop_jobs
+        AFTER UPDATE OF revoked_at, deleted_at ON mcp_api_keys FOR EACH ROW
+        WHEN ((OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL)
+           OR (OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL))
+        EXECUTE FUNCTION mcp_cancel_jobs_of_stopped_key()`,
+    ],
+  },
 ];
 
 /**

@@ -30,7 +30,7 @@ export { PostgresJobStore, replicaApplicationName } from "./postgres_store.ts";
 export type { PostgresJobStoreOptions } from "./postgres_store.ts";
 export { JOB_CHANNEL, JobBus } from "./bus.ts";
 export type { BusMessage, JobBusOptions } from "./bus.ts";
-export { JobRunner } from "./runner.ts";
+export { CANCEL_POLL_MS, JobRunner } from "./runner.ts";
 export type { JobExecutor, JobRunnerOptions, RunningJob } from "./runner.ts";
 export { JOB_ID_PATTERN, newJobId } from "./job_id.ts";
 export { StepTimer } from "./estimate.ts";

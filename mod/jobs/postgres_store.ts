@@ -679,7 +679,8 @@ export class PostgresJobStore implements JobStore {
       this.#ttl(
         `UPDATE mcp_generation_jobs
             SET state = CASE WHEN lease_expires_at > now() THEN $2 ELSE 'failed' END,
-                error = CASE WHEN lease_expires_at > now() THEN $3 ELSE $5 END,
+                -- A reason written while it ran (its key was revoked) is kept for a bare end.
+                error = CASE WHEN lease_expires_at > now() THEN coalesce($3, error) ELSE $5 END,
                 cancel_requested = false, finished_at = now(), expires_at = ${EXPIRES},
                 input_image = NULL, input_mask = NULL
           WHERE id = $1 AND lease_token = $4 AND state = 'running' RETURNING state`,
@@ -816,6 +817,22 @@ export class PostgresJobStore implements JobStore {
     return row
       ? { held: true, cancelRequested: row.cancel_requested }
       : { held: false, cancelRequested: false };
+  }
+
+  /**
+   * Whether a stop of the running job `claim` holds was asked for in the
+   * database (by its owner on another replica, or by the revocation of its
+   * key, which any process may write: migration 6); false once the claim no
+   * longer holds it.
+   */
+  async cancelRequested(claim: JobClaim): Promise<boolean> {
+    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+      `SELECT cancel_requested FROM mcp_generation_jobs
+        WHERE id = $1 AND lease_token = $2 AND state = 'running'`,
+      [claim.id, claim.token],
+      { timeoutMs: Math.max(500, this.#leaseMs / 4) },
+    );
+    return row?.cancel_requested === true;
   }
 
   /** Fails running jobs whose worker stopped renewing their lease. */

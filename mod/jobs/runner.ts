@@ -58,6 +58,8 @@ export interface JobRunnerOptions {
    * so that no poll of it encodes them again; absent: none are stored.
    */
   previews?: (images: ImageContent[]) => Promise<StoredPreview[]>;
+  /** How often a stop asked for in a shared store is read, in ms (default {@link CANCEL_POLL_MS}). */
+  cancelPollMs?: number;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
@@ -73,6 +75,15 @@ export interface RunningJob {
   /** When it started (ms since epoch). */
   startedAt: number;
 }
+
+/**
+ * How often the runner reads whether a stop of its running job was asked for
+ * in a shared store (`JobStore.cancelRequested`): a key revoked by another
+ * process (`deno task keys revoke`) or a cancellation whose notification
+ * was missed stops the job within this, then at the sampler's next step.
+ * One indexed read of one row per interval while a job runs.
+ */
+export const CANCEL_POLL_MS = 500;
 
 /** Why the runner stopped a job itself. */
 const SHUTDOWN_REASON = "the server shut down before this job finished";
@@ -217,6 +228,7 @@ export class JobRunner {
       controller.abort(new Error(LEASE_LAPSED_REASON));
     };
     const lease = this.#holdLease(claim, claimedAt, controller, loseLease);
+    const watch = this.#watchCancel(claim, controller);
     let imagesDone = 0;
     // Items stored so far: the position of the next one, so a retried write is idempotent.
     let stored = 0;
@@ -265,6 +277,7 @@ export class JobRunner {
         : { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
       lease.stop();
+      clearInterval(watch);
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;
@@ -351,6 +364,30 @@ export class JobRunner {
         clearTimeout(lapse);
       },
     };
+  }
+
+  /** Reads every {@link CANCEL_POLL_MS} whether a stop was asked for in the store; aborts then. */
+  #watchCancel(
+    claim: JobClaim,
+    controller: AbortController,
+  ): ReturnType<typeof setInterval> | undefined {
+    const read = this.#o.store.cancelRequested?.bind(this.#o.store);
+    if (!read) return undefined;
+    let busy = false;
+    return setInterval(() => {
+      if (busy || controller.signal.aborted) return;
+      busy = true;
+      read(claim).then((asked) => {
+        if (asked && !controller.signal.aborted) {
+          controller.abort(new Error("a stop was asked for in the job store"));
+        }
+      }, (error) => {
+        log("debug", "jobs", "could not read a stop request", {
+          job: claim.id,
+          error: String(error),
+        });
+      }).finally(() => busy = false);
+    }, this.#o.cancelPollMs ?? CANCEL_POLL_MS);
   }
 
   /**

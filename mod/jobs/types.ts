@@ -334,6 +334,12 @@ export interface JobStore {
    * longer holds it (its lease lapsed: it was failed, or is about to be).
    */
   renew?(claim: JobClaim): Promise<LeaseRenewal>;
+  /**
+   * Whether a stop of the running job was asked for in the store by another
+   * process (another replica, or the revocation of its API key); read by the
+   * runner twice a second while the job runs.
+   */
+  cancelRequested?(claim: JobClaim): Promise<boolean>;
   /** Fails every running job whose lease expired, with `reason`; returns their ids. */
   expireLeases?(reason: string): Promise<string[]>;
   /** Tells the other replicas that `owner` cancelled its request `request` (not in flight here). */
