@@ -191,6 +191,15 @@ export class JobRunner {
   }
 
   async #runJob(claimed: ClaimedJob, claimedAt: number): Promise<void> {
+    this.timer.jobStart();
+    try {
+      await this.#runClaimed(claimed, claimedAt);
+    } finally {
+      this.timer.jobDone();
+    }
+  }
+
+  async #runClaimed(claimed: ClaimedJob, claimedAt: number): Promise<void> {
     const claim = claimed.claim;
     let job: ClaimedJob;
     try {
