@@ -150,6 +150,7 @@ export async function deliverResult(
 ): Promise<ToolResult> {
   const budget = options.inlineBytes ?? INLINE_IMAGE_BUDGET;
   const images = result.content.filter((c): c is ImageContent => c.type === "image");
+  // (Images with a stored preview may come without their data: see `JobStore.get`.)
   const stored = job.previews?.length && job.previews.every((p) => p.budget === budget)
     ? job.previews
     : null;

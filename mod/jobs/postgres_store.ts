@@ -347,15 +347,30 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** The job with its items, when `viewer` may see it. */
-  async get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
+  async get(
+    id: string,
+    viewer: JobOwner,
+    delivery?: { budget: number },
+  ): Promise<JobRecord | null> {
     const summary = await this.summary(id, viewer);
     if (!summary) return null;
+    // An image with a preview for the delivery's budget is not read: its preview is sent instead.
     const rows = await this.#db.query<
       { text: string | null; mime_type: string | null; data: string | null }
     >(
-      `SELECT text, mime_type, ${b64("data")} AS data FROM mcp_generation_items
-        WHERE job_id = $1 ORDER BY position`,
-      [id],
+      `WITH items AS (
+         SELECT position, text, mime_type, data, count(data) OVER (ORDER BY position) AS image
+           FROM mcp_generation_items WHERE job_id = $1
+       )
+       SELECT i.text, i.mime_type,
+              CASE WHEN i.data IS NULL THEN NULL WHEN p.image IS NOT NULL THEN ''
+                   ELSE ${b64("i.data")} END AS data
+         FROM items i
+         LEFT JOIN mcp_generation_previews p
+           ON $2::integer IS NOT NULL AND p.job_id = $1 AND p.image = i.image
+              AND i.data IS NOT NULL AND p.budget = $2::integer
+        ORDER BY i.position`,
+      [id, delivery?.budget ?? null],
     );
     const items: JobItem[] = rows.map((r) =>
       r.text !== null

@@ -173,6 +173,16 @@ export class JobService {
     });
   }
 
+  /** Bytes of images a delivered result carries inline (delivery.ts). */
+  get #budget(): number {
+    return this.#o.inlineImageBytes ?? INLINE_IMAGE_BUDGET;
+  }
+
+  /** The inline budget results are delivered within (what `store.get`'s `delivery` takes). */
+  get inlineBudget(): number {
+    return this.#budget;
+  }
+
   /** How long a call waits for its job before handing off, in ms (Infinity: until done). */
   get maxWaitMs(): number {
     return this.#o.maxWaitMs;
@@ -403,7 +413,7 @@ export class JobService {
       // wait for it so the answer is final.
       return await this.#wait(id, caller, Math.max(this.#o.maxWaitMs, 30_000), context, false);
     }
-    const record = await this.#o.store.get(id, caller);
+    const record = await this.#o.store.get(id, caller, { budget: this.#budget });
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     const result = await this.#deliver(jobResult(record), record, context);
     const note = outcome === "removed"
@@ -588,7 +598,10 @@ export class JobService {
       context.signal.removeEventListener("abort", onAbort);
     }
     try {
-      const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
+      const record = await untilReachable(
+        () => this.#o.store.get(id, caller, { budget: this.#budget }),
+        context.signal,
+      );
       if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
       if (isTerminal(record.state)) return await this.#deliver(jobResult(record), record, context);
       return await this.#status(record, record.state === "queued" ? note : undefined);
@@ -623,7 +636,7 @@ export class JobService {
     job: JobSummary & { previews?: readonly StoredPreview[] },
     protocolVersion: string | undefined,
   ): Promise<ToolResult> {
-    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#o.inlineImageBytes });
+    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#budget });
   }
 
   /**

@@ -108,7 +108,7 @@ export class JobTasks implements TaskBackend {
     if (!summary) return null;
     // Only an ended job's items are its result: a running one's are read when it ends.
     return isTerminal(summary.state)
-      ? await this.#jobs.store.get(id, caller)
+      ? await this.#jobs.store.get(id, caller, { budget: this.#jobs.inlineBudget })
       : { ...summary, items: [], previews: [] };
   }
 

@@ -266,8 +266,14 @@ export interface JobStore {
    * images by `who`, without creating anything.
    */
   assertRoom(who: JobOwner, images: number): Promise<void>;
-  /** The job with its items when `viewer` may see it ({@link canSee}), or null. */
-  get(id: string, viewer: JobOwner): Promise<JobRecord | null>;
+  /**
+   * The job with its items when `viewer` may see it ({@link canSee}), or
+   * null. With `delivery`, the inline budget a result is delivered within,
+   * an image item that has a stored preview for that budget may come with
+   * empty `data` (delivery.ts sends the preview, never the image): a poll
+   * of a large finished result does not read its full PNGs.
+   */
+  get(id: string, viewer: JobOwner, delivery?: { budget: number }): Promise<JobRecord | null>;
   /** The job without items when `viewer` may see it, or null. */
   summary(id: string, viewer: JobOwner): Promise<JobSummary | null>;
   /** The most recent jobs `viewer` may see, newest first; with `beforeSeq`, only older ones. */
