@@ -12,6 +12,7 @@ import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
 import { QueueFullError, queueShares } from "./queue_full.ts";
+import type { StoredPreview } from "./delivery.ts";
 import {
   type JobEvent,
   type JobItem,
@@ -183,6 +184,62 @@ for (const [kind, open] of stores) {
       await store.finish(first!.claim, { state: "succeeded", error: null });
       assert.equal((await store.claim("w1"))?.id, c.id);
       assert.equal(await store.claim("w1"), null);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${kind} store: previews are stored with the result, counted in its bytes, and a delivery read skips the PNGs they stand for`, async () => {
+    const { store, close } = await open(LIMITS);
+    try {
+      const job = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text("x", [1, 2]),
+      });
+      const { claim } = (await store.claim("w"))!;
+      const items: JobItem[] = [
+        { type: "text", text: "[1/2] seed 1" },
+        { type: "image", data: "AAAA", mimeType: "image/png" },
+        { type: "text", text: "[2/2] seed 2" },
+        { type: "image", data: "BBBBBBBB", mimeType: "image/png" },
+      ];
+      assert.equal(await store.append(claim, 0, items), true);
+      const preview: StoredPreview = {
+        image: 2,
+        budget: 5,
+        mimeType: "image/jpeg",
+        width: 8,
+        height: 8,
+        data: "/9j/",
+        full: { width: 16, height: 16, bytes: 6 },
+      };
+      assert.equal(await store.attachPreviews(claim, [preview]), true);
+      await store.finish(claim, { state: "succeeded", error: null });
+      const bytes = items.reduce(
+        (n, i) => n + (i.type === "image" ? i.data.length : i.text.length),
+        0,
+      );
+      const record = await store.get(job.id, as("o"));
+      assert.deepEqual(record?.items, items);
+      assert.deepEqual(record?.previews, [preview]);
+      assert.equal(record?.resultBytes, bytes + "/9j/".length);
+      // Read for delivery within the previews' budget: the second image is not read.
+      const delivered = await store.get(job.id, as("o"), { budget: 5 });
+      if (kind === "postgres") {
+        assert.deepEqual(delivered?.items.map((i) => i.type === "image" ? i.data : i.text), [
+          "[1/2] seed 1",
+          "AAAA",
+          "[2/2] seed 2",
+          "",
+        ]);
+      }
+      assert.deepEqual(delivered?.previews, [preview]);
+      // Within another budget every image is read (its previews would be made again).
+      assert.deepEqual((await store.get(job.id, as("o"), { budget: 6 }))?.items, items);
+      // A claim that no longer holds stores nothing.
+      assert.equal(await store.attachPreviews(claim, [preview]), false);
     } finally {
       await close();
     }
