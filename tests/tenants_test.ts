@@ -294,19 +294,40 @@ Deno.test("tenants: keys of one project, read keys too, list and fetch its jobs;
 async function rawGenerate(
   port: number,
   key: string,
+  era: "legacy" | "modern" = "legacy",
 ): Promise<{ status: number; retryAfter: string | null; text: string; isError: boolean }> {
+  const modern = era === "modern";
   const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
       accept: "application/json, text/event-stream",
       "mcp-api-key": key,
+      // 2026-07-28: the revision and the standard headers on every request, no session.
+      ...(modern
+        ? {
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "generate_image",
+        }
+        : {}),
     },
     body: JSON.stringify({
       jsonrpc: "2.0",
       id: 1,
       method: "tools/call",
-      params: { name: "generate_image", arguments: { positive_prompt: "raw" } },
+      params: {
+        name: "generate_image",
+        arguments: { positive_prompt: "raw" },
+        ...(modern
+          ? {
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {},
+            },
+          }
+          : {}),
+      },
     }),
   });
   const body = await response.text();
@@ -358,8 +379,9 @@ Deno.test("tenants: a project and a key at their queue shares leave room for a t
     // A third tenant within its share finds room: the last slot.
     await generate(cc);
     // Now the queue is truly full: every tenant is refused, with Retry-After and queue_limit.
-    for (const key of [d, e]) {
-      const full = await rawGenerate(s.port, key);
+    // Both protocol eras: a 2025 answer streams, a 2026-07-28 one is one JSON body.
+    for (const [key, era] of [[d, "legacy"], [e, "modern"]] as const) {
+      const full = await rawGenerate(s.port, key, era);
       assert.equal(full.status, 200);
       assert.equal(full.isError, true);
       assert.match(
@@ -368,7 +390,7 @@ Deno.test("tenants: a project and a key at their queue shares leave room for a t
       );
       const said = /retry_after_seconds = (\d+)/.exec(full.text)?.[1];
       assert.ok(said && Number(said) >= 1, full.text);
-      assert.equal(full.retryAfter, said, "Retry-After is the time the text says");
+      assert.equal(full.retryAfter, said, `${era}: Retry-After is the time the text says`);
     }
     // A call that goes through has no Retry-After.
     await call(cc, "cancel_generation", { job_id: made.at(-1)![1] });
