@@ -246,7 +246,8 @@ Deno.test("http 2026-07-28: a generation runs as a task: progress in tasks/get, 
       assert.equal(created.resultType, "task");
       assert.equal(created.status, "working");
       assert.match(created.taskId, /^gen_[A-Za-z0-9_-]{22}$/);
-      assert.equal(created.ttlMs, null);
+      // No TTL asked for: the longest, [jobs] result_ttl_seconds (default an hour), said at creation.
+      assert.equal(created.ttlMs, 3_600_000);
       assert.ok(created.pollIntervalMs! > 0);
       assert.ok(!Number.isNaN(Date.parse(created.createdAt)));
 
@@ -389,16 +390,23 @@ Deno.test("http 2025-11-25: a v1 client runs a generation as a task (tasks/get, 
         { task: { ttl: 60_000 } },
       );
       let taskId = "";
+      let createdTtl: number | null | undefined;
       let result: Record<string, unknown> | undefined;
       for await (const message of stream) {
-        if (message.type === "taskCreated") taskId = message.task.taskId;
+        if (message.type === "taskCreated") {
+          taskId = message.task.taskId;
+          createdTtl = message.task.ttl;
+        }
         if (message.type === "result") result = message.result;
         if (message.type === "error") throw message.error;
       }
       assert.match(taskId, /^gen_/);
       assert.equal(pngs(result).length, 1, JSON.stringify(result).slice(0, 300));
+      // The TTL asked for (a minute, the shortest allowed) is the one given, said at creation.
+      assert.equal(createdTtl, 60_000);
       const task = await tasks.getTask(taskId);
       assert.equal(task.status, "completed");
+      assert.ok(task.ttl! >= 60_000, `kept ${task.ttl} ms`);
       const again = await tasks.getTaskResult(taskId, CallToolResultSchema);
       assert.deepEqual(pngs(again), pngs(result));
       const listed = await tasks.listTasks();

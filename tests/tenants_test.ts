@@ -289,3 +289,119 @@ Deno.test("tenants: keys of one project, read keys too, list and fetch its jobs;
     await s.close();
   }
 });
+
+/** A raw 2025-era `tools/call` of `generate_image` by `key`: the HTTP response and its JSON-RPC result. */
+async function rawGenerate(
+  port: number,
+  key: string,
+  era: "legacy" | "modern" = "legacy",
+): Promise<{ status: number; retryAfter: string | null; text: string; isError: boolean }> {
+  const modern = era === "modern";
+  const response = await fetch(`http://127.0.0.1:${port}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-api-key": key,
+      // 2026-07-28: the revision and the standard headers on every request, no session.
+      ...(modern
+        ? {
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "generate_image",
+        }
+        : {}),
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: {
+        name: "generate_image",
+        arguments: { positive_prompt: "raw" },
+        ...(modern
+          ? {
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {},
+            },
+          }
+          : {}),
+      },
+    }),
+  });
+  const body = await response.text();
+  // A stream (the call went through) carries its one message as an SSE `data:` line.
+  const json = body.startsWith("{") ? body : body.split("\n").find((l) => l.startsWith("data: "))!
+    .slice(6);
+  const result = (JSON.parse(json) as {
+    result: { isError?: boolean; content: Array<{ text?: string }> };
+  }).result;
+  return {
+    status: response.status,
+    retryAfter: response.headers.get("retry-after"),
+    text: result.content.map((c) => c.text ?? "").join("\n"),
+    isError: result.isError === true,
+  };
+}
+
+Deno.test("tenants: a project and a key at their queue shares leave room for a third tenant; a full queue answers with Retry-After and the setting's name", async () => {
+  // Slow images (500 steps), so every job stays queued or running; the defaults: queue_limit 8
+  // (9 slots), queue_share_per_key 2, queue_share_per_project 3.
+  const s = await serve(`[generation]\nsteps = 500\nmax_wait_seconds = 0.1\n`);
+  const keys = [];
+  for (const [projectId, userId] of [[1, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6]]) {
+    keys.push(await createKey(s.tdb.db, { projectId, userId, permission: "write" }));
+  }
+  const [, , b, c, d, e] = keys.map((k) => k.key);
+  const clients = await Promise.all(keys.map((k) => connectHttp(s.port, { "MCP-API-Key": k.key })));
+  const [a1, a2, bc, cc] = clients;
+  const made: Array<[Client, string]> = [];
+  const generate = async (client: Client, count = 1) => {
+    const result = await call(client, "generate_image", { positive_prompt: "held", count });
+    assert.equal(result.isError, undefined, texts(result));
+    made.push([client, job(result).job_id!]);
+  };
+  try {
+    await a1.listTools();
+    // Project 1 (two keys) takes six slots, past its share of 3 while 3 slots stay free; its
+    // first job, 10 images, runs throughout.
+    await generate(a1, 10);
+    for (const client of [a2, a1, a2, a1, a2]) await generate(client);
+    // Key B (project 2) takes its share of 2; a third is refused by its share: 1 slot is left.
+    await generate(bc);
+    await generate(bc);
+    const past = await rawGenerate(s.port, b);
+    assert.equal(past.isError, true);
+    assert.match(past.text, /generation\.queue_share_per_key = 2/);
+    assert.match(past.text, /retry in about (\d+) s \(retry_after_seconds = \1\)/);
+    assert.match(past.retryAfter ?? "", /^[1-9]\d*$/, "a share refusal carries Retry-After");
+    // A third tenant within its share finds room: the last slot.
+    await generate(cc);
+    // Now the queue is truly full: every tenant is refused, with Retry-After and queue_limit.
+    // Both protocol eras: a 2025 answer streams, a 2026-07-28 one is one JSON body.
+    for (const [key, era] of [[d, "legacy"], [e, "modern"]] as const) {
+      const full = await rawGenerate(s.port, key, era);
+      assert.equal(full.status, 200);
+      assert.equal(full.isError, true);
+      assert.match(
+        full.text,
+        /the generation queue is full \(1 running, 8 waiting, generation\.queue_limit = 8\)/,
+      );
+      const said = /retry_after_seconds = (\d+)/.exec(full.text)?.[1];
+      assert.ok(said && Number(said) >= 1, full.text);
+      assert.equal(full.retryAfter, said, `${era}: Retry-After is the time the text says`);
+    }
+    // A call that goes through has no Retry-After.
+    await call(cc, "cancel_generation", { job_id: made.at(-1)![1] });
+    const fits = await rawGenerate(s.port, c);
+    assert.equal(fits.isError, false, fits.text);
+    assert.equal(fits.retryAfter, null);
+  } finally {
+    for (const [client, id] of made) {
+      await call(client, "cancel_generation", { job_id: id }).catch(() => {});
+    }
+    await Promise.all(clients.map((client) => client.close()));
+    await s.close();
+  }
+});

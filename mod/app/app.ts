@@ -25,6 +25,7 @@ import {
   JobTasks,
   MemoryJobStore,
   PostgresJobStore,
+  queueShares,
   replicaApplicationName,
 } from "../jobs/mod.ts";
 import { log } from "../log/mod.ts";
@@ -39,6 +40,15 @@ import {
 import { createGenerator, deferredGenerator } from "../pipeline/mod.ts";
 import type { Generator } from "../pipeline/types.ts";
 import { createTools } from "../../tools/mod.ts";
+
+/** The tools whose call queues a generation (and so can be refused by a full queue). */
+const IMAGE_TOOLS: ReadonlySet<string> = new Set([
+  "generate_image",
+  "generate_guided_image",
+  "transform_image",
+  "upscale_image",
+  "inpaint_image",
+]);
 
 /** A running server. */
 export interface App {
@@ -208,7 +218,14 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
       throw error;
     }
     // Many tenants: what one key, and one project, may hold is bounded too.
-    const perOwner = { perKey: config.jobs.perKey, perProject: config.jobs.perProject };
+    const perOwner = {
+      perKey: config.jobs.perKey,
+      perProject: config.jobs.perProject,
+      queueShares: queueShares(
+        config.generation.queueShare.perKey,
+        config.generation.queueShare.perProject,
+      ),
+    };
     store = new PostgresJobStore(db, { ...limits, perOwner }, {
       replica,
       leaseMs: config.jobs.leaseMs,
@@ -459,6 +476,9 @@ export async function startApp(config: ResolvedConfig, overrides: AppOverrides =
         maxRequestsPerKey: config.server.maxRequestsPerKey,
         // A cancellation for a request open at another replica travels through PostgreSQL.
         onCancelElsewhere: (owner, id) => store.cancelRequestElsewhere?.(owner, id),
+        // Only the tools that queue a generation can meet a full queue.
+        queueRefuses: (scope, tool) =>
+          IMAGE_TOOLS.has(tool) ? jobs.queueRefuses(scope) : Promise.resolve(false),
       });
     store.onRequestCancel?.((owner, id) => http.cancelRequest(owner, id));
   } catch (error) {

@@ -39,8 +39,12 @@ const HELP: Help = {
   summary: "API keys for the HTTP transport. `create` prints a new key once (its last line is " +
     "the key alone; only a scrypt hash of it is stored). `list` shows every key with its state " +
     "(active, revoked, expired, deleted), never a secret. `revoke` stops a key at once; " +
-    "`delete` stops it too and marks it deleted (the row is kept). PREFIX is the key's prefix " +
-    "as `list` shows it, never the full key.",
+    "`delete` stops it too and marks it deleted (the row is kept). Either way, in the same " +
+    "transaction, the key's queued generations are cancelled and its running one stops at " +
+    "its next sampler step (the server reads that twice a second); its finished images stay " +
+    "readable by the other keys of its project until they expire ([jobs] " +
+    "result_ttl_seconds), never by the key itself. PREFIX is the key's prefix as `list` " +
+    "shows it, never the full key.",
   options: [
     [
       "--project N|none",

@@ -157,6 +157,12 @@ export interface ResolvedConfig {
     maxCount: number;
     queueLimit: number;
     /**
+     * Slots of the queue one API key, and one project's keys together, may
+     * hold before the last slots are kept for others (HTTP only;
+     * mod/jobs/queue_full.ts). Infinity where the setting is 0 (no share).
+     */
+    queueShare: { perKey: number; perProject: number };
+    /**
      * The preset that decided the sampling, already applied to `steps`,
      * `guidanceScale`, `scheduler`, `eta`, `models.vaeDecoder` (and, for
      * "fast" and "turbo", their LoRA appended to `lora.files`): "auto"
@@ -592,6 +598,10 @@ export function resolveConfig(
       seed: raw.generation.seed < 0 ? null : raw.generation.seed,
       maxCount: raw.generation.max_count,
       queueLimit: raw.generation.queue_limit,
+      queueShare: {
+        perKey: unlimitedIfZero(raw.generation.queue_share_per_key),
+        perProject: unlimitedIfZero(raw.generation.queue_share_per_project),
+      },
       preset,
       presetSource,
       maxWaitMs: raw.generation.max_wait_seconds === 0

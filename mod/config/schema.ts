@@ -98,6 +98,8 @@ const generation = z.strictObject({
   seed: z.int().min(-1).max(4_294_967_295).default(-1),
   max_count: z.int().min(1).max(100).default(10),
   queue_limit: z.int().min(0).max(1000).default(8),
+  queue_share_per_key: z.int().min(0).max(1000).default(2),
+  queue_share_per_project: z.int().min(0).max(1000).default(3),
   // "default" is the old name of "custom" (configs written before presets were picked per provider).
   preset: z.enum(["auto", "fast", "turbo", "quality", "custom", "default"]).default("auto"),
   max_wait_seconds: z.number().min(0).max(86_400).default(50),

@@ -130,6 +130,62 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS lease_token text`,
     ],
   },
+  {
+    version: 5,
+    name: "create mcp_generation_previews, add mcp_generation_jobs.ttl_ms",
+    statements: [
+      // A task's TTL as its client asked, within bounds (mod/jobs/types.ts `taskTtlMs`): kept
+      // that long from creation. Null for a plain call's job, kept result_ttl_seconds after it ends.
+      `ALTER TABLE mcp_generation_jobs ADD COLUMN IF NOT EXISTS ttl_ms bigint`,
+      // The previews of a result's images over the inline budget (mod/jobs/delivery.ts), made
+      // once as the job ends, so a poll of a finished result encodes nothing; their bytes count
+      // in the job's result_bytes, under the same caps as its images.
+      `CREATE TABLE IF NOT EXISTS mcp_generation_previews (
+        job_id text NOT NULL REFERENCES mcp_generation_jobs (id) ON DELETE CASCADE,
+        image integer NOT NULL CHECK (image > 0),
+        budget integer NOT NULL,
+        mime_type text NOT NULL,
+        width integer NOT NULL,
+        height integer NOT NULL,
+        data bytea NOT NULL,
+        full_width integer NOT NULL,
+        full_height integer NOT NULL,
+        full_bytes integer NOT NULL,
+        PRIMARY KEY (job_id, image)
+      )`,
+    ],
+  },
+  {
+    version: 6,
+    name: "a revoked or deleted key's jobs are cancelled",
+    statements: [
+      // Whoever revokes or deletes a key (`deno task keys`, another process, plain SQL), in the
+      // same transaction: its queued jobs are cancelled and its running one is asked to stop
+      // (the worker reads the flag at least twice a second, mod/jobs/runner.ts, and the sampler
+      // stops at its next step). Finished results stay, readable by the project's other keys
+      // until they expire. Jobs are owned by `key:<prefix>` (mod/jobs/caller.ts).
+      `CREATE OR REPLACE FUNCTION mcp_cancel_jobs_of_stopped_key() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+      DECLARE
+        reason text := 'the API key that made this generation was ' ||
+          CASE WHEN NEW.deleted_at IS NOT NULL THEN 'deleted' ELSE 'revoked' END;
+      BEGIN
+        UPDATE mcp_generation_jobs
+           SET state = 'cancelled', error = reason, finished_at = now(),
+               expires_at = now() + interval '1 hour', input_image = NULL, input_mask = NULL
+         WHERE owner = 'key:' || NEW.key_prefix AND state = 'queued';
+        UPDATE mcp_generation_jobs SET cancel_requested = true, error = reason
+         WHERE owner = 'key:' || NEW.key_prefix AND state = 'running';
+        RETURN NEW;
+      END $$`,
+      `DROP TRIGGER IF EXISTS mcp_api_keys_stop_jobs ON mcp_api_keys`,
+      `CREATE TRIGGER mcp_api_keys_stop_jobs
+        AFTER UPDATE OF revoked_at, deleted_at ON mcp_api_keys FOR EACH ROW
+        WHEN ((OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL)
+           OR (OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL))
+        EXECUTE FUNCTION mcp_cancel_jobs_of_stopped_key()`,
+    ],
+  },
 ];
 
 /**

@@ -92,6 +92,14 @@ export interface HttpServerOptions extends GuardedServeOptions {
    * the request may be open at another replica, which is told.
    */
   onCancelElsewhere?: (owner: string, requestId: string | number) => void;
+  /**
+   * Whether a `tools/call` of `tool` by `scope` would be refused now because
+   * the generation queue is full (or the caller is past its share of it).
+   * Such a call is answered as one JSON body instead of a stream, so that
+   * the tool's refusal, whose text ends with `retry_after_seconds = N`
+   * (mod/jobs/queue_full.ts), can carry `Retry-After: N`.
+   */
+  queueRefuses?: (scope: Scope, tool: string) => Promise<boolean>;
 }
 
 /** A running HTTP server. */
@@ -146,6 +154,38 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
     offset += c.length;
   }
   return out;
+}
+
+/**
+ * `response` (a tool result: one JSON body, or a 2025-era stream, read to its
+ * end) with `Retry-After: N` when it is a tool error saying
+ * `retry_after_seconds = N` (a refusal of the generation queue); the same
+ * body otherwise. Only calls the queue refused a moment ago come here, and
+ * such a call is answered at once: should a slot have freed meanwhile, the
+ * call runs and its answer comes whole at its end.
+ */
+async function withRetryAfter(response: Response): Promise<Response> {
+  const type = response.headers.get("content-type") ?? "";
+  if (!type.includes("application/json") && !type.includes("text/event-stream")) return response;
+  const body = await response.text();
+  const headers = new Headers(response.headers);
+  const messages = type.includes("application/json")
+    ? [body]
+    : body.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5));
+  for (const message of messages) {
+    try {
+      const result = (JSON.parse(message) as { result?: { isError?: boolean; content?: unknown } })
+        .result;
+      if (!result?.isError || !Array.isArray(result.content)) continue;
+      const texts = result.content.map((c) => (c as { text?: unknown }).text);
+      const seconds = texts.filter((t) => typeof t === "string").join("\n")
+        .match(/retry_after_seconds = (\d+)/)?.[1];
+      if (seconds) headers.set("retry-after", seconds);
+    } catch {
+      // Not a JSON-RPC message: passed on as it is.
+    }
+  }
+  return new Response(body, { status: response.status, headers });
 }
 
 /** What the server factory needs of one admitted request. */
@@ -310,8 +350,14 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         }));
       }
     }
-    const mcp = message.method === "tools/call" ? calls : others;
-    const response = await mcp.fetch(forwarded, {
+    const tool = message.method === "tools/call"
+      ? (message.params as { name?: unknown } | undefined)?.name
+      : undefined;
+    // A call the queue refuses gets one JSON body, so its headers can say when to retry.
+    const refused = typeof tool === "string" &&
+      await (options.queueRefuses?.(auth.scope, tool).catch(() => false) ?? false);
+    const mcp = message.method === "tools/call" && !refused ? calls : others;
+    const answered = await mcp.fetch(forwarded, {
       parsedBody,
       authInfo: {
         token: "",
@@ -320,6 +366,7 @@ export function startHttpServer(options: HttpServerOptions): Promise<HttpServerH
         extra: { scope: auth.scope },
       },
     });
+    const response = refused ? await withRetryAfter(answered) : answered;
     // The SDK sets `connection: keep-alive` on its event streams; connection
     // management is the server's (every connection carries one request), so
     // it is dropped instead of sent beside the server's `connection: close`.

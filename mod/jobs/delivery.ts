@@ -28,7 +28,7 @@
  * @module
  */
 
-import { pngDimensions, type Preview, previewWithin } from "../image/mod.ts";
+import { pngDimensions, previewWithin } from "../image/mod.ts";
 import type { ImageContent, ResourceLinkContent, TextContent, ToolResult } from "../mcp/tool.ts";
 import { jobImageUri } from "./image_resource.ts";
 import type { JobSummary } from "./types.ts";
@@ -69,30 +69,46 @@ export function sizeText(bytes: number): string {
   return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
-/** What becomes of one image of a result. */
-type Fate = { keep: true } | { keep: false; png: Uint8Array; preview: Preview };
+/**
+ * The preview of one image of a result that is over the inline budget, made
+ * once when its job ends (the runner, through {@link planPreviews}) and kept
+ * with the result, so a poll of a finished result encodes nothing.
+ */
+export interface StoredPreview {
+  /** Which image of the result it stands for (1-based, in result order). */
+  image: number;
+  /** The inline budget it was planned for (a server started with another plans again). */
+  budget: number;
+  /** The preview's type. */
+  mimeType: "image/jpeg" | "image/png";
+  /** Preview width in pixels. */
+  width: number;
+  /** Preview height in pixels. */
+  height: number;
+  /** The preview, base64. */
+  data: string;
+  /** The full-size PNG it stands for: its size in pixels and bytes. */
+  full: { width: number; height: number; bytes: number };
+}
 
 /**
- * `result` (the content of finished job `job`) as a client receives it:
- * see the module documentation. Image items are the job's PNGs, in order.
+ * Which images of a result go inline as they are and which as previews:
+ * the images share `budget`, smallest first, each an equal part of what the
+ * smaller ones left. Returns the previews (none when all fit); `images` are
+ * the result's image items, in order.
  */
-export async function deliverResult(
-  result: ToolResult,
-  job: JobSummary,
-  options: DeliveryOptions = {},
-): Promise<ToolResult> {
-  const budget = options.inlineBytes ?? INLINE_IMAGE_BUDGET;
-  const images = result.content.filter((c): c is ImageContent => c.type === "image");
+export async function planPreviews(
+  images: readonly ImageContent[],
+  budget: number,
+): Promise<StoredPreview[]> {
   const sizes = images.map((image) => decodedLength(image.data));
-  if (sizes.reduce((a, b) => a + b, 0) <= budget) return result;
-  // Smallest first, each an equal part of what is left: what a small one leaves goes to the rest.
-  const fates: Fate[] = new Array(images.length);
+  if (sizes.reduce((a, b) => a + b, 0) <= budget) return [];
+  const previews: StoredPreview[] = [];
   let left = budget;
   const order = sizes.map((size, i) => ({ size, i })).sort((a, b) => a.size - b.size || a.i - b.i);
   for (const [k, { size, i }] of order.entries()) {
     const share = Math.floor(left / (order.length - k));
     if (size <= share) {
-      fates[i] = { keep: true };
       left -= size;
       continue;
     }
@@ -100,9 +116,49 @@ export async function deliverResult(
     // A share is at least 7,500 bytes (the default budget over `max_count` 100), far above
     // the ~1 KB of the smallest preview `previewWithin` makes before it gives up.
     const preview = await previewWithin(png, share);
-    fates[i] = { keep: false, png, preview };
     left -= preview.bytes.length;
+    const full = pngDimensions(png);
+    previews.push({
+      image: i + 1,
+      budget,
+      mimeType: preview.mimeType,
+      width: preview.width,
+      height: preview.height,
+      data: preview.bytes.toBase64(),
+      full: { width: full.width, height: full.height, bytes: png.length },
+    });
   }
+  return previews.sort((a, b) => a.image - b.image);
+}
+
+/** Bytes a stored preview counts against the result caps (as `itemBytes` counts an image). */
+export function previewBytes(preview: StoredPreview): number {
+  return preview.data.length;
+}
+
+/**
+ * `result` (the content of finished job `job`) as a client receives it:
+ * see the module documentation. Image items are the job's PNGs, in order.
+ * The job's stored previews are used when they were planned for this
+ * budget; otherwise (a job that ended before previews were stored, or a
+ * server started with another budget) they are made now.
+ */
+export async function deliverResult(
+  result: ToolResult,
+  job: JobSummary & { previews?: readonly StoredPreview[] },
+  options: DeliveryOptions = {},
+): Promise<ToolResult> {
+  const budget = options.inlineBytes ?? INLINE_IMAGE_BUDGET;
+  const images = result.content.filter((c): c is ImageContent => c.type === "image");
+  // (Images with a stored preview may come without their data: see `JobStore.get`.)
+  const stored = job.previews?.length && job.previews.every((p) => p.budget === budget)
+    ? job.previews
+    : null;
+  if (!stored && images.reduce((n, image) => n + decodedLength(image.data), 0) <= budget) {
+    return result;
+  }
+  const previews = stored ?? await planPreviews(images, budget);
+  const byImage = new Map(previews.map((p) => [p.image, p]));
   const links = takesResourceLinks(options.protocolVersion);
   const until = job.expiresAt ? `, until ${job.expiresAt.toISOString()}` : "";
   const content: ToolResult["content"] = [];
@@ -114,20 +170,19 @@ export async function deliverResult(
       caption = item.type === "text" ? item.text : null;
       continue;
     }
-    const fate = fates[index++];
-    if (fate.keep) {
+    const preview = byImage.get(++index);
+    if (!preview) {
       content.push(item);
       caption = null;
       continue;
     }
-    const { png, preview } = fate;
-    const full = pngDimensions(png);
+    const full = preview.full;
     const uri = jobImageUri(job.id, index);
-    const fullText = `${full.width}x${full.height}, ${sizeText(png.length)}`;
+    const fullText = `${full.width}x${full.height}, ${sizeText(full.bytes)}`;
     const previewText = `${preview.width}x${preview.height} ` +
       `${preview.mimeType === "image/png" ? "PNG" : "JPEG"} preview ` +
-      `(${sizeText(preview.bytes.length)})`;
-    content.push({ type: "image", data: preview.bytes.toBase64(), mimeType: preview.mimeType });
+      `(${sizeText(decodedLength(preview.data))})`;
+    content.push({ type: "image", data: preview.data, mimeType: preview.mimeType });
     if (links) {
       // `[i/N] …` names the batch position; the URI counts finished images.
       const position = caption?.match(/^\[(\d+)\/(\d+)\] /);
@@ -140,7 +195,7 @@ export async function deliverResult(
           `(${fullText}; seed and settings in its metadata), readable with resources/read` +
           `${until}. The preview already shows the picture.`,
         mimeType: "image/png",
-        size: png.length,
+        size: full.bytes,
         // The full file is for the person (to save or open); the model has the preview.
         annotations: { audience: ["user"] },
       };

@@ -17,6 +17,7 @@ import { callerOf } from "./caller.ts";
 import {
   deliverResult,
   INLINE_IMAGE_BUDGET,
+  planPreviews,
   RESOURCE_LINK_REVISION,
   sizeText,
   takesResourceLinks,
@@ -46,7 +47,9 @@ const record = (over: Partial<JobRecord>): JobRecord => ({
   error: null,
   cancelRequested: false,
   resultBytes: 0,
+  ttlMs: null,
   items: [],
+  previews: [],
   ...over,
 });
 
@@ -315,4 +318,33 @@ Deno.test("a link reads back the job's own PNG through the template", async () =
   } finally {
     await store.close();
   }
+});
+
+Deno.test("previews planned once at the end are what every delivery sends: no PNG is read or encoded again", async () => {
+  const pngs = [await photo(3), await photo(4)];
+  const items = [image(pngs[0]), image(pngs[1])];
+  const budget = Math.floor((pngs[0].length + pngs[1].length) / 3);
+  const previews = await planPreviews(
+    items.filter((i) => i.type === "image") as Array<Extract<JobItem, { type: "image" }>>,
+    budget,
+  );
+  assert.equal(previews.length, 2, "both are over their share");
+  const made = record({ images: 2, items });
+  const fresh = await deliverResult(jobResult(made), made, {
+    protocolVersion: "2025-11-25",
+    inlineBytes: budget,
+  });
+  // The stored ones, with the PNGs' data left out (as a delivery read leaves it): the same result.
+  const blank = items.map((i) => ({ ...i, data: "" })) as JobItem[];
+  const job = { ...made, items: blank, previews };
+  const stored = await deliverResult(jobResult(job), job, {
+    protocolVersion: "2025-11-25",
+    inlineBytes: budget,
+  });
+  assert.deepEqual(stored, fresh);
+  assert.equal(
+    stored.content.filter((c) => c.type === "image").map((c) => (c as { data: string }).data)
+      .join(),
+    previews.map((p) => p.data).join(),
+  );
 });

@@ -64,9 +64,22 @@ class ToolTimes {
   readonly first = new Window(IMAGE_WINDOW);
   /** From the last step's end to the image's end. */
   readonly tail = new Window(IMAGE_WINDOW);
+  /**
+   * Per whole image: its steps' mean time, from the first step's end to the
+   * last's. Progress reaches this thread in bursts when the main thread is
+   * busy (another tenant polling, a flood of requests) or the steps are
+   * short, and the intervals between messages then read far shorter than
+   * the steps took (a hand-off said "about 10 s" for images that took
+   * 17.4 s); the span of a whole image is not skewed by when its messages
+   * arrived in between.
+   */
+  readonly meanStep = new Window(IMAGE_WINDOW);
   /** Steps of the last image measured. */
   steps: number | null = null;
 }
+
+/** How many recent jobs the overhead median uses. */
+const JOB_WINDOW = 9;
 
 /** Step, head and tail timings of one engine; see the module documentation. */
 export class StepTimer {
@@ -75,9 +88,26 @@ export class StepTimer {
   /** The warm-up image's head and tail, used only while nothing else is measured. */
   #warmup: { first: number | null; tail: number | null } | null = null;
   #images = 0;
+  /**
+   * Per job, its time outside its images: claiming it, checking its
+   * request, storing its results and previews, ending it. Every job ahead
+   * of a queued one costs it too (a queue of three tiny-model jobs took
+   * 1.6x what their images alone would).
+   */
+  readonly #overhead = new Window(JOB_WINDOW);
+  #job: { start: number; images: number } | null = null;
   #now: () => number;
   #current:
-    | { tool: string; start: number; last: number; step: number; first: number | null }
+    | {
+      tool: string;
+      start: number;
+      last: number;
+      step: number;
+      first: number | null;
+      /** When step 1 was reported, and how many steps were reported since, one by one. */
+      firstStepAt: number | null;
+      counted: number;
+    }
     | null = null;
 
   /** Creates a timer with no measurements; `now` is replaceable in tests. */
@@ -91,10 +121,32 @@ export class StepTimer {
     return times;
   }
 
+  /** A job was claimed (its time outside its images counts from now). */
+  jobStart(): void {
+    this.#job = { start: this.#now(), images: 0 };
+  }
+
+  /** The claimed job has ended and is stored. */
+  jobDone(): void {
+    const job = this.#job;
+    this.#job = null;
+    if (job && this.#images > 1) {
+      this.#overhead.add(Math.max(0, this.#now() - job.start - job.images));
+    }
+  }
+
   /** An image of `tool` starts. */
   imageStart(tool: string): void {
     const now = this.#now();
-    this.#current = { tool, start: now, last: now, step: 0, first: null };
+    this.#current = {
+      tool,
+      start: now,
+      last: now,
+      step: 0,
+      first: null,
+      firstStepAt: null,
+      counted: 0,
+    };
   }
 
   /** Step `step` of `steps` of the current image finished. */
@@ -104,7 +156,10 @@ export class StepTimer {
     const now = this.#now();
     if (step === 1 || c.step === 0) {
       c.first = now - c.start;
+      c.firstStepAt = now;
+      c.counted = 0;
     } else if (step === c.step + 1) {
+      c.counted++;
       const interval = now - c.last;
       this.#times(c.tool).step.add(interval);
       this.#all.step.add(interval);
@@ -121,15 +176,20 @@ export class StepTimer {
     this.#current = null;
     if (!c || c.step === 0) return;
     const tail = this.#now() - c.last;
+    if (this.#job) this.#job.images += this.#now() - c.start;
     if (this.#images++ === 0) {
       // The first image of the process runs fresh sessions: kept apart, used only alone.
       this.#warmup = { first: c.first, tail };
       return;
     }
     const times = this.#times(c.tool);
+    const mean = c.firstStepAt !== null && c.counted > 0
+      ? (c.last - c.firstStepAt) / c.counted
+      : null;
     for (const t of [times, this.#all]) {
       if (c.first !== null) t.first.add(c.first);
       t.tail.add(tail);
+      if (mean !== null) t.meanStep.add(mean);
     }
   }
 
@@ -151,7 +211,8 @@ export class StepTimer {
     const own = this.#tools.get(tool);
     const pick = (w: (t: ToolTimes) => Window) =>
       (own && w(own).size ? w(own).median() : null) ?? w(this.#all).median();
-    const step = pick((t) => t.step);
+    // A whole image's mean step once one is measured; the intervals before that.
+    const step = pick((t) => t.meanStep) ?? pick((t) => t.step);
     if (step === null) return null;
     const first = pick((t) => t.first) ?? this.#warmup?.first ?? step;
     const tail = pick((t) => t.tail) ?? this.#warmup?.tail ?? 0;
@@ -168,12 +229,13 @@ export class StepTimer {
     const p = this.#parts(work.tool, work.stepsPerImage);
     if (!p) return null;
     const whole = p.head + p.steps * p.step + p.tail;
+    const overhead = this.#overhead.median() ?? 0;
     const current = work.current
       ? work.current.step === 0
         ? whole
         : Math.max(0, work.current.steps - work.current.step) * p.step + p.tail
       : 0;
-    return current + work.images * whole;
+    return current + work.images * whole + overhead;
   }
 }
 

@@ -7,8 +7,9 @@
  */
 
 import type { ImageRequest } from "../generation/request.ts";
+import { previewBytes, type StoredPreview } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
-import { hasRoom, queueFullError } from "./queue_full.ts";
+import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
 import { trimOrder } from "./trim.ts";
 import type {
@@ -29,12 +30,14 @@ import type {
   Usage,
   WorkAhead,
 } from "./types.ts";
-import { canSee, isTerminal } from "./types.ts";
+import { canSee, expiryOf, isTerminal } from "./types.ts";
 
 interface Entry {
   summary: JobSummary;
   request: ImageRequest | null;
   items: JobItem[];
+  /** Previews made when it ended (delivery.ts). */
+  previews: StoredPreview[];
   /** The token of the claim running it (see {@link JobClaim}). */
   token?: string;
 }
@@ -70,8 +73,9 @@ export class MemoryJobStore implements JobStore {
   /** The refusal a new job of `images` images by `who` gets now, or null. */
   #refusal(who: JobOwner, images: number): Error | null {
     const limits = this.#limits.perOwner;
+    let usage: OwnerUsage | null = null;
     if (limits) {
-      const usage: OwnerUsage = { key: { jobs: 0, images: 0 }, project: null };
+      usage = { key: { jobs: 0, images: 0 }, project: null };
       if (who.project !== null) usage.project = { jobs: 0, images: 0 };
       for (const { summary: s } of this.#jobs.values()) {
         if (isTerminal(s.state)) continue;
@@ -85,14 +89,19 @@ export class MemoryJobStore implements JobStore {
       const refused = quotaError(who, images, usage, limits);
       if (refused) return refused;
     }
-    const counts = this.#counts();
-    return hasRoom(counts, this.#limits.queueLimit)
-      ? null
-      : queueFullError(counts, this.#limits.queueLimit);
+    return queueRefusal(
+      this.#counts(),
+      this.#limits.queueLimit,
+      usage,
+      limits?.queueShares,
+      who.project,
+    );
   }
 
   /** {@inheritDoc JobStore.create} */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary> {
     const refused = this.#refusal(job, job.request.seeds.length);
     if (refused) return Promise.reject(refused);
     const summary: JobSummary = {
@@ -108,12 +117,13 @@ export class MemoryJobStore implements JobStore {
       startedAt: null,
       finishedAt: null,
       expiresAt: null,
+      ttlMs: job.ttlMs ?? null,
       progress: null,
       error: null,
       cancelRequested: false,
       resultBytes: 0,
     };
-    this.#jobs.set(job.id, { summary, request: job.request, items: [] });
+    this.#jobs.set(job.id, { summary, request: job.request, items: [], previews: [] });
     this.#queue.push(job.id);
     return Promise.resolve({ ...summary });
   }
@@ -135,7 +145,9 @@ export class MemoryJobStore implements JobStore {
   /** {@inheritDoc JobStore.get} */
   get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
     const entry = this.#visible(id, viewer);
-    return Promise.resolve(entry ? { ...entry.summary, items: [...entry.items] } : null);
+    return Promise.resolve(
+      entry ? { ...entry.summary, items: [...entry.items], previews: [...entry.previews] } : null,
+    );
   }
 
   /** {@inheritDoc JobStore.summary} */
@@ -145,9 +157,9 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** {@inheritDoc JobStore.list} */
-  list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
+  list(viewer: JobOwner, limit: number, beforeSeq = Infinity): Promise<JobSummary[]> {
     const visible = [...this.#jobs.values()]
-      .filter((e) => this.#visible(e.summary.id, viewer))
+      .filter((e) => e.summary.seq < beforeSeq && this.#visible(e.summary.id, viewer))
       .map((e) => ({ ...e.summary }))
       .sort((a, b) => b.seq - a.seq);
     return Promise.resolve(visible.slice(0, limit));
@@ -224,6 +236,16 @@ export class MemoryJobStore implements JobStore {
     return Promise.resolve(true);
   }
 
+  /** {@inheritDoc JobStore.attachPreviews} */
+  attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean> {
+    const entry = this.#held(claim);
+    if (!entry) return Promise.resolve(false);
+    const before = entry.previews.reduce((n, p) => n + previewBytes(p), 0);
+    entry.previews = [...previews];
+    entry.summary.resultBytes += previews.reduce((n, p) => n + previewBytes(p), 0) - before;
+    return Promise.resolve(true);
+  }
+
   /** {@inheritDoc JobStore.finish} */
   finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {
     const entry = this.#held(claim);
@@ -241,7 +263,14 @@ export class MemoryJobStore implements JobStore {
     entry.summary.error = error;
     entry.summary.cancelRequested = false;
     entry.summary.finishedAt = new Date(now);
-    entry.summary.expiresAt = new Date(now + this.#limits.resultTtlMs);
+    entry.summary.expiresAt = new Date(
+      expiryOf(
+        entry.summary.createdAt.getTime(),
+        now,
+        entry.summary.ttlMs,
+        this.#limits.resultTtlMs,
+      ),
+    );
     // The inputs (decoded images) are not needed any more.
     entry.request = null;
     this.#events.emit(entry.summary.id, { type: "state", state });

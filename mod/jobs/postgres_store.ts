@@ -23,9 +23,10 @@ import { type Database, DatabaseError, type Queryable, type Row } from "../db/mo
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
+import { previewBytes, type StoredPreview } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
 import { itemBytes } from "./memory_store.ts";
-import { hasRoom, queueFullError } from "./queue_full.ts";
+import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
 import { trimOrder } from "./trim.ts";
 import {
@@ -43,6 +44,7 @@ import {
   type JobSummary,
   LEASE_LAPSED_REASON,
   type LeaseRenewal,
+  MIN_TASK_TTL_MS,
   type QueueCounts,
   type QueuePosition,
   type StoreLimits,
@@ -57,7 +59,7 @@ export const JOB_CREATE_LOCK_ID = "8314824916500164450";
 
 const SUMMARY = `id, owner, project_id, tool, state, images, request->>'positive' AS prompt, seq,
   created_at, started_at, finished_at, expires_at, progress::text AS progress, error,
-  cancel_requested, result_bytes`;
+  cancel_requested, result_bytes, ttl_ms`;
 
 const VISIBLE = `(expires_at IS NULL OR expires_at > now())`;
 
@@ -67,7 +69,12 @@ const SEES = `(owner = $2 OR ($3::bigint IS NOT NULL AND project_id = $3::bigint
 /** `bytea` as one line of base64 (PostgreSQL's encoder breaks lines every 76 characters). */
 const b64 = (column: string) => `translate(encode(${column}, 'base64'), E'\\n', '')`;
 
-const EXPIRES = `now() + ($TTL::double precision * interval '1 millisecond')`;
+/** See `expiryOf` (types.ts): a task's TTL from creation, else the result TTL from the end. */
+const EXPIRES = `CASE WHEN ttl_ms IS NULL
+    THEN now() + ($TTL::double precision * interval '1 millisecond')
+    ELSE greatest(created_at + (ttl_ms::double precision * interval '1 millisecond'),
+                  now() + (${MIN_TASK_TTL_MS}::double precision * interval '1 millisecond'))
+  END`;
 
 interface SummaryRow extends Row {
   id: string;
@@ -86,6 +93,7 @@ interface SummaryRow extends Row {
   error: string | null;
   cancel_requested: boolean;
   result_bytes: string | number;
+  ttl_ms: string | number | null;
 }
 
 function toSummary(row: SummaryRow): JobSummary {
@@ -106,6 +114,7 @@ function toSummary(row: SummaryRow): JobSummary {
     error: row.error,
     cancelRequested: row.cancel_requested,
     resultBytes: Number(row.result_bytes),
+    ttlMs: row.ttl_ms === null ? null : Number(row.ttl_ms),
   };
 }
 
@@ -277,14 +286,14 @@ export class PostgresJobStore implements JobStore {
   /** The refusal a new job of `images` images by `who` gets now, or null. */
   async #refusal(who: JobOwner, images: number, q: Queryable): Promise<Error | null> {
     const limits = this.#limits.perOwner;
+    let usage: OwnerUsage | null = null;
     if (limits) {
-      const refused = quotaError(who, images, await this.#usage(who, q), limits);
+      usage = await this.#usage(who, q);
+      const refused = quotaError(who, images, usage, limits);
       if (refused) return refused;
     }
     const counts = await this.#counts(q);
-    return hasRoom(counts, this.#limits.queueLimit)
-      ? null
-      : queueFullError(counts, this.#limits.queueLimit);
+    return queueRefusal(counts, this.#limits.queueLimit, usage, limits?.queueShares, who.project);
   }
 
   /**
@@ -292,7 +301,9 @@ export class PostgresJobStore implements JobStore {
    * is at a limit (one step, under a lock, so concurrent calls of one key
    * cannot all pass the check).
    */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary> {
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary> {
     const { request } = job;
     const image = request.mode === "text_to_image" ? null : request.image.data.toBase64();
     const mask = request.mode === "inpaint_image" ? request.mask.data.toBase64() : null;
@@ -302,8 +313,9 @@ export class PostgresJobStore implements JobStore {
       if (refused) throw refused;
       const [row] = await tx.query<SummaryRow>(
         `INSERT INTO mcp_generation_jobs
-           (id, owner, project_id, tool, state, request, images, input_image, input_mask)
-         VALUES ($1, $2, $3, $4, 'queued', $5::text::jsonb, $6, decode($7, 'base64'), decode($8, 'base64'))
+           (id, owner, project_id, tool, state, request, images, input_image, input_mask, ttl_ms)
+         VALUES ($1, $2, $3, $4, 'queued', $5::text::jsonb, $6, decode($7, 'base64'),
+                 decode($8, 'base64'), $9::bigint)
          RETURNING ${SUMMARY}`,
         [
           job.id,
@@ -314,6 +326,7 @@ export class PostgresJobStore implements JobStore {
           request.seeds.length,
           image,
           mask,
+          job.ttlMs ?? null,
         ],
       );
       // Delivered at commit, when the row is visible to the claimers.
@@ -334,22 +347,61 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** The job with its items, when `viewer` may see it. */
-  async get(id: string, viewer: JobOwner): Promise<JobRecord | null> {
+  async get(
+    id: string,
+    viewer: JobOwner,
+    delivery?: { budget: number },
+  ): Promise<JobRecord | null> {
     const summary = await this.summary(id, viewer);
     if (!summary) return null;
+    // An image with a preview for the delivery's budget is not read: its preview is sent instead.
     const rows = await this.#db.query<
       { text: string | null; mime_type: string | null; data: string | null }
     >(
-      `SELECT text, mime_type, ${b64("data")} AS data FROM mcp_generation_items
-        WHERE job_id = $1 ORDER BY position`,
-      [id],
+      `WITH items AS (
+         SELECT position, text, mime_type, data, count(data) OVER (ORDER BY position) AS image
+           FROM mcp_generation_items WHERE job_id = $1
+       )
+       SELECT i.text, i.mime_type,
+              CASE WHEN i.data IS NULL THEN NULL WHEN p.image IS NOT NULL THEN ''
+                   ELSE ${b64("i.data")} END AS data
+         FROM items i
+         LEFT JOIN mcp_generation_previews p
+           ON $2::integer IS NOT NULL AND p.job_id = $1 AND p.image = i.image
+              AND i.data IS NOT NULL AND p.budget = $2::integer
+        ORDER BY i.position`,
+      [id, delivery?.budget ?? null],
     );
     const items: JobItem[] = rows.map((r) =>
       r.text !== null
         ? { type: "text", text: r.text }
         : { type: "image", data: r.data ?? "", mimeType: r.mime_type ?? "image/png" }
     );
-    return { ...summary, items };
+    const previews = await this.#db.query<
+      Record<string, string | number> & { mime_type: StoredPreview["mimeType"]; data: string }
+    >(
+      `SELECT image, budget, mime_type, width, height, ${b64("data")} AS data, full_width,
+              full_height, full_bytes
+         FROM mcp_generation_previews WHERE job_id = $1 ORDER BY image`,
+      [id],
+    );
+    return {
+      ...summary,
+      items,
+      previews: previews.map((r) => ({
+        image: Number(r.image),
+        budget: Number(r.budget),
+        mimeType: r.mime_type,
+        width: Number(r.width),
+        height: Number(r.height),
+        data: r.data,
+        full: {
+          width: Number(r.full_width),
+          height: Number(r.full_height),
+          bytes: Number(r.full_bytes),
+        },
+      })),
+    };
   }
 
   /** The job without items, when `viewer` may see it. */
@@ -362,11 +414,12 @@ export class PostgresJobStore implements JobStore {
   }
 
   /** The most recent jobs `viewer` may see, newest first. */
-  async list(viewer: JobOwner, limit: number): Promise<JobSummary[]> {
+  async list(viewer: JobOwner, limit: number, beforeSeq?: number): Promise<JobSummary[]> {
     const rows = await this.#db.query<SummaryRow>(
-      `SELECT ${SUMMARY} FROM mcp_generation_jobs WHERE ${SEES} AND ${VISIBLE}
+      `SELECT ${SUMMARY} FROM mcp_generation_jobs
+        WHERE ${SEES} AND ${VISIBLE} AND ($4::bigint IS NULL OR seq < $4::bigint)
         ORDER BY seq DESC LIMIT $1`,
-      [limit, viewer.owner, viewer.project],
+      [limit, viewer.owner, viewer.project, beforeSeq ?? null],
     );
     return rows.map(toSummary);
   }
@@ -579,6 +632,53 @@ export class PostgresJobStore implements JobStore {
     return Number(row.held) > 0;
   }
 
+  /** {@inheritDoc JobStore.attachPreviews} */
+  async attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean> {
+    // One statement, only while the claim holds the row, as `append`; a retry replaces nothing.
+    const rows = previews.map((p) => ({
+      image: p.image,
+      budget: p.budget,
+      mime_type: p.mimeType,
+      width: p.width,
+      height: p.height,
+      data: p.data,
+      full_width: p.full.width,
+      full_height: p.full.height,
+      full_bytes: p.full.bytes,
+      bytes: previewBytes(p),
+    }));
+    const [row] = await this.#db.query<{ held: string }>(
+      `WITH job AS (
+         SELECT id FROM mcp_generation_jobs
+          WHERE id = $1 AND lease_token = $3 AND state = 'running' AND lease_expires_at > now()
+          FOR UPDATE
+       ), input AS (
+         SELECT * FROM jsonb_to_recordset($2::text::jsonb)
+           AS r(image integer, budget integer, mime_type text, width integer, height integer,
+                data text, full_width integer, full_height integer, full_bytes integer,
+                bytes bigint)
+       ), inserted AS (
+         INSERT INTO mcp_generation_previews
+           (job_id, image, budget, mime_type, width, height, data, full_width, full_height,
+            full_bytes)
+         SELECT $1, image, budget, mime_type, width, height, decode(data, 'base64'), full_width,
+                full_height, full_bytes
+           FROM input WHERE EXISTS (SELECT 1 FROM job)
+         ON CONFLICT (job_id, image) DO NOTHING
+         RETURNING image
+       ), counted AS (
+         UPDATE mcp_generation_jobs
+            SET result_bytes = result_bytes +
+              (SELECT coalesce(sum(bytes), 0) FROM input WHERE image IN (SELECT image FROM inserted))
+          WHERE id IN (SELECT id FROM job)
+         RETURNING id
+       )
+       SELECT count(*) AS held FROM job`,
+      [claim.id, JSON.stringify(rows), claim.token],
+    );
+    return Number(row.held) > 0;
+  }
+
   /**
    * Ends a running job and trims old results to the byte cap. Only while
    * `claim` holds the row; past its lease the job ends as `failed` with
@@ -594,7 +694,8 @@ export class PostgresJobStore implements JobStore {
       this.#ttl(
         `UPDATE mcp_generation_jobs
             SET state = CASE WHEN lease_expires_at > now() THEN $2 ELSE 'failed' END,
-                error = CASE WHEN lease_expires_at > now() THEN $3 ELSE $5 END,
+                -- A reason written while it ran (its key was revoked) is kept for a bare end.
+                error = CASE WHEN lease_expires_at > now() THEN coalesce($3, error) ELSE $5 END,
                 cancel_requested = false, finished_at = now(), expires_at = ${EXPIRES},
                 input_image = NULL, input_mask = NULL
           WHERE id = $1 AND lease_token = $4 AND state = 'running' RETURNING state`,
@@ -731,6 +832,22 @@ export class PostgresJobStore implements JobStore {
     return row
       ? { held: true, cancelRequested: row.cancel_requested }
       : { held: false, cancelRequested: false };
+  }
+
+  /**
+   * Whether a stop of the running job `claim` holds was asked for in the
+   * database (by its owner on another replica, or by the revocation of its
+   * key, which any process may write: migration 6); false once the claim no
+   * longer holds it.
+   */
+  async cancelRequested(claim: JobClaim): Promise<boolean> {
+    const [row] = await this.#db.query<{ cancel_requested: boolean }>(
+      `SELECT cancel_requested FROM mcp_generation_jobs
+        WHERE id = $1 AND lease_token = $2 AND state = 'running'`,
+      [claim.id, claim.token],
+      { timeoutMs: Math.max(500, this.#leaseMs / 4) },
+    );
+    return row?.cancel_requested === true;
   }
 
   /** Fails running jobs whose worker stopped renewing their lease. */

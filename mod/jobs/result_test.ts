@@ -21,7 +21,9 @@ const job = (over: Partial<JobRecord>): JobRecord => ({
   error: null,
   cancelRequested: false,
   resultBytes: 0,
+  ttlMs: null,
   items: [],
+  previews: [],
   ...over,
 });
 

@@ -19,6 +19,8 @@
 
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
+import type { ImageContent } from "../mcp/tool.ts";
+import type { StoredPreview } from "./delivery.ts";
 import { StepTimer } from "./estimate.ts";
 import {
   type ClaimedJob,
@@ -50,6 +52,14 @@ export interface JobRunnerOptions {
    * with its message, and nothing of it runs.
    */
   checkRequest: (request: unknown) => ImageRequest;
+  /**
+   * Makes the previews of a result's images as the job ends (delivery.ts
+   * `planPreviews` with the server's inline budget), stored with the result
+   * so that no poll of it encodes them again; absent: none are stored.
+   */
+  previews?: (images: ImageContent[]) => Promise<StoredPreview[]>;
+  /** How often a stop asked for in a shared store is read, in ms (default {@link CANCEL_POLL_MS}). */
+  cancelPollMs?: number;
 }
 
 /** The job running now, as `/healthz` and estimates see it. */
@@ -65,6 +75,15 @@ export interface RunningJob {
   /** When it started (ms since epoch). */
   startedAt: number;
 }
+
+/**
+ * How often the runner reads whether a stop of its running job was asked for
+ * in a shared store (`JobStore.cancelRequested`): a key revoked by another
+ * process (`deno task keys revoke`) or a cancellation whose notification
+ * was missed stops the job within this, then at the sampler's next step.
+ * One indexed read of one row per interval while a job runs.
+ */
+export const CANCEL_POLL_MS = 500;
 
 /** Why the runner stopped a job itself. */
 const SHUTDOWN_REASON = "the server shut down before this job finished";
@@ -172,6 +191,15 @@ export class JobRunner {
   }
 
   async #runJob(claimed: ClaimedJob, claimedAt: number): Promise<void> {
+    this.timer.jobStart();
+    try {
+      await this.#runClaimed(claimed, claimedAt);
+    } finally {
+      this.timer.jobDone();
+    }
+  }
+
+  async #runClaimed(claimed: ClaimedJob, claimedAt: number): Promise<void> {
     const claim = claimed.claim;
     let job: ClaimedJob;
     try {
@@ -209,9 +237,12 @@ export class JobRunner {
       controller.abort(new Error(LEASE_LAPSED_REASON));
     };
     const lease = this.#holdLease(claim, claimedAt, controller, loseLease);
+    const watch = this.#watchCancel(claim, controller);
     let imagesDone = 0;
     // Items stored so far: the position of the next one, so a retried write is idempotent.
     let stored = 0;
+    /** The images stored, for their previews as the job ends. */
+    const images: ImageContent[] = [];
     let outcome: JobOutcome;
     try {
       const result = await this.#o.execute(job, {
@@ -234,8 +265,10 @@ export class JobRunner {
             () => this.#o.store.append(claim, stored, items),
             () => current.leaseLost,
           );
-          if (held === true) stored += items.length;
-          else if (held === false) loseLease("the lease of the running job lapsed");
+          if (held === true) {
+            stored += items.length;
+            images.push(...items.filter((i): i is ImageContent => i.type === "image"));
+          } else if (held === false) loseLease("the lease of the running job lapsed");
         },
       });
       outcome = current.leaseLost
@@ -253,9 +286,13 @@ export class JobRunner {
         : { state: "failed", error: (error as Error)?.message ?? String(error) };
     } finally {
       lease.stop();
+      clearInterval(watch);
       unsubscribe();
       // Cleared before the store is told, so /healthz never shows a finished job as running.
       this.#current = null;
+    }
+    if (images.length && this.#o.previews && !current.leaseLost) {
+      await this.#attachPreviews(claim, images);
     }
     await this.#finish(claim, outcome);
   }
@@ -336,6 +373,52 @@ export class JobRunner {
         clearTimeout(lapse);
       },
     };
+  }
+
+  /** Reads every {@link CANCEL_POLL_MS} whether a stop was asked for in the store; aborts then. */
+  #watchCancel(
+    claim: JobClaim,
+    controller: AbortController,
+  ): ReturnType<typeof setInterval> | undefined {
+    const read = this.#o.store.cancelRequested?.bind(this.#o.store);
+    if (!read) return undefined;
+    let busy = false;
+    return setInterval(() => {
+      if (busy || controller.signal.aborted) return;
+      busy = true;
+      read(claim).then((asked) => {
+        if (asked && !controller.signal.aborted) {
+          controller.abort(new Error("a stop was asked for in the job store"));
+        }
+      }, (error) => {
+        log("debug", "jobs", "could not read a stop request", {
+          job: claim.id,
+          error: String(error),
+        });
+      }).finally(() => busy = false);
+    }, this.#o.cancelPollMs ?? CANCEL_POLL_MS);
+  }
+
+  /**
+   * Makes and stores the previews of a finished job's images. A failure
+   * costs only the saving: the result is delivered with previews made at
+   * each read, as before they were stored.
+   */
+  async #attachPreviews(claim: JobClaim, images: ImageContent[]): Promise<void> {
+    try {
+      const previews = await this.#o.previews!(images);
+      if (!previews.length) return;
+      await this.#persist(
+        claim.id,
+        "could not store the previews of a job",
+        () => this.#o.store.attachPreviews(claim, previews),
+      );
+    } catch (error) {
+      log("warn", "jobs", "no stored previews for a job; they are made at each read", {
+        job: claim.id,
+        error: (error as Error)?.message ?? String(error),
+      });
+    }
   }
 
   async #finish(claim: JobClaim, outcome: JobOutcome): Promise<void> {

@@ -21,12 +21,18 @@
 
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
-import { type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
+import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp/tool.ts";
 import { callerOf } from "./caller.ts";
 export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
-import { deliverResult } from "./delivery.ts";
+import {
+  deliverResult,
+  INLINE_IMAGE_BUDGET,
+  planPreviews,
+  type StoredPreview,
+} from "./delivery.ts";
 import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
+import { QueueFullError } from "./queue_full.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
 import { type JobExecutor, JobRunner } from "./runner.ts";
 import type {
@@ -38,7 +44,14 @@ import type {
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";
-import { isTerminal, jobsAhead, LEASE_LAPSED_REASON } from "./types.ts";
+import { isTerminal, jobsAhead, LEASE_LAPSED_REASON, taskTtlMs } from "./types.ts";
+
+/**
+ * How long a caller refused by a full queue is told to wait when this server
+ * has no estimate (no step measured yet): about one 512×512 image at the
+ * default steps on a 2-core x86-64 VM.
+ */
+export const UNTIMED_RETRY_MS = 30_000;
 
 /** Options of {@link JobService}. */
 export interface JobServiceOptions {
@@ -156,7 +169,18 @@ export class JobService {
       pollMs: options.pollMs ?? 2000,
       leaseMs: options.store.renew ? options.leaseMs ?? 30_000 : undefined,
       checkRequest: options.checkRequest,
+      previews: (images) => planPreviews(images, options.inlineImageBytes ?? INLINE_IMAGE_BUDGET),
     });
+  }
+
+  /** Bytes of images a delivered result carries inline (delivery.ts). */
+  get #budget(): number {
+    return this.#o.inlineImageBytes ?? INLINE_IMAGE_BUDGET;
+  }
+
+  /** The inline budget results are delivered within (what `store.get`'s `delivery` takes). */
+  get inlineBudget(): number {
+    return this.#budget;
   }
 
   /** How long a call waits for its job before handing off, in ms (Infinity: until done). */
@@ -225,11 +249,29 @@ export class JobService {
   }
 
   /**
+   * Whether a new job of the caller `scope` would be refused now by the
+   * queue (full, or the caller past its share): the HTTP server answers
+   * such a call so that it can carry `Retry-After`.
+   */
+  async queueRefuses(scope: Scope | undefined): Promise<boolean> {
+    if (this.#closedMessage !== null) return false;
+    try {
+      await this.#o.store.assertRoom(callerOf(scope), 1);
+      return false;
+    } catch (error) {
+      return error instanceof QueueFullError;
+    }
+  }
+
+  /**
    * Rethrows `error`; a per-key or per-project refusal gets
    * {@link retryHint}'s sentence added (when the jobs holding the room can
    * be read; the refusal stands without it otherwise).
    */
   async #withRetryHint(error: unknown, caller: JobOwner): Promise<never> {
+    if (error instanceof QueueFullError) {
+      throw error.withRetryAfter(await this.#slotFreesInMs() / 1000);
+    }
     if (!(error instanceof QuotaError) || error.frees === null) throw error;
     let hint: string | null = null;
     try {
@@ -273,6 +315,25 @@ export class JobService {
     throw new QuotaError(`${error.message}. ${hint}`, error.whose, error.frees);
   }
 
+  /**
+   * Estimated ms until a slot of the queue frees: the soonest a running job
+   * ends, from this engine's timings (its remaining steps, and its other
+   * images); {@link UNTIMED_RETRY_MS} when nothing is measured yet or the
+   * store cannot be read.
+   */
+  async #slotFreesInMs(): Promise<number> {
+    try {
+      const { running } = await this.#o.store.position(Number.MAX_SAFE_INTEGER);
+      const times = running.map((work) => this.#remainingMs(work));
+      if (times.length && times.every((ms) => ms !== null)) {
+        return Math.max(1000, Math.min(...(times as number[])));
+      }
+    } catch (error) {
+      log("debug", "jobs", "no retry estimate for a full queue", { error: String(error) });
+    }
+    return UNTIMED_RETRY_MS;
+  }
+
   /** Creates the job of `request` and waits for it (bounded); see the module documentation. */
   async submit(request: ImageRequest, context: ToolContext): Promise<ToolResult> {
     if (this.#closedMessage !== null) throw new ToolError("busy", this.#closedMessage);
@@ -283,7 +344,11 @@ export class JobService {
     try {
       let created: Awaited<ReturnType<JobStore["create"]>>;
       try {
-        created = await this.#o.store.create({ id, ...caller, request });
+        // A task is kept for the TTL its client asked for, within bounds (types.ts taskTtlMs).
+        const ttlMs = context.startTask
+          ? taskTtlMs(context.taskTtlMs, this.#o.resultTtlSeconds * 1000)
+          : null;
+        created = await this.#o.store.create({ id, ...caller, request, ttlMs });
       } catch (error) {
         if (!isUnavailable(error)) await this.#withRetryHint(error, caller);
         // The commit may have reached the database just before it stopped answering.
@@ -297,7 +362,7 @@ export class JobService {
       this.#runner.wake();
       if (context.startTask) {
         // A task: the client polls for it (mod/jobs/tasks.ts), so the call answers at once.
-        context.startTask({ id, createdAt: created.createdAt });
+        context.startTask({ id, createdAt: created.createdAt, ttlMs: created.ttlMs! });
         return { content: [] };
       }
       return await this.#wait(id, caller, this.#o.maxWaitMs, context, true);
@@ -348,7 +413,7 @@ export class JobService {
       // wait for it so the answer is final.
       return await this.#wait(id, caller, Math.max(this.#o.maxWaitMs, 30_000), context, false);
     }
-    const record = await this.#o.store.get(id, caller);
+    const record = await this.#o.store.get(id, caller, { budget: this.#budget });
     if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
     const result = await this.#deliver(jobResult(record), record, context);
     const note = outcome === "removed"
@@ -533,7 +598,10 @@ export class JobService {
       context.signal.removeEventListener("abort", onAbort);
     }
     try {
-      const record = await untilReachable(() => this.#o.store.get(id, caller), context.signal);
+      const record = await untilReachable(
+        () => this.#o.store.get(id, caller, { budget: this.#budget }),
+        context.signal,
+      );
       if (!record) return notFoundResult(id, this.#o.resultTtlSeconds);
       if (isTerminal(record.state)) return await this.#deliver(jobResult(record), record, context);
       return await this.#status(record, record.state === "queued" ? note : undefined);
@@ -549,7 +617,11 @@ export class JobService {
   }
 
   /** A finished job's result as this caller's client takes it (delivery.ts). */
-  #deliver(result: ToolResult, job: JobSummary, context: ToolContext): Promise<ToolResult> {
+  #deliver(
+    result: ToolResult,
+    job: JobSummary & { previews?: readonly StoredPreview[] },
+    context: ToolContext,
+  ): Promise<ToolResult> {
     return this.deliver(result, job, context.protocolVersion);
   }
 
@@ -561,10 +633,10 @@ export class JobService {
    */
   deliver(
     result: ToolResult,
-    job: JobSummary,
+    job: JobSummary & { previews?: readonly StoredPreview[] },
     protocolVersion: string | undefined,
   ): Promise<ToolResult> {
-    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#o.inlineImageBytes });
+    return deliverResult(result, job, { protocolVersion, inlineBytes: this.#budget });
   }
 
   /**

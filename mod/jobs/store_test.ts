@@ -11,6 +11,8 @@ import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
+import { QueueFullError, queueShares } from "./queue_full.ts";
+import type { StoredPreview } from "./delivery.ts";
 import {
   type JobEvent,
   type JobItem,
@@ -74,6 +76,53 @@ const as = (owner: string, project: number | null = null) => ({ owner, project }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const [kind, open] of stores) {
+  Deno.test(`${kind} store: queue shares keep room for a third tenant; a full queue names its key`, async () => {
+    // 5 slots (1 running + queue_limit 4); shares: a key 1, a project 2, so 2 slots are reserved.
+    const unlimited = { jobs: Infinity, images: Infinity };
+    const limits: StoreLimits = {
+      ...LIMITS,
+      queueLimit: 4,
+      perOwner: {
+        perKey: { ...unlimited, resultBytes: Infinity },
+        perProject: unlimited,
+        queueShares: queueShares(1, 2),
+      },
+    };
+    const { store, close } = await open(limits);
+    const add = (owner: string, project: number | null) =>
+      store.create({ id: newJobId(), owner, project, request: text() });
+    const share = (key: string) => (e: unknown) =>
+      e instanceof QueueFullError && e.category === "busy" && e.limitKey === key &&
+      e.message.includes(`${key} = `) && e.retryAfterSeconds === null;
+    try {
+      // Project 1 (two keys) takes its share, then one more while 2 slots stay free after it.
+      await add("key:p1a", 1);
+      await add("key:p1b", 1);
+      await add("key:p1a", 1);
+      // One more would leave 1 free: refused by the share, naming its key.
+      await assert.rejects(add("key:p1b", 1), share("generation.queue_share_per_key"));
+      await assert.rejects(
+        store.assertRoom(as("key:p1c", 1), 1),
+        share("generation.queue_share_per_project"),
+      );
+      // Key B (no project) within its share takes a slot; past it, refused by the key's share.
+      await add("key:b", null);
+      await assert.rejects(add("key:b", null), share("generation.queue_share_per_key"));
+      // A third tenant within its share finds room: the last slot.
+      await add("key:c", null);
+      // Now truly full: refused for everyone, naming queue_limit.
+      await assert.rejects(add("key:d", null), (e) =>
+        share("generation.queue_limit")(e) &&
+        /queue is full \(0 running, 5 waiting, generation\.queue_limit = 4\)/.test(
+          (e as Error).message,
+        ));
+      await assert.rejects(store.assertRoom(as("key:e"), 1), QueueFullError);
+      assert.deepEqual(await store.counts(), { queued: 5, running: 0 });
+    } finally {
+      await close();
+    }
+  });
+
   Deno.test(`${kind} store: FIFO claims, queue limit, positions, owners`, async () => {
     const { store, close } = await open(LIMITS);
     try {
@@ -135,6 +184,62 @@ for (const [kind, open] of stores) {
       await store.finish(first!.claim, { state: "succeeded", error: null });
       assert.equal((await store.claim("w1"))?.id, c.id);
       assert.equal(await store.claim("w1"), null);
+    } finally {
+      await close();
+    }
+  });
+
+  Deno.test(`${kind} store: previews are stored with the result, counted in its bytes, and a delivery read skips the PNGs they stand for`, async () => {
+    const { store, close } = await open(LIMITS);
+    try {
+      const job = await store.create({
+        id: newJobId(),
+        owner: "o",
+        project: null,
+        request: text("x", [1, 2]),
+      });
+      const { claim } = (await store.claim("w"))!;
+      const items: JobItem[] = [
+        { type: "text", text: "[1/2] seed 1" },
+        { type: "image", data: "AAAA", mimeType: "image/png" },
+        { type: "text", text: "[2/2] seed 2" },
+        { type: "image", data: "BBBBBBBB", mimeType: "image/png" },
+      ];
+      assert.equal(await store.append(claim, 0, items), true);
+      const preview: StoredPreview = {
+        image: 2,
+        budget: 5,
+        mimeType: "image/jpeg",
+        width: 8,
+        height: 8,
+        data: "/9j/",
+        full: { width: 16, height: 16, bytes: 6 },
+      };
+      assert.equal(await store.attachPreviews(claim, [preview]), true);
+      await store.finish(claim, { state: "succeeded", error: null });
+      const bytes = items.reduce(
+        (n, i) => n + (i.type === "image" ? i.data.length : i.text.length),
+        0,
+      );
+      const record = await store.get(job.id, as("o"));
+      assert.deepEqual(record?.items, items);
+      assert.deepEqual(record?.previews, [preview]);
+      assert.equal(record?.resultBytes, bytes + "/9j/".length);
+      // Read for delivery within the previews' budget: the second image is not read.
+      const delivered = await store.get(job.id, as("o"), { budget: 5 });
+      if (kind === "postgres") {
+        assert.deepEqual(delivered?.items.map((i) => i.type === "image" ? i.data : i.text), [
+          "[1/2] seed 1",
+          "AAAA",
+          "[2/2] seed 2",
+          "",
+        ]);
+      }
+      assert.deepEqual(delivered?.previews, [preview]);
+      // Within another budget every image is read (its previews would be made again).
+      assert.deepEqual((await store.get(job.id, as("o"), { budget: 6 }))?.items, items);
+      // A claim that no longer holds stores nothing.
+      assert.equal(await store.attachPreviews(claim, [preview]), false);
     } finally {
       await close();
     }

@@ -93,7 +93,9 @@ export class JobTasks implements TaskBackend {
       statusMessage: !ended ? (progress ? await this.#progress(job) : job.state) : outcome(job),
       createdAt: job.createdAt,
       updatedAt: job.finishedAt ?? job.startedAt ?? job.createdAt,
-      ttlMs: job.expiresAt ? job.expiresAt.getTime() - job.createdAt.getTime() : null,
+      // Once it ended, what it is kept for (at least its TTL); before, its TTL (null for a
+      // plain call's job, whose keeping starts when it ends).
+      ttlMs: job.expiresAt ? job.expiresAt.getTime() - job.createdAt.getTime() : job.ttlMs,
       // Tasks exist from 2025-11-25 on, so every client of one takes `resource_link` blocks.
       ...(ended && "items" in job
         ? { result: await this.#jobs.deliver(jobResult(job), job, TASKS_REVISION) }
@@ -106,8 +108,8 @@ export class JobTasks implements TaskBackend {
     if (!summary) return null;
     // Only an ended job's items are its result: a running one's are read when it ends.
     return isTerminal(summary.state)
-      ? await this.#jobs.store.get(id, caller)
-      : { ...summary, items: [] };
+      ? await this.#jobs.store.get(id, caller, { budget: this.#jobs.inlineBudget })
+      : { ...summary, items: [], previews: [] };
   }
 
   /** {@inheritDoc TaskBackend.get} */
@@ -173,9 +175,27 @@ export class JobTasks implements TaskBackend {
     return { outcome: "requested", task: (await this.get(id, scope)) ?? undefined };
   }
 
-  /** {@inheritDoc TaskBackend.list} */
-  async list(scope: Scope | undefined, limit: number): Promise<TaskView[]> {
-    const jobs = await this.#jobs.store.list(callerOf(scope), limit);
-    return await Promise.all(jobs.map((job) => this.#view(job, false)));
+  /**
+   * {@inheritDoc TaskBackend.list} A cursor is `s` and the creation order
+   * (`seq`) of the last task of the page before, so a page goes on where the
+   * last ended even as new tasks are created.
+   */
+  async list(
+    scope: Scope | undefined,
+    limit: number,
+    cursor?: string,
+  ): Promise<{ tasks: TaskView[]; nextCursor?: string } | null> {
+    let before: number | undefined;
+    if (cursor !== undefined) {
+      const match = /^s([1-9][0-9]{0,15})$/.exec(cursor);
+      if (!match) return null;
+      before = Number(match[1]);
+    }
+    const jobs = await this.#jobs.store.list(callerOf(scope), limit + 1, before);
+    const page = jobs.slice(0, limit);
+    return {
+      tasks: await Promise.all(page.map((job) => this.#view(job, false))),
+      ...(jobs.length > limit ? { nextCursor: `s${page.at(-1)!.seq}` } : {}),
+    };
   }
 }

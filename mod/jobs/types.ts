@@ -15,6 +15,8 @@
 
 import type { ImageRequest, ImageToolName, RequestProgress } from "../generation/request.ts";
 import type { ImageContent, TextContent } from "../mcp/tool.ts";
+import type { QueueShares } from "./queue_full.ts";
+import type { StoredPreview } from "./delivery.ts";
 
 /** Where a job is in its life. */
 export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
@@ -49,6 +51,34 @@ export interface JobOwner {
   project: number | null;
 }
 
+/** The shortest TTL a task is given, whatever its client asks: a minute. */
+export const MIN_TASK_TTL_MS = 60_000;
+
+/**
+ * The TTL of a task whose client asked for `requested` ms (absent: none
+ * asked): the request within [{@link MIN_TASK_TTL_MS}, `resultTtlMs`]
+ * (`[jobs] result_ttl_seconds`), the longest by default. The task is kept
+ * that long from its creation, and at least {@link MIN_TASK_TTL_MS} after
+ * it ends (a job that waited or ran longer than its TTL is never purged as
+ * it ends).
+ */
+export function taskTtlMs(requested: number | undefined, resultTtlMs: number): number {
+  const max = Math.max(MIN_TASK_TTL_MS, resultTtlMs);
+  if (requested === undefined || !Number.isFinite(requested)) return max;
+  return Math.min(max, Math.max(MIN_TASK_TTL_MS, Math.round(requested)));
+}
+
+/** When a job created at `createdAt` and ending at `endedAt` expires (see {@link JobSummary.ttlMs}). */
+export function expiryOf(
+  createdAt: number,
+  endedAt: number,
+  ttlMs: number | null,
+  resultTtlMs: number,
+): number {
+  if (ttlMs === null) return endedAt + resultTtlMs;
+  return Math.max(createdAt + ttlMs, endedAt + MIN_TASK_TTL_MS);
+}
+
 /** Whether `viewer` may see (list, fetch) a job of `job`'s owner and project. */
 export function canSee(job: JobOwner, viewer: JobOwner): boolean {
   return job.owner === viewer.owner || (viewer.project !== null && job.project === viewer.project);
@@ -76,6 +106,11 @@ export interface JobSummary extends JobOwner {
   finishedAt: Date | null;
   /** When its result will be purged (set when it ends). */
   expiresAt: Date | null;
+  /**
+   * A task's TTL (ms from creation it is kept, {@link taskTtlMs}); null for a
+   * job made by a plain call, kept `[jobs] result_ttl_seconds` after it ends.
+   */
+  ttlMs: number | null;
   /** Last reported progress (null before the first step). */
   progress: JobProgress | null;
   /** Why it failed or was stopped, when there is a single reason. */
@@ -90,6 +125,8 @@ export interface JobSummary extends JobOwner {
 export interface JobRecord extends JobSummary {
   /** Content items so far; complete when the job is terminal. */
   items: JobItem[];
+  /** The previews of its images over the inline budget, made when it ended (none before). */
+  previews: StoredPreview[];
 }
 
 /**
@@ -166,6 +203,8 @@ export interface OwnerLimits {
   perKey: { jobs: number; images: number; resultBytes: number };
   /** Queued + running jobs, and their images, of every owner of one project. */
   perProject: { jobs: number; images: number };
+  /** Each tenant's share of `queue_limit` (mod/jobs/queue_full.ts); absent: none. */
+  queueShares?: QueueShares;
 }
 
 /** Queued + running jobs and their images. */
@@ -219,18 +258,26 @@ export interface JobStore {
    * (or its project) would go past its limits; the check and the insert are
    * one step.
    */
-  create(job: JobOwner & { id: string; request: ImageRequest }): Promise<JobSummary>;
+  create(
+    job: JobOwner & { id: string; request: ImageRequest; ttlMs?: number | null },
+  ): Promise<JobSummary>;
   /**
    * Throws the same "busy" error {@link create} would for a job of `images`
    * images by `who`, without creating anything.
    */
   assertRoom(who: JobOwner, images: number): Promise<void>;
-  /** The job with its items when `viewer` may see it ({@link canSee}), or null. */
-  get(id: string, viewer: JobOwner): Promise<JobRecord | null>;
+  /**
+   * The job with its items when `viewer` may see it ({@link canSee}), or
+   * null. With `delivery`, the inline budget a result is delivered within,
+   * an image item that has a stored preview for that budget may come with
+   * empty `data` (delivery.ts sends the preview, never the image): a poll
+   * of a large finished result does not read its full PNGs.
+   */
+  get(id: string, viewer: JobOwner, delivery?: { budget: number }): Promise<JobRecord | null>;
   /** The job without items when `viewer` may see it, or null. */
   summary(id: string, viewer: JobOwner): Promise<JobSummary | null>;
-  /** The most recent jobs `viewer` may see, newest first. */
-  list(viewer: JobOwner, limit: number): Promise<JobSummary[]>;
+  /** The most recent jobs `viewer` may see, newest first; with `beforeSeq`, only older ones. */
+  list(viewer: JobOwner, limit: number, beforeSeq?: number): Promise<JobSummary[]>;
   /** What is ahead of the queued job `seq`. */
   position(seq: number): Promise<QueuePosition>;
   /** Queue depth and running jobs; `timeoutMs` bounds the wait (`/healthz`). */
@@ -251,6 +298,12 @@ export interface JobStore {
    * storing nothing, when `claim` no longer holds the job (its lease lapsed).
    */
   append(claim: JobClaim, from: number, items: JobItem[]): Promise<boolean>;
+  /**
+   * Stores the previews of a running job's images (made as it ends, before
+   * {@link finish}), counted in its result bytes. Resolves false, storing
+   * nothing, when `claim` no longer holds the job.
+   */
+  attachPreviews(claim: JobClaim, previews: StoredPreview[]): Promise<boolean>;
   /**
    * Ends a running job, sets its expiry, and trims old results to the byte
    * cap. Nothing changes when `claim` no longer holds the job; a claim whose
@@ -287,6 +340,12 @@ export interface JobStore {
    * longer holds it (its lease lapsed: it was failed, or is about to be).
    */
   renew?(claim: JobClaim): Promise<LeaseRenewal>;
+  /**
+   * Whether a stop of the running job was asked for in the store by another
+   * process (another replica, or the revocation of its API key); read by the
+   * runner twice a second while the job runs.
+   */
+  cancelRequested?(claim: JobClaim): Promise<boolean>;
   /** Fails every running job whose lease expired, with `reason`; returns their ids. */
   expireLeases?(reason: string): Promise<string[]>;
   /** Tells the other replicas that `owner` cancelled its request `request` (not in flight here). */

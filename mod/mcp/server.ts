@@ -81,7 +81,7 @@ const CallToolParams = z.preprocess(
   z.looseObject({
     name: z.string(),
     arguments: z.record(z.string(), z.unknown()).optional(),
-    task: z.looseObject({}).optional(),
+    task: z.looseObject({ ttl: z.unknown().optional() }).optional(),
     [NOT_AN_OBJECT]: z.string().optional(),
   }),
 );
@@ -364,6 +364,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
         }
       },
       ...(asTask ? { startTask: (task: StartedTask) => void (started = task) } : {}),
+      ...(asTask && typeof params.task?.ttl === "number" ? { taskTtlMs: params.task.ttl } : {}),
     };
     let result: ToolResult;
     try {

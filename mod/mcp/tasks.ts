@@ -71,7 +71,7 @@ export interface TaskView {
   createdAt: Date;
   /** When its state last changed. */
   updatedAt: Date;
-  /** Milliseconds from creation it is kept for; null while it runs (it is not discarded then). */
+  /** Milliseconds from creation it is kept for (at least a minute after it ends); null: not set. */
   ttlMs: number | null;
   /** Once it ended: exactly what the `tools/call` would have returned. */
   result?: ToolResult;
@@ -103,8 +103,16 @@ export interface TaskBackend {
     scope: Scope | undefined,
     settle: boolean,
   ): Promise<{ outcome: TaskCancelOutcome; task?: TaskView }>;
-  /** The tasks `scope` may see, newest first, at most `limit`. */
-  list(scope: Scope | undefined, limit: number): Promise<TaskView[]>;
+  /**
+   * The tasks `scope` may see, newest first, at most `limit`, from `cursor`
+   * (a `nextCursor` of an earlier page) on; `nextCursor` is set when more
+   * follow. Null when `cursor` is not one this backend issued.
+   */
+  list(
+    scope: Scope | undefined,
+    limit: number,
+    cursor?: string,
+  ): Promise<{ tasks: TaskView[]; nextCursor?: string } | null>;
 }
 
 /** Which protocol era an instance serves. */
@@ -117,7 +125,7 @@ export const LEGACY_TASK_CAPABILITIES: Readonly<Record<string, unknown>> = {
   requests: { tools: { call: {} } },
 };
 
-/** The most tasks one `tasks/list` returns (the newest; finished ones expire). */
+/** The most tasks one `tasks/list` page returns (newest first; `nextCursor` leads to older ones). */
 const LIST_LIMIT = 100;
 
 /** The task fields both eras share, with each era's names for the TTL and the interval. */
@@ -151,7 +159,7 @@ export function createTaskResult(started: StartedTask, era: ProtocolEra): Record
     statusMessage: "queued",
     createdAt: started.createdAt,
     updatedAt: started.createdAt,
-    ttlMs: null,
+    ttlMs: started.ttlMs,
   };
   if (era === "modern") return { resultType: "task", ...taskFields(task, era, "working") };
   return {
@@ -270,11 +278,20 @@ export function registerTaskHandlers(
       _meta: { ...meta, "io.modelcontextprotocol/related-task": { taskId } },
     };
   });
-  server.setRequestHandler("tasks/list", { params: ListParams }, async () => ({
-    tasks: (await backend.list(scope, LIST_LIMIT)).map((task) =>
-      taskFields(task, era, wireStatus(task.state, era))
-    ),
-  }));
+  server.setRequestHandler("tasks/list", { params: ListParams }, async (params) => {
+    const page = await backend.list(scope, LIST_LIMIT, params?.cursor);
+    if (!page) {
+      // 2025-11-25 pagination: an invalid cursor is -32602.
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidParams,
+        `invalid cursor "${params?.cursor}": pass the nextCursor of an earlier tasks/list answer`,
+      );
+    }
+    return {
+      tasks: page.tasks.map((task) => taskFields(task, era, wireStatus(task.state, era))),
+      ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+    };
+  });
   server.setRequestHandler("tasks/cancel", { params: TaskIdParams }, async ({ taskId }) => {
     // 2025-11-25: an ended task is refused with -32602, and the answer comes once it is cancelled.
     const { outcome, task } = await cancelFor(backend, taskId, scope, true);

@@ -157,6 +157,8 @@ export interface ToolContext {
    * at once; its return value is then not sent.
    */
   startTask?(task: StartedTask): void;
+  /** With {@link startTask}: the TTL in ms the client asked for (2025-11-25 `params.task.ttl`), if any. */
+  taskTtlMs?: number;
 }
 
 /** A job a tool started and handed over as a task (see {@link ToolContext.startTask}). */
@@ -165,6 +167,8 @@ export interface StartedTask {
   id: string;
   /** When the job was created. */
   createdAt: Date;
+  /** Its TTL in ms from creation (the client's request within the server's bounds). */
+  ttlMs: number;
 }
 
 /**
