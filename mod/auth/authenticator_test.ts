@@ -17,7 +17,7 @@ import {
 } from "../../tests/helpers/log_secrets.ts";
 import { nodeScrypt, type ScryptFunction } from "./key_hash.ts";
 import { deleteKey, revokeKey, touchLastUsed } from "./key_store.ts";
-import { checkToolScope } from "./tool_scope.ts";
+import { checkToolScope } from "../mcp/tool_scope.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -49,4 +49,3 @@ export {
   type Permission,
   revokeKey,
 } from "./key_store.ts";
-export { checkToolScope } from "./tool_scope.ts";

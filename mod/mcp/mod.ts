@@ -15,6 +15,7 @@ export type {
 export { toolMetaFor } from "./extension.ts";
 export type { ClientExtensionCapabilities, McpExtension } from "./extension.ts";
 export { createMcpServer, SERVER_INFO } from "./server.ts";
+export { checkToolScope } from "./tool_scope.ts";
 export type { McpServerOptions } from "./server.ts";
 export { TASK_POLL_INTERVAL_MS, TASKS_EXTENSION_ID } from "./tasks.ts";
 export type { ProtocolEra, TaskBackend, TaskCancelOutcome, TaskState, TaskView } from "./tasks.ts";

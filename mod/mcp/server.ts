@@ -10,7 +10,7 @@
  */
 
 import { z } from "zod";
-import { checkToolScope, toolsForScope } from "../auth/tool_scope.ts";
+import { checkToolScope, toolsForScope } from "./tool_scope.ts";
 import { log } from "../log/mod.ts";
 import { type McpExtension, toolMetaFor } from "./extension.ts";
 import {

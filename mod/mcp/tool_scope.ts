@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { Scope } from "../mcp/tool.ts";
+import type { Scope } from "./tool.ts";
 
 /**
  * Whether `scope` may call a tool whose `readOnlyHint` is `readOnlyTool`.

@@ -1,5 +1,5 @@
 import { deepStrictEqual, match, strictEqual } from "node:assert";
-import type { Scope } from "../mcp/tool.ts";
+import type { Scope } from "./tool.ts";
 import { checkToolScope, toolsForScope } from "./tool_scope.ts";
 
 const read: Scope = { keyPrefix: "pfxRead", projectId: 42, userId: 7, permission: "read" };
