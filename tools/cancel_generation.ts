@@ -10,7 +10,7 @@ import { z } from "zod";
 import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { JOB_ID_SCHEMA, jobId } from "./get_generation.ts";
-import { jobToolAnnotations } from "./image_job.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `cancel_generation` needs. */
 export interface CancelGenerationDeps {

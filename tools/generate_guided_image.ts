@@ -19,7 +19,7 @@ import {
 import { handOffDescription } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import type { ControlMode } from "../mod/pipeline/types.ts";
-import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./image_job.ts";
+import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const GENERATE_GUIDED_IMAGE_SCHEMA = {

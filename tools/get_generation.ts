@@ -9,7 +9,7 @@
 import { z } from "zod";
 import { JOB_ID_PATTERN, type JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition, ZodField } from "../mod/mcp/mod.ts";
-import { jobToolAnnotations } from "./image_job.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `get_generation` needs. */
 export interface GetGenerationDeps {

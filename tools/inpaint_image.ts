@@ -19,7 +19,7 @@ import { decodeImageInput, toMask, toRgbImage } from "../mod/image/mod.ts";
 import { handOffDescription } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
-import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./image_job.ts";
+import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const INPAINT_IMAGE_SCHEMA = {

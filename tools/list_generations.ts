@@ -8,7 +8,7 @@
 import { z } from "zod";
 import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
-import { jobToolAnnotations } from "./image_job.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `list_generations` needs. */
 export interface ListGenerationsDeps {

@@ -20,7 +20,7 @@ import {
 } from "../mod/generation/mod.ts";
 import { handOffDescription } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
-import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./image_job.ts";
+import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, in the style of the source's image tools. */
 export const TRANSFORM_IMAGE_SCHEMA = {

@@ -20,7 +20,7 @@ import { closestAspect, decodeImageInput, toRgbImageClosest } from "../mod/image
 import { handOffDescription } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { UPSCALE_SIZES, type UpscaleSizeId } from "../mod/pipeline/types.ts";
-import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./image_job.ts";
+import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, in the style of the source's image tools. */
 export const UPSCALE_IMAGE_SCHEMA = {

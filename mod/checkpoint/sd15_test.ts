@@ -6,6 +6,7 @@ import type { WeightMap } from "./weights.ts";
 import {
   asWrite,
   EMA_OFFSET,
+  inTempDir,
   olderDiffusersVae,
   originalLayout,
   originalVaeLayout,
@@ -18,14 +19,7 @@ import {
   type WriteTensor,
 } from "./testing.ts";
 
-async function inTemp(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-sd15-" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const inTemp = (f: (dir: string) => Promise<void>) => inTempDir("ckpt-sd15-", f);
 
 /** Asserts `got` holds exactly `want`'s names, shapes and values (plus `offset`). */
 async function assertPart(

@@ -852,3 +852,16 @@ export async function zipBytes(
   await zip.finish();
   return concatBytes(chunks);
 }
+
+/** Runs `f` in a new temporary folder named with `prefix`, removed afterwards. */
+export async function inTempDir(
+  prefix: string,
+  f: (dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix });
+  try {
+    await f(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}

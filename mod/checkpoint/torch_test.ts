@@ -5,6 +5,7 @@ import { openSd15Checkpoint, openVaeWeights } from "./sd15.ts";
 import { openWeightFile } from "./weight_file.ts";
 import {
   EMA_OFFSET,
+  inTempDir,
   originalVaeLayout,
   pickleBytes,
   type PyValue,
@@ -19,14 +20,7 @@ import {
   zipBytes,
 } from "./testing.ts";
 
-async function inTemp(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-torch-" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const inTemp = (f: (dir: string) => Promise<void>) => inTempDir("ckpt-torch-", f);
 
 function refusal(path: string, re: RegExp) {
   return (e: Error) => {

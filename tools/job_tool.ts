@@ -1,8 +1,9 @@
 /**
- * What the image tools share once their arguments are valid: their
- * annotations, and the path of a one-image call (room in the queue, the
- * inputs decoded under the decode limits, then the job). Each tool keeps its
- * own schema, description and checks; only the common steps live here.
+ * What the job tools share: their annotations (they work on this server's
+ * own jobs), and for the image tools the path of a one-image call once its
+ * arguments are valid (room in the queue, the inputs decoded under the
+ * decode limits, then the job). Each tool keeps its own schema, description
+ * and checks; only the common steps live here.
  *
  * @module
  */
