@@ -11,6 +11,7 @@
  * @module
  */
 
+import { strictEqual } from "node:assert";
 import { type FileHandle, mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { concatBytes } from "../bytes/mod.ts";
@@ -18,6 +19,7 @@ import { concatBytes } from "../bytes/mod.ts";
 import { crc32 } from "../image/crc32.ts";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
+import { CheckpointError } from "./errors.ts";
 import { sd15Shapes } from "./sd15_shapes.ts";
 import {
   emaKey,
@@ -864,4 +866,15 @@ export async function inTempDir(
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+}
+
+/** A refusal check for `assert.rejects`: a CheckpointError of one line starting with `path` and matching `re`. */
+export function refusal(path: string, re: RegExp): (e: Error) => boolean {
+  return (e: Error) => {
+    strictEqual(e instanceof CheckpointError, true, String(e));
+    strictEqual(re.test(e.message), true, e.message);
+    strictEqual(e.message.startsWith(path), true, e.message);
+    strictEqual(e.message.includes("\n"), false);
+    return true;
+  };
 }

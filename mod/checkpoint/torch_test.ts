@@ -9,6 +9,7 @@ import {
   originalVaeLayout,
   pickleBytes,
   type PyValue,
+  refusal,
   stateDict,
   testSd15,
   testValues,
@@ -21,16 +22,6 @@ import {
 } from "./testing.ts";
 
 const inTemp = (f: (dir: string) => Promise<void>) => inTempDir("ckpt-torch-", f);
-
-function refusal(path: string, re: RegExp) {
-  return (e: Error) => {
-    strictEqual(e instanceof CheckpointError, true, String(e));
-    strictEqual(re.test(e.message), true, e.message);
-    strictEqual(e.message.startsWith(path), true, e.message);
-    strictEqual(e.message.includes("\n"), false);
-    return true;
-  };
-}
 
 const t = (shape: number[], dtype: WriteTensor["dtype"] = "F32", name = "t"): WriteTensor => ({
   shape,
