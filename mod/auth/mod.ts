@@ -48,5 +48,6 @@ export {
   type NewApiKey,
   type Permission,
   revokeKey,
+  type StoredKey,
 } from "./key_store.ts";
 export { checkToolScope } from "./tool_scope.ts";
