@@ -16,20 +16,13 @@ import { startHttpApp } from "./helpers/http_app.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { TINY_CONFIG } from "./helpers/paths.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
+import { IMAGE_TOOL_NAMES } from "./helpers/tool_names.ts";
 
 /** What a host that renders MCP Apps advertises at initialize. */
 const APPS_CLIENT = { extensions: { [UI_EXTENSION_ID]: { mimeTypes: [MCP_APP_MIME_TYPE] } } };
 
 /** The tools whose results the gallery shows. */
-const VIEWED = [
-  "generate_image",
-  "generate_guided_image",
-  "inpaint_image",
-  "transform_image",
-  "upscale_image",
-  "get_generation",
-  "list_generations",
-];
+const VIEWED = IMAGE_TOOL_NAMES.filter((name) => name !== "cancel_generation");
 
 type Listed = Awaited<ReturnType<Client["listTools"]>>["tools"];
 

@@ -23,7 +23,7 @@
  */
 
 import assert from "node:assert/strict";
-import { requestFrom } from "./helpers/from_address.ts";
+import { mcpPostFrom } from "./helpers/from_address.ts";
 import { formatStatuses, startFlood } from "./helpers/flood.ts";
 import { ignoredFor } from "./helpers/ignore.ts";
 import { createTestKey } from "./helpers/log_secrets.ts";
@@ -41,16 +41,7 @@ const listTools = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }
 
 /** One `tools/list` from `from`; the status and whether a tool list came back. */
 async function list(from: string, port: number, key: string) {
-  const r = await requestFrom(from, port, {
-    method: "POST",
-    path: "/mcp",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-api-key": key,
-    },
-    body: listTools,
-  }, 20_000);
+  const r = await mcpPostFrom(from, port, key, listTools, 20_000);
   return { status: r.status, listed: /"tools":\[\{/.test(r.body), body: r.body };
 }
 

@@ -11,30 +11,13 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { encodePng, readPngText } from "../mod/image/mod.ts";
+import { encodePng } from "../mod/image/mod.ts";
 import type { Client } from "../mod/mcp/client_sdk.ts";
 import { TAESD_CONVERTER_VERSION } from "../mod/convert/mod.ts";
 import { readDerivedRecord } from "../mod/models/mod.ts";
 import { layOutFastModels } from "./helpers/fast_models.ts";
-import { contents, pngs, texts } from "./helpers/results.ts";
+import { callImage } from "./helpers/image_call.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-
-type Result = Awaited<ReturnType<Client["callTool"]>>;
-
-/** A tool call's PNG text, item types and highest progress. */
-async function callImage(client: Client, name: string, args: Record<string, unknown>) {
-  const progress: number[] = [];
-  const result = await client.callTool({ name, arguments: args }, undefined, {
-    timeout: 300_000,
-    onprogress: (p) => progress.push(p.progress),
-  }) as Result;
-  assert.equal(result.isError, undefined, texts(result));
-  return {
-    meta: readPngText(pngs(result)[0]),
-    items: contents(result).map((c) => c.type),
-    steps: Math.max(...progress),
-  };
-}
 
 /** Starts the server on `config`, makes one image, returns its PNG text, the items and stderr. */
 async function oneImage(config: string, more?: (client: Client) => Promise<void>) {

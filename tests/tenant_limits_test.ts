@@ -19,7 +19,7 @@ import assert from "node:assert/strict";
 import type net from "node:net";
 import { paddedScanFlood, scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "../mod/image/sharp.ts";
-import { openFrom, type RawResponse, requestFrom } from "./helpers/from_address.ts";
+import { mcpPostFrom, openFrom, type RawResponse } from "./helpers/from_address.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";
 import { ownTcpListeners, ownUnixSockets } from "./helpers/own_sockets.ts";
 import { openTestDatabase, type TestDatabase } from "./helpers/postgres.ts";
@@ -83,16 +83,7 @@ function toolResult(response: RawResponse): { isError: boolean; text: string } {
 
 /** A POST /mcp from loopback address `from` with API key `key`. */
 function mcp(from: string, port: number, key: string, body: unknown, timeoutMs = 60_000) {
-  return requestFrom(from, port, {
-    method: "POST",
-    path: "/mcp",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-api-key": key,
-    },
-    body: JSON.stringify(body),
-  }, timeoutMs);
+  return mcpPostFrom(from, port, key, JSON.stringify(body), timeoutMs);
 }
 
 const listTools = { jsonrpc: "2.0", id: 1, method: "tools/list" };

@@ -12,8 +12,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { encodePng, readPngText } from "../mod/image/mod.ts";
-import type { Client } from "../mod/mcp/client_sdk.ts";
+import { encodePng } from "../mod/image/mod.ts";
 import { startApp } from "../mod/app/mod.ts";
 import { loadConfig } from "../mod/config/mod.ts";
 import type { Generator } from "../mod/pipeline/types.ts";
@@ -21,28 +20,8 @@ import { layOutPresetModels } from "./helpers/fast_models.ts";
 import { openTestDatabase } from "./helpers/postgres.ts";
 import { writeTinyConfig } from "./helpers/tiny_config.ts";
 import { modelsTask } from "./helpers/models_cli.ts";
-import { contents, pngs, texts } from "./helpers/results.ts";
+import { callImage } from "./helpers/image_call.ts";
 import { connectStdio } from "./helpers/stdio_server.ts";
-
-type Result = Awaited<ReturnType<Client["callTool"]>>;
-
-/** A tool call's PNG text, item types and highest progress. */
-async function callImage(client: Client, name: string, args: Record<string, unknown>) {
-  const progress: number[] = [];
-  const result = await client.callTool({ name, arguments: args }, undefined, {
-    timeout: 300_000,
-    onprogress: (p) => progress.push(p.progress),
-  }) as Result;
-  assert.equal(result.isError, undefined, texts(result));
-  const [png] = pngs(result);
-  assert.ok(png, `${name}: no image in ${JSON.stringify(contents(result)).slice(0, 500)}`);
-  return {
-    meta: readPngText(png),
-    items: contents(result).map((c) => c.type),
-    text: texts(result),
-    steps: Math.max(...progress),
-  };
-}
 
 /** A `w`×`h` PNG data URI from a pixel function. */
 async function dataUri(w: number, h: number, f: (x: number, y: number) => number[]) {

@@ -10,6 +10,7 @@ import { z } from "zod";
 import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { JOB_ID_SCHEMA, jobId } from "./get_generation.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `cancel_generation` needs. */
 export interface CancelGenerationDeps {
@@ -39,13 +40,10 @@ export function createCancelGenerationTool(
       "finished are kept and returned with the answer (and by get_generation). Cancelling " +
       "a job that has ended changes nothing. Only the API key that made a job can cancel it.",
     inputSchema: CANCEL_GENERATION_SCHEMA,
-    annotations: {
-      title: "Cancel generation",
-      readOnlyHint: false,
+    annotations: jobToolAnnotations("Cancel generation", {
       destructiveHint: true,
       idempotentHint: true,
-      openWorldHint: false,
-    },
+    }),
     validate: cancelGenerationArgs,
     handle(args, context) {
       return deps.jobs.cancel(args.job_id, context);

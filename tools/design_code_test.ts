@@ -20,6 +20,7 @@ import {
   designCodeToolsEnabled,
 } from "./design_code.ts";
 import { registerSecret } from "../tests/helpers/log_secrets.ts";
+import { DESIGN_CODE_TOOL_NAMES as CONTRACT_DESIGN_CODE_TOOL_NAMES } from "../tests/helpers/tool_names.ts";
 
 const DESIGN_ID = "42_hDDA9BNori9OTXSClduXqR_40002029:37033";
 /** encodeURIComponent(":") is "%3A" (RFC 3986 reserved character). */
@@ -154,14 +155,8 @@ Deno.test("createDesignCodeTools() lists the six contract tools with their schem
   const tools = createDesignCodeTools(
     createBackendClient({ baseUrl: "http://backend.invalid", timeoutMs: 1000 }),
   );
-  deepStrictEqual(tools.map((tool) => tool.name), [
-    "trigger-des2code",
-    "get-des2code",
-    "list-designs",
-    "list-code",
-    "get-design-detail",
-    "get-code-detail",
-  ]);
+  // The contract's list (the tests' own copy), and the product's constant.
+  deepStrictEqual(tools.map((tool) => tool.name), [...CONTRACT_DESIGN_CODE_TOOL_NAMES]);
   deepStrictEqual(tools.map((tool) => tool.name), [...DESIGN_CODE_TOOL_NAMES]);
   await t.assertSnapshot(
     tools.map(({ name, title, description, inputSchema, annotations }) => ({

@@ -9,7 +9,6 @@ import { z } from "zod";
 import type { ResolvedConfig } from "../mod/config/mod.ts";
 import {
   CONTROL_MODES,
-  type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
@@ -17,10 +16,10 @@ import {
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
-import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
-import { type ControlMode, SIZES } from "../mod/pipeline/types.ts";
+import type { ControlMode } from "../mod/pipeline/types.ts";
+import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const GENERATE_GUIDED_IMAGE_SCHEMA = {
@@ -55,10 +54,7 @@ export const generateGuidedImageArgs = z.strictObject({
 });
 
 /** What `generate_guided_image` needs. */
-export interface GenerateGuidedImageDeps {
-  images: ImageService;
-  /** Runs the call as a job and waits for it (bounded). */
-  jobs: JobService;
+export interface GenerateGuidedImageDeps extends ImageToolDeps {
   controlnet: Pick<ResolvedConfig["controlnet"], "depth" | "openpose">;
 }
 
@@ -80,13 +76,7 @@ export function createGenerateGuidedImageTool(
       "The prompt decides content and style. The result is one PNG. " +
       handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: GENERATE_GUIDED_IMAGE_SCHEMA,
-    annotations: {
-      title: "Generate guided image",
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: jobToolAnnotations("Generate guided image"),
     validate: generateGuidedImageArgs,
     async handle(args, context) {
       const receivedAt = Date.now();
@@ -99,25 +89,21 @@ export function createGenerateGuidedImageTool(
         );
       }
       const sizeId = deps.images.resolveSize(args.size);
-      const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom(context);
-      const image = await deps.images.prepareInputs(
-        context.scope?.keyPrefix,
-        async () =>
-          toRgbImage(await decodeImageInput("input_image", args.input_image), width, height),
-      );
-      return await deps.jobs.submit({
-        tool: "generate_guided_image",
-        mode: "guided_image",
-        controlMode: args.control_mode,
-        image,
-        positive: args.positive_prompt,
-        negative: args.negative_prompt,
-        size: sizeId,
-        name: null,
-        seeds: [deps.images.seedFor(1)],
+      return await submitOneImage(
+        deps,
+        context,
         receivedAt,
-      }, context);
+        () => rgbInputAt("input_image", args.input_image, sizeId),
+        (image) => ({
+          tool: "generate_guided_image",
+          mode: "guided_image",
+          controlMode: args.control_mode,
+          image,
+          positive: args.positive_prompt,
+          negative: args.negative_prompt,
+          size: sizeId,
+        }),
+      );
     },
   };
 }

@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { JOB_ID_PATTERN, type JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition, ZodField } from "../mod/mcp/mod.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `get_generation` needs. */
 export interface GetGenerationDeps {
@@ -81,13 +82,7 @@ export function createGetGenerationTool(
       "returns the progress, the queue position and an estimate of the time left, and you " +
       "can call it again. Results are kept for a limited time after the job ends.",
     inputSchema: getGenerationSchema(deps.maxWaitMs),
-    annotations: {
-      title: "Get generation",
-      readOnlyHint: true,
-      destructiveHint: false,
-      idempotentHint: true,
-      openWorldHint: false,
-    },
+    annotations: jobToolAnnotations("Get generation", { readOnlyHint: true, idempotentHint: true }),
     validate: getGenerationArgs,
     handle(args, context) {
       const waitMs = args.wait_seconds === null ? Infinity : args.wait_seconds * 1000;

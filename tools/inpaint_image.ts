@@ -8,7 +8,6 @@
 import { z } from "zod";
 import type { ControlNetConfig } from "../mod/config/mod.ts";
 import {
-  type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
@@ -17,9 +16,10 @@ import {
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
 import { decodeImageInput, toMask, toRgbImage } from "../mod/image/mod.ts";
-import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription } from "../mod/jobs/mod.ts";
 import { type ToolDefinition, ToolError } from "../mod/mcp/mod.ts";
 import { SIZES } from "../mod/pipeline/types.ts";
+import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, verbatim from the source. */
 export const INPAINT_IMAGE_SCHEMA = {
@@ -45,10 +45,7 @@ export const inpaintImageArgs = z.strictObject({
 });
 
 /** What `inpaint_image` needs. */
-export interface InpaintImageDeps {
-  images: ImageService;
-  /** Runs the call as a job and waits for it (bounded). */
-  jobs: JobService;
+export interface InpaintImageDeps extends ImageToolDeps {
   inpaint: ControlNetConfig;
 }
 
@@ -64,13 +61,7 @@ export function createInpaintImageTool(
       "should describe the whole picture as it should look. The result is one PNG. " +
       handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: INPAINT_IMAGE_SCHEMA,
-    annotations: {
-      title: "Inpaint image",
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: jobToolAnnotations("Inpaint image"),
     validate: inpaintImageArgs,
     async handle(args, context) {
       const receivedAt = Date.now();
@@ -83,36 +74,39 @@ export function createInpaintImageTool(
       }
       const sizeId = deps.images.resolveSize(args.size);
       const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom(context);
-      const [image, mask] = await deps.images.prepareInputs(context.scope?.keyPrefix, async () => {
-        const [decodedImage, decodedMask] = await Promise.all([
-          decodeImageInput("input_image", args.input_image),
-          decodeImageInput("mask_image", args.mask_image),
-        ]);
-        return await Promise.all([
-          toRgbImage(decodedImage, width, height),
-          toMask(decodedMask, width, height),
-        ]);
-      });
-      if (!mask.data.includes(1)) {
-        throw new ToolError(
-          "image",
-          "mask_image has no pixel brighter than 50% gray, so there is nothing to regenerate; " +
-            "paint the area to repaint white and the rest black",
-        );
-      }
-      return await deps.jobs.submit({
-        tool: "inpaint_image",
-        mode: "inpaint_image",
-        image,
-        mask,
-        positive: args.positive_prompt,
-        negative: args.negative_prompt,
-        size: sizeId,
-        name: null,
-        seeds: [deps.images.seedFor(1)],
+      return await submitOneImage(
+        deps,
+        context,
         receivedAt,
-      }, context);
+        async () => {
+          const [decodedImage, decodedMask] = await Promise.all([
+            decodeImageInput("input_image", args.input_image),
+            decodeImageInput("mask_image", args.mask_image),
+          ]);
+          return await Promise.all([
+            toRgbImage(decodedImage, width, height),
+            toMask(decodedMask, width, height),
+          ]);
+        },
+        ([image, mask]) => {
+          if (!mask.data.includes(1)) {
+            throw new ToolError(
+              "image",
+              "mask_image has no pixel brighter than 50% gray, so there is nothing to regenerate; " +
+                "paint the area to repaint white and the rest black",
+            );
+          }
+          return {
+            tool: "inpaint_image",
+            mode: "inpaint_image",
+            image,
+            mask,
+            positive: args.positive_prompt,
+            negative: args.negative_prompt,
+            size: sizeId,
+          };
+        },
+      );
     },
   };
 }

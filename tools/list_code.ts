@@ -12,12 +12,9 @@
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   type BackendClient,
-  backendErrorResult,
+  createListTool,
   type DesignCodeToolOptions,
-  listArgumentsJson,
-  listArgumentsSchema,
-  readOnlyBackendAnnotations,
-  runListRequest,
+  type listArgumentsSchema,
 } from "../mod/backend/mod.ts";
 
 /**
@@ -31,25 +28,15 @@ export function createListCodeTool(
   backend: BackendClient,
   options: DesignCodeToolOptions = {},
 ): ToolDefinition<typeof listArgumentsSchema> {
-  const now = options.now ?? (() => new Date());
-  return {
+  return createListTool(backend, options, {
     name: "list-code",
     title: "List code",
     description: "List the code sources (imported code components) of a project as compact " +
       "metadata, e.g. code _id, name and type. Paged with limit and offset; total_count gives " +
       "the full number. Use a code _id with get-code-detail.",
-    inputSchema: listArgumentsJson,
-    annotations: readOnlyBackendAnnotations("List code"),
-    errorResult: (message) => backendErrorResult("Failed to list code", message, now()),
-    validate: listArgumentsSchema,
-    handle(args, context) {
-      return runListRequest(backend, args, context, {
-        resource: "code",
-        itemKeys: ["code", "codes"],
-        nouns: ["code source", "code sources"],
-        action: "Failed to list code",
-        now,
-      });
-    },
-  };
+    resource: "code",
+    itemKeys: ["code", "codes"],
+    nouns: ["code source", "code sources"],
+    action: "Failed to list code",
+  });
 }

@@ -12,12 +12,9 @@
 import type { ToolDefinition } from "../mod/mcp/tool.ts";
 import {
   type BackendClient,
-  backendErrorResult,
+  createListTool,
   type DesignCodeToolOptions,
-  listArgumentsJson,
-  listArgumentsSchema,
-  readOnlyBackendAnnotations,
-  runListRequest,
+  type listArgumentsSchema,
 } from "../mod/backend/mod.ts";
 
 /**
@@ -31,26 +28,16 @@ export function createListDesignsTool(
   backend: BackendClient,
   options: DesignCodeToolOptions = {},
 ): ToolDefinition<typeof listArgumentsSchema> {
-  const now = options.now ?? (() => new Date());
-  return {
+  return createListTool(backend, options, {
     name: "list-designs",
     title: "List designs",
     description: "List the design sources (imported Figma frames/components) of a project as " +
       "compact metadata: design _id, name, file_id, page_id, node_id, component_id. Paged " +
       "with limit and offset; total_count gives the full number. Use a design _id with " +
       "get-design-detail, trigger-des2code or get-des2code.",
-    inputSchema: listArgumentsJson,
-    annotations: readOnlyBackendAnnotations("List designs"),
-    errorResult: (message) => backendErrorResult("Failed to list designs", message, now()),
-    validate: listArgumentsSchema,
-    handle(args, context) {
-      return runListRequest(backend, args, context, {
-        resource: "designs",
-        itemKeys: ["designs"],
-        nouns: ["design", "designs"],
-        action: "Failed to list designs",
-        now,
-      });
-    },
-  };
+    resource: "designs",
+    itemKeys: ["designs"],
+    nouns: ["design", "designs"],
+    action: "Failed to list designs",
+  });
 }

@@ -8,6 +8,7 @@
 import { z } from "zod";
 import type { JobService } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
+import { jobToolAnnotations } from "./job_tool.ts";
 
 /** What `list_generations` needs. */
 export interface ListGenerationsDeps {
@@ -56,13 +57,10 @@ export function createListGenerationsTool(
       "to fetch its images; a call that was interrupted before it answered is found here. " +
       "Finished jobs disappear once their results expire.",
     inputSchema: LIST_GENERATIONS_SCHEMA,
-    annotations: {
-      title: "List generations",
+    annotations: jobToolAnnotations("List generations", {
       readOnlyHint: true,
-      destructiveHint: false,
       idempotentHint: true,
-      openWorldHint: false,
-    },
+    }),
     validate: listGenerationsArgs,
     handle(args, context) {
       return deps.jobs.list(args.limit, context);

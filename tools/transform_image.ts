@@ -11,7 +11,6 @@ import { z } from "zod";
 import {
   change,
   CHANGE_LEVELS,
-  type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
@@ -19,10 +18,9 @@ import {
   size,
   SIZE_SCHEMA,
 } from "../mod/generation/mod.ts";
-import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
-import { SIZES } from "../mod/pipeline/types.ts";
+import { type ImageToolDeps, jobToolAnnotations, rgbInputAt, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, in the style of the source's image tools. */
 export const TRANSFORM_IMAGE_SCHEMA = {
@@ -66,11 +64,7 @@ export const transformImageArgs = z.strictObject({
 });
 
 /** What `transform_image` needs. */
-export interface TransformImageDeps {
-  images: ImageService;
-  /** Runs the call as a job and waits for it (bounded). */
-  jobs: JobService;
-}
+export type TransformImageDeps = ImageToolDeps;
 
 /** Creates the `transform_image` tool. */
 export function createTransformImageTool(
@@ -87,36 +81,26 @@ export function createTransformImageTool(
       "the strength behind each change level are server settings. The result is one PNG whose " +
       "metadata holds the seed. " + handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: TRANSFORM_IMAGE_SCHEMA,
-    annotations: {
-      title: "Transform image",
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: jobToolAnnotations("Transform image"),
     validate: transformImageArgs,
     async handle(args, context) {
       const receivedAt = Date.now();
       const sizeId = deps.images.resolveSize(args.size);
-      const { width, height } = SIZES[sizeId];
-      await deps.jobs.assertRoom(context);
-      const image = await deps.images.prepareInputs(
-        context.scope?.keyPrefix,
-        async () =>
-          toRgbImage(await decodeImageInput("input_image", args.input_image), width, height),
-      );
-      return await deps.jobs.submit({
-        tool: "transform_image",
-        mode: "image_to_image",
-        image,
-        change: args.change,
-        positive: args.positive_prompt,
-        negative: args.negative_prompt,
-        size: sizeId,
-        name: null,
-        seeds: [deps.images.seedFor(1)],
+      return await submitOneImage(
+        deps,
+        context,
         receivedAt,
-      }, context);
+        () => rgbInputAt("input_image", args.input_image, sizeId),
+        (image) => ({
+          tool: "transform_image",
+          mode: "image_to_image",
+          image,
+          change: args.change,
+          positive: args.positive_prompt,
+          negative: args.negative_prompt,
+          size: sizeId,
+        }),
+      );
     },
   };
 }

@@ -9,7 +9,6 @@
 
 import { z } from "zod";
 import {
-  type ImageService,
   imageString,
   NEGATIVE_PROMPT_SCHEMA,
   negativePrompt,
@@ -18,9 +17,10 @@ import {
   upscaleSize,
 } from "../mod/generation/mod.ts";
 import { closestAspect, decodeImageInput, toRgbImageClosest } from "../mod/image/mod.ts";
-import { handOffDescription, type JobService } from "../mod/jobs/mod.ts";
+import { handOffDescription } from "../mod/jobs/mod.ts";
 import type { ToolDefinition } from "../mod/mcp/mod.ts";
 import { UPSCALE_SIZES, type UpscaleSizeId } from "../mod/pipeline/types.ts";
+import { type ImageToolDeps, jobToolAnnotations, submitOneImage } from "./job_tool.ts";
 
 /** The JSON Schema shown in `tools/list`, in the style of the source's image tools. */
 export const UPSCALE_IMAGE_SCHEMA = {
@@ -62,11 +62,7 @@ export const upscaleImageArgs = z.strictObject({
 });
 
 /** What `upscale_image` needs. */
-export interface UpscaleImageDeps {
-  images: ImageService;
-  /** Runs the call as a job and waits for it (bounded). */
-  jobs: JobService;
-}
+export type UpscaleImageDeps = ImageToolDeps;
 
 const UPSCALE_SIZE_LIST = UPSCALE_SIZE_IDS.map((id) => UPSCALE_SIZES[id]);
 
@@ -89,39 +85,30 @@ export function createUpscaleImageTool(
       "progress is reported over all tiles. The result is one PNG. " +
       handOffDescription(deps.jobs.maxWaitMs),
     inputSchema: UPSCALE_IMAGE_SCHEMA,
-    annotations: {
-      title: "Upscale image",
-      readOnlyHint: false,
-      destructiveHint: false,
-      idempotentHint: false,
-      openWorldHint: false,
-    },
+    annotations: jobToolAnnotations("Upscale image"),
     validate: upscaleImageArgs,
     async handle(args, context) {
       const receivedAt = Date.now();
-      await deps.jobs.assertRoom(context);
       // The asked-for size, else the one closest to the input's shape (after EXIF orientation).
       const sizes = args.size ? [UPSCALE_SIZES[args.size]] : UPSCALE_SIZE_LIST;
-      const image = await deps.images.prepareInputs(
-        context.scope?.keyPrefix,
+      return await submitOneImage(
+        deps,
+        context,
+        receivedAt,
         async () =>
           toRgbImageClosest(await decodeImageInput("input_image", args.input_image), sizes),
+        (image) => ({
+          tool: "upscale_image",
+          mode: "upscale_image",
+          image,
+          positive: args.positive_prompt,
+          negative: args.negative_prompt,
+          size: args.size ??
+            UPSCALE_SIZE_IDS.find((id) =>
+              UPSCALE_SIZES[id].width === image.width && UPSCALE_SIZES[id].height === image.height
+            )!,
+        }),
       );
-      const sizeId = args.size ??
-        UPSCALE_SIZE_IDS.find((id) =>
-          UPSCALE_SIZES[id].width === image.width && UPSCALE_SIZES[id].height === image.height
-        )!;
-      return await deps.jobs.submit({
-        tool: "upscale_image",
-        mode: "upscale_image",
-        image,
-        positive: args.positive_prompt,
-        negative: args.negative_prompt,
-        size: sizeId,
-        name: null,
-        seeds: [deps.images.seedFor(1)],
-        receivedAt,
-      }, context);
     },
   };
 }

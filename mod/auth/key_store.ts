@@ -12,20 +12,24 @@ import { log } from "../log/mod.ts";
 /** Permission of a key. */
 export type Permission = "read" | "write";
 
-/** A key row as the authenticator needs it; validity is computed by the database clock. */
-export interface ApiKeyRecord {
+/** What a stored key is: its prefix, its scrypt hash and salt, and what it may do. */
+export interface StoredKey {
   /** Non-secret prefix. */
   keyPrefix: string;
   /** scrypt output, hex. */
   keyHash: string;
   /** scrypt salt, hex text. */
   salt: string;
-  /** Bound project, or null. */
+  /** Bound project, or null for an unbound key. */
   projectId: number | null;
   /** Owning user, or null. */
   userId: number | null;
   /** `read` or `write`. */
   permission: Permission;
+}
+
+/** A key row as the authenticator needs it; validity is computed by the database clock. */
+export interface ApiKeyRecord extends StoredKey {
   /** `revoked_at` is set. */
   revoked: boolean;
   /** `expires_at` is set and not in the future. */
@@ -58,19 +62,7 @@ export interface ApiKeyListing {
 }
 
 /** What `keys create` stores. */
-export interface NewApiKey {
-  /** Non-secret prefix. */
-  keyPrefix: string;
-  /** scrypt output, hex. */
-  keyHash: string;
-  /** scrypt salt, hex text. */
-  salt: string;
-  /** Bound project, or null for an unbound key. */
-  projectId: number | null;
-  /** Owning user, or null. */
-  userId: number | null;
-  /** `read` or `write`. */
-  permission: Permission;
+export interface NewApiKey extends StoredKey {
   /** Label, or null. */
   name: string | null;
   /** Expiry, or null for none. */

@@ -48,4 +48,5 @@ export {
   type NewApiKey,
   type Permission,
   revokeKey,
+  type StoredKey,
 } from "./key_store.ts";

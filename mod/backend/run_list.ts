@@ -5,13 +5,14 @@
  * contract's list result.
  *
  * Source: the design-code HTTP I/O contract ("Tool 入力", "`list-designs` /
- * `list-code` 成功").
+ * `list-code` 成功"). {@link createListTool} builds either tool from what
+ * differs between them.
  *
  * @module
  */
 
-import type { JsonSchema, ToolContext, ToolResult } from "../mcp/tool.ts";
-import { callBackend } from "./call_backend.ts";
+import type { JsonSchema, ToolContext, ToolDefinition, ToolResult } from "../mcp/tool.ts";
+import { callBackend, type DesignCodeToolOptions } from "./call_backend.ts";
 import {
   type ArgumentsSchema,
   argumentsSchema,
@@ -26,6 +27,7 @@ import {
 } from "./fields.ts";
 import { type ListArguments, toListPage } from "./list_page.ts";
 import { projectScopeRefusal } from "./project_scope.ts";
+import { readOnlyBackendAnnotations } from "./tool_annotations.ts";
 import { backendErrorResult, backendSuccessResult } from "./tool_results.ts";
 import type { BackendClient } from "./types.ts";
 
@@ -118,4 +120,44 @@ export async function runListRequest(
     page,
     true,
   );
+}
+
+/** What a list tool is called and how it describes itself, besides its {@link ListSpec}. */
+export interface ListToolSpec extends Omit<ListSpec, "now"> {
+  /** Tool name as listed, e.g. `list-code`. */
+  name: string;
+  /** Display title (also the annotations' title). */
+  title: string;
+  /** What the tool does, for the model choosing it. */
+  description: string;
+}
+
+/**
+ * Creates a list tool (read-only, idempotent, open world) on the shared
+ * arguments, handler and error shape.
+ *
+ * @param backend The backend client.
+ * @param options Clock for error timestamps.
+ * @param spec What the tool lists and how it is named.
+ * @returns The tool definition.
+ */
+export function createListTool(
+  backend: BackendClient,
+  options: DesignCodeToolOptions,
+  spec: ListToolSpec,
+): ToolDefinition<typeof listArgumentsSchema> {
+  const now = options.now ?? (() => new Date());
+  const { name, title, description, ...list } = spec;
+  return {
+    name,
+    title,
+    description,
+    inputSchema: listArgumentsJson,
+    annotations: readOnlyBackendAnnotations(title),
+    errorResult: (message) => backendErrorResult(spec.action, message, now()),
+    validate: listArgumentsSchema,
+    handle(args, context) {
+      return runListRequest(backend, args, context, { ...list, now });
+    },
+  };
 }

@@ -1,14 +1,15 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
-import { CheckpointError } from "./errors.ts";
 import { openSd15Checkpoint, openVaeWeights, type Sd15Checkpoint } from "./sd15.ts";
 import type { WeightMap } from "./weights.ts";
 import {
   asWrite,
   EMA_OFFSET,
+  inTempDir,
   olderDiffusersVae,
   originalLayout,
   originalVaeLayout,
+  refusal,
   safetensorsBytes,
   type TestSd15,
   testSd15,
@@ -18,14 +19,7 @@ import {
   type WriteTensor,
 } from "./testing.ts";
 
-async function inTemp(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-sd15-" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const inTemp = (f: (dir: string) => Promise<void>) => inTempDir("ckpt-sd15-", f);
 
 /** Asserts `got` holds exactly `want`'s names, shapes and values (plus `offset`). */
 async function assertPart(
@@ -46,17 +40,6 @@ async function assertModel(ck: Sd15Checkpoint, m: TestSd15, unetOffset = 0): Pro
   await assertPart(ck.unet, m.unet, "unet", unetOffset);
   await assertPart(ck.vae, m.vae, "vae");
   await assertPart(ck.textEncoder, m.textEncoder, "text encoder");
-}
-
-/** A refusal: a CheckpointError of one line starting with the path and matching `re`. */
-function refusal(path: string, re: RegExp) {
-  return (e: Error) => {
-    strictEqual(e instanceof CheckpointError, true, String(e));
-    strictEqual(re.test(e.message), true, e.message);
-    strictEqual(e.message.startsWith(path), true, e.message);
-    strictEqual(e.message.includes("\n"), false);
-    return true;
-  };
 }
 
 for (const dtype of ["F32", "F16", "BF16"] as const) {

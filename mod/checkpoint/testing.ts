@@ -11,10 +11,15 @@
  * @module
  */
 
+import { strictEqual } from "node:assert";
 import { type FileHandle, mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { concatBytes } from "../bytes/mod.ts";
+// zip's CRC-32 is PNG's (ISO-HDLC, reflected 0xEDB88320).
+import { crc32 } from "../image/crc32.ts";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
+import { CheckpointError } from "./errors.ts";
 import { sd15Shapes } from "./sd15_shapes.ts";
 import {
   emaKey,
@@ -686,7 +691,7 @@ export async function torchFileBytes(
 ): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   await writeTorch((c) => Promise.resolve(void chunks.push(c)), value, opts);
-  return concat(chunks);
+  return concatBytes(chunks);
 }
 
 /**
@@ -727,33 +732,6 @@ export async function writeOriginalCkpt(
     }
     : sd;
   await writeTorchFile(path, value, opts);
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    t[n] = c >>> 0;
-  }
-  return t;
-})();
-
-/** CRC-32 (zip's, ISO-HDLC). */
-export function crc32(b: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < b.length; i++) c = CRC_TABLE[(c ^ b[i]) & 255] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
 }
 
 async function deflateRaw(b: Uint8Array): Promise<Uint8Array> {
@@ -830,7 +808,7 @@ class ZipWriter {
   }
 
   async finish(): Promise<void> {
-    const cdBytes = concat(this.#central);
+    const cdBytes = concatBytes(this.#central);
     const cdOffset = this.#offset;
     const zip64 = this.forceZip64 || cdOffset >= 0xffffffff || this.#count >= 0xffff;
     await this.sink(cdBytes);
@@ -874,5 +852,29 @@ export async function zipBytes(
   const zip = new ZipWriter((c) => Promise.resolve(void chunks.push(c)), zip64);
   for (const [name, data] of members) await zip.add(name, data, name === compress);
   await zip.finish();
-  return concat(chunks);
+  return concatBytes(chunks);
+}
+
+/** Runs `f` in a new temporary folder named with `prefix`, removed afterwards. */
+export async function inTempDir(
+  prefix: string,
+  f: (dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix });
+  try {
+    await f(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** A refusal check for `assert.rejects`: a CheckpointError of one line starting with `path` and matching `re`. */
+export function refusal(path: string, re: RegExp): (e: Error) => boolean {
+  return (e: Error) => {
+    strictEqual(e instanceof CheckpointError, true, String(e));
+    strictEqual(re.test(e.message), true, e.message);
+    strictEqual(e.message.startsWith(path), true, e.message);
+    strictEqual(e.message.includes("\n"), false);
+    return true;
+  };
 }

@@ -5,9 +5,11 @@ import { openSd15Checkpoint, openVaeWeights } from "./sd15.ts";
 import { openWeightFile } from "./weight_file.ts";
 import {
   EMA_OFFSET,
+  inTempDir,
   originalVaeLayout,
   pickleBytes,
   type PyValue,
+  refusal,
   stateDict,
   testSd15,
   testValues,
@@ -19,24 +21,7 @@ import {
   zipBytes,
 } from "./testing.ts";
 
-async function inTemp(f: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-torch-" });
-  try {
-    await f(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function refusal(path: string, re: RegExp) {
-  return (e: Error) => {
-    strictEqual(e instanceof CheckpointError, true, String(e));
-    strictEqual(re.test(e.message), true, e.message);
-    strictEqual(e.message.startsWith(path), true, e.message);
-    strictEqual(e.message.includes("\n"), false);
-    return true;
-  };
-}
+const inTemp = (f: (dir: string) => Promise<void>) => inTempDir("ckpt-torch-", f);
 
 const t = (shape: number[], dtype: WriteTensor["dtype"] = "F32", name = "t"): WriteTensor => ({
   shape,

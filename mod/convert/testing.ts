@@ -6,7 +6,7 @@
  */
 
 import { join } from "node:path";
-import { type Graph, Layers, Rng } from "../model_builder/mod.ts";
+import { type Graph, Layers, Rng } from "../graph/mod.ts";
 
 /** The small graph: `sample [batch, 4, h, w]`, `step [batch]` int64 → `out [batch, 8, 2h, 2w]`. */
 export function smallGraph(seed = 7): Graph {

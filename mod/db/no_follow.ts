@@ -34,6 +34,7 @@
 
 import fs from "node:fs";
 import { DatabaseError } from "./database.ts";
+import { concatBytes } from "../bytes/mod.ts";
 
 const { O_RDONLY, O_RDWR, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } =
   fs.constants;
@@ -251,20 +252,10 @@ export function readNoFollow(path: string, accept: readonly number[]): string | 
       if (n === 0) break;
       chunks.push(chunk.subarray(0, n));
     }
-    return new TextDecoder().decode(concat(chunks));
+    return new TextDecoder().decode(concatBytes(chunks));
   } finally {
     fs.closeSync(fd);
   }
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
 }
 
 /**

@@ -12,6 +12,7 @@ import { createHash } from "node:crypto";
 import onnx from "onnx-proto";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { numel } from "./weights.ts";
+import { concatBytes } from "../bytes/mod.ts";
 
 const P = onnx.onnx;
 
@@ -418,19 +419,21 @@ export class Graph {
       : undefined;
     try {
       await model.write(modelHead);
-      await model.write(concat([Uint8Array.of(58), varint(graphLength)]));
+      await model.write(concatBytes([Uint8Array.of(58), varint(graphLength)]));
       await model.write(head);
       for (let i = 0; i < plan.tensors.length; i++) {
         signal?.throwIfAborted();
         const p = plan.tensors[i];
         const bytes = tensorBytes(p, await asyncData(p.init));
         const len = tensorLength(i);
-        await model.write(concat([Uint8Array.of(42), varint(len)]));
+        await model.write(concatBytes([Uint8Array.of(42), varint(len)]));
         if (p.external) {
           await external!.write(bytes);
           await model.write(records[i]!);
         } else {
-          await model.write(concat([inlineHeads[i]!, Uint8Array.of(74), varint(bytes.byteLength)]));
+          await model.write(
+            concatBytes([inlineHeads[i]!, Uint8Array.of(74), varint(bytes.byteLength)]),
+          );
           await model.write(bytes);
         }
         onTensor?.(i + 1, plan.tensors.length);
@@ -594,16 +597,6 @@ function varint(n: number): Uint8Array {
   }
   out.push(n);
   return Uint8Array.from(out);
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((a, p) => a + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 /** A file written front to back, hashed as it is written. */

@@ -29,7 +29,7 @@
 import { parseArgs } from "node:util";
 import { createKey } from "../auth/create_key.ts";
 import { openDatabase } from "../db/mod.ts";
-import { requestFrom } from "../../tests/helpers/from_address.ts";
+import { mcpPostFrom } from "../../tests/helpers/from_address.ts";
 import { formatStatuses, startFlood } from "../../tests/helpers/flood.ts";
 import { openTestDatabase } from "../../tests/helpers/postgres.ts";
 import { startReplica } from "../../tests/helpers/replica.ts";
@@ -63,16 +63,7 @@ async function call(
   key: string,
 ): Promise<{ ok: boolean; status: number; ms: number }> {
   const started = performance.now();
-  const r = await requestFrom(from, port, {
-    method: "POST",
-    path: "/mcp",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-api-key": key,
-    },
-    body,
-  }, 20_000);
+  const r = await mcpPostFrom(from, port, key, body, 20_000);
   return {
     ok: r.status === 200 && /"tools":\[\{/.test(r.body),
     status: r.status,

@@ -1,19 +1,7 @@
-import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
-import { ToolError } from "../mcp/tool.ts";
+import { deepStrictEqual, strictEqual } from "node:assert";
 import { checkBase64, decodeBase64 } from "./base64.ts";
 import { MAX_BASE64_LENGTH } from "./limits.ts";
-
-/** Asserts `fn` throws an image-class ToolError whose message contains every part. */
-function throwsImage(fn: () => unknown, ...parts: string[]): void {
-  throws(fn, (error: unknown) => {
-    ok(error instanceof ToolError, `expected ToolError, got ${error}`);
-    strictEqual(error.category, "image");
-    for (const part of parts) {
-      ok(error.message.includes(part), `message ${JSON.stringify(error.message)} lacks ${part}`);
-    }
-    return true;
-  });
-}
+import { throwsImage } from "./testing.ts";
 
 Deno.test("decodeBase64 decodes canonical base64 with 0, 1 and 2 padding characters", () => {
   // RFC 4648 §10 test vectors.

@@ -1,17 +1,6 @@
-import { ok, strictEqual, throws } from "node:assert";
-import { ToolError } from "../mcp/tool.ts";
+import { strictEqual } from "node:assert";
 import { splitImageString } from "./data_uri.ts";
-
-function throwsImage(fn: () => unknown, ...parts: string[]): void {
-  throws(fn, (error: unknown) => {
-    ok(error instanceof ToolError, `expected ToolError, got ${error}`);
-    strictEqual(error.category, "image");
-    for (const part of parts) {
-      ok(error.message.includes(part), `message ${JSON.stringify(error.message)} lacks ${part}`);
-    }
-    return true;
-  });
-}
+import { throwsImage } from "./testing.ts";
 
 Deno.test("raw base64 has no declared type and is the whole payload", () => {
   const split = splitImageString("input_image", "iVBORw0KGgo=");

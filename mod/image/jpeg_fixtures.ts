@@ -20,6 +20,7 @@
  */
 
 import { sharpLib as sharp } from "./sharp.ts";
+import { concatBytes } from "../bytes/mod.ts";
 
 /** Options of {@link scanFloodJpeg}. */
 export interface ScanFloodOptions {
@@ -121,16 +122,6 @@ export interface PaddedScanFlood {
   padAt: number;
 }
 
-function join(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
-}
-
 /** Builds the file of the module documentation (about 20 MB; takes a fraction of a second). */
 export async function paddedScanFlood(scans = 8000): Promise<PaddedScanFlood> {
   // 896×896 noise: its DC refinement scan, the smallest of libjpeg's 10, is about 2.4 KB.
@@ -158,14 +149,14 @@ export async function paddedScanFlood(scans = 8000): Promise<PaddedScanFlood> {
   );
   const tail = jpeg.subarray(eoi);
   return {
-    padded: join([
+    padded: concatBytes([
       jpeg.subarray(0, starts[0]),
       new Uint8Array([0x00]),
       jpeg.subarray(starts[0], eoi),
       ...repeated,
       tail,
     ]),
-    unpadded: join([jpeg.subarray(0, eoi), ...repeated, tail]),
+    unpadded: concatBytes([jpeg.subarray(0, eoi), ...repeated, tail]),
     padAt: starts[0],
   };
 }

@@ -1,16 +1,7 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import { encodePng, readPngText } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
-
-/** Table-less bitwise CRC-32 (reflected poly 0xEDB88320), independent of crc32.ts. */
-function bitwiseCrc32(bytes: Uint8Array): number {
-  let crc = 0xffffffff;
-  for (const byte of bytes) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
-  }
-  return (crc ^ 0xffffffff) >>> 0;
-}
+import { bitwiseCrc32 } from "./testing.ts";
 
 interface Chunk {
   type: string;

@@ -1,17 +1,7 @@
-import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
-import { ToolError } from "../mcp/tool.ts";
+import { deepStrictEqual, strictEqual } from "node:assert";
 import { readJpegHeader } from "./jpeg_header.ts";
 import { describeUnknown, inspectImage, sniffFormat } from "./sniff.ts";
-
-/** Table-less bitwise CRC-32 (reflected poly 0xEDB88320), independent of crc32.ts. */
-function bitwiseCrc32(bytes: Uint8Array): number {
-  let crc = 0xffffffff;
-  for (const byte of bytes) {
-    crc ^= byte;
-    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
-  }
-  return (crc ^ 0xffffffff) >>> 0;
-}
+import { bitwiseCrc32, throwsImage } from "./testing.ts";
 
 /** A PNG signature + IHDR (8-bit RGB) claiming `width`×`height`, with a valid CRC. */
 function pngHeader(width: number, height: number, corruptCrc = false): Uint8Array {
@@ -41,17 +31,6 @@ function jpegHeader(width: number, height: number, sof = 0xc0): Uint8Array {
     ...[0xff, 0xff, 0xff, sof, 0x00, 0x11, 0x08, height >> 8, height & 0xff, width >> 8],
     ...[width & 0xff, 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1],
   );
-}
-
-function throwsImage(fn: () => unknown, ...parts: string[]): void {
-  throws(fn, (error: unknown) => {
-    ok(error instanceof ToolError, `expected ToolError, got ${error}`);
-    strictEqual(error.category, "image");
-    for (const part of parts) {
-      ok(error.message.includes(part), `message ${JSON.stringify(error.message)} lacks ${part}`);
-    }
-    return true;
-  });
 }
 
 function ascii(text: string): Uint8Array {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { deflateSync } from "node:zlib";
 import { ToolError } from "../mcp/tool.ts";
 import { decodeImageInput, toRgbImage } from "./decode.ts";
+import { concatBytes } from "../bytes/mod.ts";
 import { pngChunk as chunk } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
 import { paddedScanFlood, scanFloodJpeg } from "./jpeg_fixtures.ts";
@@ -16,16 +17,6 @@ async function pngBytes(): Promise<Uint8Array> {
 
 async function jpegBytes(progressive: boolean): Promise<Uint8Array> {
   return new Uint8Array(await sharp(pixels, raw).jpeg({ progressive, quality: 90 }).toBuffer());
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }
 
 async function rejectsImage(promise: Promise<unknown>, pattern: RegExp): Promise<void> {
@@ -52,7 +43,7 @@ Deno.test("a JPEG with more than 100 scans is refused before decoding", async ()
   const lastSos = jpeg.findLastIndex((b, i) => b === 0xff && jpeg[i + 1] === 0xda);
   const eoi = jpeg.length - 2;
   const scan = jpeg.subarray(lastSos, eoi);
-  const many = concat(jpeg.subarray(0, eoi), ...Array(150).fill(scan), jpeg.subarray(eoi));
+  const many = concatBytes([jpeg.subarray(0, eoi), ...Array(150).fill(scan), jpeg.subarray(eoi)]);
   assert.equal(countJpegScans(many), MAX_JPEG_SCANS + 1, "the count stops past the limit");
   await rejectsImage(
     decodeImageInput("input_image", many.toBase64()),
@@ -184,10 +175,10 @@ Deno.test("PNG text chunks are dropped before decoding; the pixels are the same"
   const png = await pngBytes();
   const z = chunk(
     "zTXt",
-    concat(new TextEncoder().encode("k\0\0"), deflateSync(new Uint8Array(100_000))),
+    concatBytes([new TextEncoder().encode("k\0\0"), deflateSync(new Uint8Array(100_000))]),
   );
   const t = chunk("tEXt", new TextEncoder().encode("Comment\0hello"));
-  const withText = concat(png.subarray(0, 33), ...Array(200).fill(z), t, png.subarray(33));
+  const withText = concatBytes([png.subarray(0, 33), ...Array(200).fill(z), t, png.subarray(33)]);
   const pruned = prunePngChunks(withText);
   assert.equal(pruned.textChunks, 201);
   assert.deepEqual(pruned.bytes, png);
@@ -198,18 +189,18 @@ Deno.test("PNG text chunks are dropped before decoding; the pixels are the same"
 
 Deno.test("a PNG with more than 1 MB of other ancillary chunks is refused", async () => {
   const png = await pngBytes();
-  const small = concat(
+  const small = concatBytes([
     png.subarray(0, 33),
     chunk("prVt", new Uint8Array(900_000)),
     png.subarray(33),
-  );
+  ]);
   assert.equal((await decodeImageInput("input_image", small.toBase64())).width, 64);
-  const big = concat(
+  const big = concatBytes([
     png.subarray(0, 33),
     chunk("prVt", new Uint8Array(600_000)),
     chunk("prVt", new Uint8Array(600_000)),
     png.subarray(33),
-  );
+  ]);
   // Two chunks of 600,000 bytes plus 12 bytes of framing each, plus what sharp wrote (pHYs).
   const base = prunePngChunks(png).ancillaryBytes;
   assert.equal(prunePngChunks(big).ancillaryBytes, base + 1_200_024);

@@ -1,11 +1,13 @@
 /**
  * Images for tests that need pictures of a known kind: smooth gradients
  * (which compress like photographs) under a chosen amount of pixel noise
- * (pure noise does not compress at all).
+ * (pure noise does not compress at all); the image tests' shared checks.
  *
  * @module
  */
 
+import { ok, strictEqual, throws } from "node:assert";
+import { ToolError } from "../mcp/tool.ts";
 import type { RgbImage } from "../pipeline/types.ts";
 
 /** Deterministic pseudo-random bytes (mulberry32). */
@@ -35,4 +37,26 @@ export function texturedImage(width: number, height: number, noise: number, seed
     }
   }
   return { width, height, data };
+}
+
+/** Asserts `fn` throws an image-class ToolError whose message contains every part. */
+export function throwsImage(fn: () => unknown, ...parts: string[]): void {
+  throws(fn, (error: unknown) => {
+    ok(error instanceof ToolError, `expected ToolError, got ${error}`);
+    strictEqual(error.category, "image");
+    for (const part of parts) {
+      ok(error.message.includes(part), `message ${JSON.stringify(error.message)} lacks ${part}`);
+    }
+    return true;
+  });
+}
+
+/** Table-less bitwise CRC-32 (reflected poly 0xEDB88320), independent of crc32.ts. */
+export function bitwiseCrc32(bytes: Uint8Array): number {
+  let crc = 0xffffffff;
+  for (const byte of bytes) {
+    crc ^= byte;
+    for (let k = 0; k < 8; k++) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
+  }
+  return (crc ^ 0xffffffff) >>> 0;
 }

@@ -5,7 +5,7 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert";
 import { join } from "node:path";
 import onnx from "onnx-proto";
-import { Graph } from "../model_builder/mod.ts";
+import { Graph } from "../graph/mod.ts";
 import { createSessionFromBytes, fromFloat16Bits, Tensor, toFloat16Bits } from "../onnx/mod.ts";
 import type { LoraModule } from "./kohya_keys.ts";
 import { patchModel } from "./onnx_patch.ts";

@@ -23,6 +23,7 @@ import {
   Tensor,
 } from "./runtime.ts";
 import { ExecutionProviderError, isNoFloat16 } from "./providers.ts";
+import { concatBytes } from "../bytes/mod.ts";
 
 /** What {@link checkExecutionProvider} found. */
 export interface ProviderCheck {
@@ -118,7 +119,7 @@ export function castProbeModel(): Uint8Array {
     valueInfo(11, "x", 1), // FLOAT
     valueInfo(12, "y", 10), // FLOAT16
   ]);
-  return concat([
+  return concatBytes([
     varintField(1, 8), // ir_version
     stringField(2, "generate-image-sd15-mcp"), // producer_name
     graph,
@@ -142,7 +143,10 @@ function varintField(field: number, value: number): Uint8Array {
 }
 
 function lengthDelimited(field: number, body: Uint8Array): Uint8Array {
-  return concat([Uint8Array.from([...varint((field << 3) | 2), ...varint(body.length)]), body]);
+  return concatBytes([
+    Uint8Array.from([...varint((field << 3) | 2), ...varint(body.length)]),
+    body,
+  ]);
 }
 
 function stringField(field: number, text: string): Uint8Array {
@@ -150,15 +154,5 @@ function stringField(field: number, text: string): Uint8Array {
 }
 
 function msg(field: number, parts: Uint8Array[]): Uint8Array {
-  return lengthDelimited(field, concat(parts));
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return lengthDelimited(field, concatBytes(parts));
 }

@@ -10,18 +10,11 @@ import {
   Tensor,
 } from "./runtime.ts";
 import { floatTensor, toFloat32 } from "./tensors.ts";
+import { tinyUnetFeeds } from "./testing.ts";
 
 const unet = buildUnet(7, TINY_DIMS, { flavour: "diffusers", io: "float32" });
 
-function feeds(): Record<string, Tensor> {
-  const sample = Float32Array.from({ length: 4 * 8 * 8 }, (_, i) => Math.sin(i));
-  const ehs = Float32Array.from({ length: 77 * 32 }, (_, i) => Math.cos(i / 7));
-  return {
-    sample: floatTensor("float32", sample, [1, 4, 8, 8]),
-    timestep: new Tensor("float32", Float32Array.from([500]), [1]),
-    encoder_hidden_states: floatTensor("float32", ehs, [1, 77, 32]),
-  };
-}
+const feeds = tinyUnetFeeds;
 
 Deno.test("createSession: path load finds weights.pb next to the model; metadata from the model", async () => {
   const dir = await Deno.makeTempDir({ prefix: "onnx_rt_" });

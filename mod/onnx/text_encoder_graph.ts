@@ -182,15 +182,7 @@ class Index {
 
   /** Every tensor `tensor` is computed from (itself included). */
   ancestors(tensor: string): Set<string> {
-    const seen = new Set<string>();
-    const stack = [tensor];
-    while (stack.length > 0) {
-      const t = stack.pop()!;
-      if (seen.has(t)) continue;
-      seen.add(t);
-      for (const i of this.produced.get(t)?.input ?? []) if (i) stack.push(i);
-    }
-    return seen;
+    return reach(tensor, (t) => (this.produced.get(t)?.input ?? []).filter((i) => i));
   }
 
   /**
@@ -366,13 +358,18 @@ function skipLayers(
 
 /** Tensors computed from `tensor` (itself included). */
 function descendants(index: Index, tensor: string): Set<string> {
+  return reach(tensor, (t) => (index.consumers.get(t) ?? []).flatMap((n) => n.output ?? []));
+}
+
+/** Every tensor reached from `start` by following `next` (itself included). */
+function reach(start: string, next: (tensor: string) => readonly string[]): Set<string> {
   const seen = new Set<string>();
-  const stack = [tensor];
+  const stack = [start];
   while (stack.length > 0) {
     const t = stack.pop()!;
     if (seen.has(t)) continue;
     seen.add(t);
-    for (const n of index.consumers.get(t) ?? []) for (const o of n.output ?? []) stack.push(o);
+    stack.push(...next(t));
   }
   return seen;
 }

@@ -1,9 +1,9 @@
 import { deepStrictEqual, notDeepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import onnx from "onnx-proto";
+import { Graph } from "../graph/mod.ts";
 import {
   buildVaeEncoder,
   type ExportOptions,
-  Graph,
   LOGVAR_BIAS,
   TINY_DIMS,
 } from "../model_builder/mod.ts";

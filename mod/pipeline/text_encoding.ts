@@ -139,7 +139,10 @@ export async function encodePrompts(
   reading: PromptReading = { syntax: "plain" },
 ): Promise<PromptEmbeddings> {
   if (reading.syntax === "a1111") {
-    return await encodeChunked(tokenizer, session, io, positive, negative, withNegative, reading);
+    const read: ReadPrompt[] = [];
+    if (withNegative) read.push(readOne("negative_prompt", negative, tokenizer, reading));
+    read.push(readOne("positive_prompt", positive, tokenizer, reading));
+    return await encodeChunked(session, io, read);
   }
   const notes: string[] = [];
   const encodings: ClipEncoding[] = [];
@@ -230,19 +233,12 @@ function readOne(
   return read;
 }
 
-/** The "a1111" reading (module documentation). */
+/** The "a1111" reading (module documentation) of the prompts `read`, negative first. */
 async function encodeChunked(
-  tokenizer: PromptTokenizer,
   session: ModelSession,
   io: ResolvedIo,
-  positive: string,
-  negative: string,
-  withNegative: boolean,
-  reading: PromptReading,
+  read: readonly ReadPrompt[],
 ): Promise<PromptEmbeddings> {
-  const read: ReadPrompt[] = [];
-  if (withNegative) read.push(readOne("negative_prompt", negative, tokenizer, reading));
-  read.push(readOne("positive_prompt", positive, tokenizer, reading));
   const chunks = read.flatMap((r) => r.chunks);
   const length = chunks[0].tokens.length;
   const ids = new Int32Array(chunks.length * length);

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { Graph } from "../../mod/model_builder/mod.ts";
+import { Graph } from "../../mod/graph/mod.ts";
 import { createSessionFromBytes, Tensor, toFloat32 } from "../../mod/onnx/mod.ts";
 
 const g = new Graph("conv_tanh");

@@ -88,3 +88,23 @@ export async function requestFrom(
   socket.write(lines.join("\r\n") + "\r\n\r\n" + body);
   return parseResponse(await reading);
 }
+
+/** A JSON-RPC POST /mcp from loopback address `from` with API key `key` (`body` as JSON text). */
+export function mcpPostFrom(
+  from: string,
+  port: number,
+  key: string,
+  body: string,
+  timeoutMs = 15_000,
+): Promise<RawResponse> {
+  return requestFrom(from, port, {
+    method: "POST",
+    path: "/mcp",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-api-key": key,
+    },
+    body,
+  }, timeoutMs);
+}

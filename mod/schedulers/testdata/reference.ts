@@ -7,24 +7,17 @@
  */
 
 import { ok } from "node:assert";
+import { SD15_SCHEDULER_CONFIG } from "../../convert/sd15_scheduler.ts";
 
 /**
  * runwayml/stable-diffusion-v1-5 `scheduler/scheduler_config.json` as
  * published on Hugging Face (the same PNDM config as in its mirror
- * stable-diffusion-v1-5/stable-diffusion-v1-5, which models.lock pins).
+ * stable-diffusion-v1-5/stable-diffusion-v1-5, which models.lock pins): the
+ * one a converted set gets, with the published file's diffusers version.
  */
 export const SD15_CONFIG = {
-  _class_name: "PNDMScheduler",
+  ...SD15_SCHEDULER_CONFIG,
   _diffusers_version: "0.6.0",
-  beta_end: 0.012,
-  beta_schedule: "scaled_linear",
-  beta_start: 0.00085,
-  num_train_timesteps: 1000,
-  set_alpha_to_one: false,
-  skip_prk_steps: true,
-  steps_offset: 1,
-  trained_betas: null,
-  clip_sample: false,
 } as const;
 
 /**
