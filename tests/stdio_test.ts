@@ -123,10 +123,13 @@ Deno.test("stdio: generate_image returns one PNG with the five metadata keys and
     const png = Uint8Array.fromBase64(content[0].data!);
     const meta = readPngText(png);
     assert.deepEqual(Object.keys(meta).sort(), [
+      "clip_skip",
       "elapsed_seconds",
       "guidance_scale",
       "mode",
       "preset",
+      "prompt",
+      "prompt_syntax",
       "scheduler",
       "seed",
       "size",
@@ -134,6 +137,12 @@ Deno.test("stdio: generate_image returns one PNG with the five metadata keys and
       "timestamp",
       "vae_decoder",
     ]);
+    // The prompt as given, and how it was read (AUTOMATIC1111's syntax by default); no negative
+    // prompt was given, so none is recorded.
+    assert.deepEqual(
+      [meta.prompt, meta.prompt_syntax, meta.clip_skip],
+      ["a red apple", "a1111", "1"],
+    );
     // The tiny config's quality preset with its 4 steps.
     assert.deepEqual(
       [meta.preset, meta.scheduler, meta.steps, meta.guidance_scale, meta.vae_decoder],
