@@ -1,0 +1,831 @@
+/**
+ * Test tooling (never imported by product code): a small SD 1.x-shaped
+ * weight set under diffusers' names (real SD 1.5 key names, tiny widths),
+ * written in the original single-file layout (the inverse of the reading
+ * map, as diffusers' `scripts/convert_diffusers_to_original_stable_diffusion.py`
+ * writes it) as safetensors in fp32/fp16/bf16 or as a PyTorch `.ckpt`, and
+ * as a diffusers folder; plus a minimal writer of PyTorch zip and legacy
+ * files (pickle protocol 2 and raw storages) that can also name any global,
+ * for the refusal tests.
+ *
+ * @module
+ */
+
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { float32ToFloat16Bits } from "../onnx/fp16.ts";
+import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
+import {
+  emaKey,
+  isVaeAttentionProjection,
+  SD15_PREFIXES,
+  unetToOriginal,
+  vaeToOriginal,
+} from "./sd15_keys.ts";
+
+/** A tensor held in memory by the test tooling. */
+export interface TestTensor {
+  /** Shape. */
+  shape: number[];
+  /** Values (row-major). */
+  data: Float32Array;
+}
+
+/** A small SD 1.x model under diffusers' names. */
+export interface TestSd15 {
+  /** UNet2DConditionModel names. */
+  unet: Map<string, TestTensor>;
+  /** AutoencoderKL names. */
+  vae: Map<string, TestTensor>;
+  /** CLIPTextModel names (`text_model.*`). */
+  textEncoder: Map<string, TestTensor>;
+}
+
+/** Widths of {@link testSd15}; defaults are tiny. */
+export interface TestSd15Options {
+  /** UNet base width (block widths ×1, ×2, ×4, ×4 as SD 1.x's 320/640/1280/1280). Default 4. */
+  unetWidth?: number;
+  /** Cross-attention context = text-encoder width. Default 32 (768 in SD 1.x). */
+  context?: number;
+  /** UNet input channels (4; 9 makes an inpainting UNet, 8 instruct-pix2pix). */
+  inChannels?: number;
+  /** VAE base width (×1, ×2, ×4, ×4 as 128/256/512/512). Default 4. */
+  vaeWidth?: number;
+  /** Text-encoder layers. Default 2 (12 in SD 1.x). */
+  textLayers?: number;
+  /** Vocabulary rows. Default 16 (49408 in SD 1.x). */
+  vocab?: number;
+  /** Positions. Default 8 (77 in SD 1.x). */
+  positions?: number;
+  /** Include transformers' `text_model.embeddings.position_ids` buffer (int64). */
+  positionIds?: boolean;
+}
+
+/**
+ * Values exactly representable in fp16 and bf16 (multiples of 1/64 in
+ * [-2, 2]), different for each name, so a round trip through any dtype
+ * compares exactly and a mixed-up name shows.
+ */
+export function testValues(name: string, count: number, salt = 0): Float32Array {
+  let h = 2166136261 ^ salt;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) {
+    h = Math.imul(h ^ (h >>> 15), 2246822507) ^ i;
+    out[i] = (((h >>> 0) % 257) - 128) / 64;
+  }
+  return out;
+}
+
+function put(map: Map<string, TestTensor>, name: string, shape: number[]): void {
+  map.set(name, { shape, data: testValues(name, shape.reduce((a, b) => a * b, 1)) });
+}
+
+function norm(map: Map<string, TestTensor>, p: string, c: number): void {
+  put(map, `${p}.weight`, [c]);
+  put(map, `${p}.bias`, [c]);
+}
+
+function conv(map: Map<string, TestTensor>, p: string, cout: number, cin: number, k: number): void {
+  put(map, `${p}.weight`, [cout, cin, k, k]);
+  put(map, `${p}.bias`, [cout]);
+}
+
+function linear(
+  map: Map<string, TestTensor>,
+  p: string,
+  cout: number,
+  cin: number,
+  bias = true,
+): void {
+  put(map, `${p}.weight`, [cout, cin]);
+  if (bias) put(map, `${p}.bias`, [cout]);
+}
+
+/** A UNet ResNet block (diffusers `ResnetBlock2D`); `temb` 0 for the VAE's. */
+function resnet(
+  map: Map<string, TestTensor>,
+  p: string,
+  cin: number,
+  cout: number,
+  temb: number,
+): void {
+  norm(map, `${p}.norm1`, cin);
+  conv(map, `${p}.conv1`, cout, cin, 3);
+  if (temb > 0) linear(map, `${p}.time_emb_proj`, cout, temb);
+  norm(map, `${p}.norm2`, cout);
+  conv(map, `${p}.conv2`, cout, cout, 3);
+  if (cin !== cout) conv(map, `${p}.conv_shortcut`, cout, cin, 1);
+}
+
+/** A UNet Transformer2DModel with 1×1-conv projections, as SD 1.x has. */
+function transformer(map: Map<string, TestTensor>, p: string, c: number, ctx: number): void {
+  norm(map, `${p}.norm`, c);
+  conv(map, `${p}.proj_in`, c, c, 1);
+  const b = `${p}.transformer_blocks.0`;
+  for (const [attn, kv] of [["attn1", c], ["attn2", ctx]] as const) {
+    linear(map, `${b}.${attn}.to_q`, c, c, false);
+    linear(map, `${b}.${attn}.to_k`, c, kv, false);
+    linear(map, `${b}.${attn}.to_v`, c, kv, false);
+    linear(map, `${b}.${attn}.to_out.0`, c, c);
+  }
+  norm(map, `${b}.norm1`, c);
+  norm(map, `${b}.norm2`, c);
+  norm(map, `${b}.norm3`, c);
+  linear(map, `${b}.ff.net.0.proj`, 8 * c, c);
+  linear(map, `${b}.ff.net.2`, c, 4 * c);
+  conv(map, `${p}.proj_out`, c, c, 1);
+}
+
+/** A small SD 1.x model with every tensor name of the real one (block structure of SD 1.5). */
+export function testSd15(opts: TestSd15Options = {}): TestSd15 {
+  const w = opts.unetWidth ?? 4;
+  const ctx = opts.context ?? 32;
+  const ch = [w, 2 * w, 4 * w, 4 * w];
+  const temb = 4 * w;
+  const unet = new Map<string, TestTensor>();
+  conv(unet, "conv_in", w, opts.inChannels ?? 4, 3);
+  linear(unet, "time_embedding.linear_1", temb, w);
+  linear(unet, "time_embedding.linear_2", temb, temb);
+  const skips = [w];
+  let c = w;
+  for (let i = 0; i < 4; i++) {
+    for (let j = 0; j < 2; j++) {
+      resnet(unet, `down_blocks.${i}.resnets.${j}`, c, ch[i], temb);
+      c = ch[i];
+      if (i < 3) transformer(unet, `down_blocks.${i}.attentions.${j}`, c, ctx);
+      skips.push(c);
+    }
+    if (i < 3) {
+      conv(unet, `down_blocks.${i}.downsamplers.0.conv`, c, c, 3);
+      skips.push(c);
+    }
+  }
+  resnet(unet, "mid_block.resnets.0", c, c, temb);
+  transformer(unet, "mid_block.attentions.0", c, ctx);
+  resnet(unet, "mid_block.resnets.1", c, c, temb);
+  const up = [...ch].reverse();
+  for (let i = 0; i < 4; i++) {
+    for (let j = 0; j < 3; j++) {
+      const skip = skips.pop()!;
+      resnet(unet, `up_blocks.${i}.resnets.${j}`, c + skip, up[i], temb);
+      c = up[i];
+      if (i > 0) transformer(unet, `up_blocks.${i}.attentions.${j}`, c, ctx);
+    }
+    if (i < 3) conv(unet, `up_blocks.${i}.upsamplers.0.conv`, c, c, 3);
+  }
+  norm(unet, "conv_norm_out", c);
+  conv(unet, "conv_out", 4, c, 3);
+
+  const v = opts.vaeWidth ?? 4;
+  const vch = [v, 2 * v, 4 * v, 4 * v];
+  const vae = new Map<string, TestTensor>();
+  conv(vae, "encoder.conv_in", v, 3, 3);
+  c = v;
+  for (let i = 0; i < 4; i++) {
+    for (let j = 0; j < 2; j++) {
+      resnet(vae, `encoder.down_blocks.${i}.resnets.${j}`, c, vch[i], 0);
+      c = vch[i];
+    }
+    if (i < 3) conv(vae, `encoder.down_blocks.${i}.downsamplers.0.conv`, c, c, 3);
+  }
+  for (const side of ["encoder", "decoder"]) {
+    if (side === "decoder") conv(vae, "decoder.conv_in", c, 4, 3);
+    resnet(vae, `${side}.mid_block.resnets.0`, c, c, 0);
+    norm(vae, `${side}.mid_block.attentions.0.group_norm`, c);
+    for (const m of ["to_q", "to_k", "to_v", "to_out.0"]) {
+      linear(vae, `${side}.mid_block.attentions.0.${m}`, c, c);
+    }
+    resnet(vae, `${side}.mid_block.resnets.1`, c, c, 0);
+    if (side === "encoder") {
+      norm(vae, "encoder.conv_norm_out", c);
+      conv(vae, "encoder.conv_out", 8, c, 3);
+      conv(vae, "quant_conv", 8, 8, 1);
+      conv(vae, "post_quant_conv", 4, 4, 1);
+    }
+  }
+  const vup = [...vch].reverse();
+  for (let i = 0; i < 4; i++) {
+    for (let j = 0; j < 3; j++) {
+      resnet(vae, `decoder.up_blocks.${i}.resnets.${j}`, c, vup[i], 0);
+      c = vup[i];
+    }
+    if (i < 3) conv(vae, `decoder.up_blocks.${i}.upsamplers.0.conv`, c, c, 3);
+  }
+  norm(vae, "decoder.conv_norm_out", c);
+  conv(vae, "decoder.conv_out", 3, c, 3);
+
+  const te = new Map<string, TestTensor>();
+  const positions = opts.positions ?? 8;
+  put(te, "text_model.embeddings.token_embedding.weight", [opts.vocab ?? 16, ctx]);
+  put(te, "text_model.embeddings.position_embedding.weight", [positions, ctx]);
+  if (opts.positionIds) {
+    te.set("text_model.embeddings.position_ids", {
+      shape: [1, positions],
+      data: Float32Array.from({ length: positions }, (_, i) => i),
+    });
+  }
+  for (let l = 0; l < (opts.textLayers ?? 2); l++) {
+    const p = `text_model.encoder.layers.${l}`;
+    for (const m of ["q_proj", "k_proj", "v_proj", "out_proj"]) {
+      linear(te, `${p}.self_attn.${m}`, ctx, ctx);
+    }
+    norm(te, `${p}.layer_norm1`, ctx);
+    linear(te, `${p}.mlp.fc1`, 4 * ctx, ctx);
+    linear(te, `${p}.mlp.fc2`, ctx, 4 * ctx);
+    norm(te, `${p}.layer_norm2`, ctx);
+  }
+  norm(te, "text_model.final_layer_norm", ctx);
+  return { unet, vae, textEncoder: te };
+}
+
+// ---- encoding ----
+
+/** Float32 values as the little-endian bytes of `dtype` (F32, F16, BF16 rounded to nearest even; I64 for buffers). */
+export function encodeAs(data: Float32Array, dtype: WeightDtype): Uint8Array {
+  switch (dtype) {
+    case "F32":
+      return new Uint8Array(data.slice().buffer);
+    case "F16":
+      return new Uint8Array(float32ToFloat16Bits(data).buffer);
+    case "BF16": {
+      const bits = new Uint32Array(data.slice().buffer);
+      const out = new Uint16Array(data.length);
+      for (let i = 0; i < bits.length; i++) {
+        const b = bits[i];
+        out[i] = (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+      }
+      return new Uint8Array(out.buffer);
+    }
+    case "F64":
+      return new Uint8Array(Float64Array.from(data).buffer);
+    case "I64":
+      return new Uint8Array(BigInt64Array.from(data, (x) => BigInt(Math.round(x))).buffer);
+    case "I32":
+      return new Uint8Array(Int32Array.from(data).buffer);
+    case "I16":
+      return new Uint8Array(Int16Array.from(data).buffer);
+    case "I8":
+      return new Uint8Array(Int8Array.from(data).buffer);
+    case "U8":
+    case "BOOL":
+      return Uint8Array.from(data);
+  }
+}
+
+/** One tensor to write. */
+export interface WriteTensor extends TestTensor {
+  /** Stored dtype. */
+  dtype: WeightDtype;
+}
+
+/** Safetensors bytes of `tensors` (in the given order; 8-byte aligned data as the reference writer pads). */
+export function safetensorsBytes(
+  tensors: Iterable<[string, WriteTensor]>,
+  metadata?: Record<string, string>,
+): Uint8Array {
+  const header: Record<string, unknown> = {};
+  if (metadata) header.__metadata__ = metadata;
+  const chunks: Uint8Array[] = [];
+  let offset = 0;
+  for (const [name, t] of tensors) {
+    const bytes = encodeAs(t.data, t.dtype);
+    if (bytes.length !== t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype]) {
+      throw new RangeError(`${name}: ${t.data.length} values for shape [${t.shape}]`);
+    }
+    header[name] = {
+      dtype: t.dtype,
+      shape: t.shape,
+      data_offsets: [offset, offset + bytes.length],
+    };
+    chunks.push(bytes);
+    offset += bytes.length;
+  }
+  let json = JSON.stringify(header);
+  while ((8 + json.length) % 8 !== 0) json += " ";
+  const jsonBytes = new TextEncoder().encode(json);
+  const out = new Uint8Array(8 + jsonBytes.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(jsonBytes.length), true);
+  out.set(jsonBytes, 8);
+  let at = 8 + jsonBytes.length;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+// ---- the original layout ----
+
+/** How {@link originalLayout} writes a model. */
+export interface OriginalLayoutOptions {
+  /** Stored float dtype. Default F32. */
+  dtype?: "F32" | "F16" | "BF16";
+  /** Add EMA copies of the UNet (`model_ema.*`, values +0.25 so a test can tell them apart) with `decay`/`num_updates`. */
+  ema?: boolean;
+  /** Text encoder as `cond_stage_model.transformer.*` without `text_model.` (older files). */
+  oldTextEncoderKeys?: boolean;
+  /** Scheduler buffers (`betas`, `alphas_cumprod`, …), `loss.logvar` and `model_ema.*` counters as extra keys. */
+  extraKeys?: boolean;
+  /** Names prefixed by `state_dict.` (the wrapper, as a flattened safetensors file shows it). */
+  stateDictWrapper?: boolean;
+  /** Leave a part out. */
+  omit?: ("unet" | "vae" | "textEncoder")[];
+}
+
+/** The EMA copy's offset from the regular weights in {@link originalLayout}. */
+export const EMA_OFFSET = 0.25;
+
+/**
+ * A model in the original single-file layout (names and the VAE attention
+ * reshaped to 1×1 convs, as diffusers' `convert_diffusers_to_original_stable_diffusion.py`
+ * writes it), as an ordered list of tensors to write.
+ */
+export function originalLayout(
+  model: TestSd15,
+  opts: OriginalLayoutOptions = {},
+): [string, WriteTensor][] {
+  const dtype = opts.dtype ?? "F32";
+  const out: [string, WriteTensor][] = [];
+  const omit = new Set(opts.omit ?? []);
+  const add = (name: string, t: TestTensor, d: WeightDtype = dtype) =>
+    out.push([(opts.stateDictWrapper ? "state_dict." : "") + name, { ...t, dtype: d }]);
+  if (!omit.has("unet")) {
+    for (const [hf, t] of model.unet) {
+      const sd = unetToOriginal(hf);
+      if (sd === undefined) throw new Error(`no original name for UNet ${hf}`);
+      add(SD15_PREFIXES.unet + sd, t);
+      if (opts.ema) {
+        add(emaKey(sd), { shape: t.shape, data: t.data.map((x) => x + EMA_OFFSET) });
+      }
+    }
+  }
+  if (!omit.has("vae")) {
+    for (const [hf, t] of model.vae) {
+      const sd = vaeToOriginal(hf);
+      if (sd === undefined) throw new Error(`no original name for VAE ${hf}`);
+      const shape = isVaeAttentionProjection(hf) ? [...t.shape, 1, 1] : t.shape;
+      add(SD15_PREFIXES.vae + sd, { shape, data: t.data });
+    }
+  }
+  if (!omit.has("textEncoder")) {
+    for (const [hf, t] of model.textEncoder) {
+      const name = opts.oldTextEncoderKeys ? hf.slice("text_model.".length) : hf;
+      add(SD15_PREFIXES.textEncoder + name, t, hf.endsWith("position_ids") ? "I64" : dtype);
+    }
+  }
+  if (opts.ema) {
+    add("model_ema.decay", { shape: [], data: Float32Array.of(0.9999) }, "F32");
+    add("model_ema.num_updates", { shape: [], data: Float32Array.of(1000) }, "I32");
+  }
+  if (opts.extraKeys) {
+    const steps = 4;
+    for (const b of ["betas", "alphas_cumprod", "alphas_cumprod_prev", "sqrt_alphas_cumprod"]) {
+      add(b, { shape: [steps], data: testValues(b, steps) }, "F32");
+    }
+    add("loss.logvar", { shape: [steps], data: testValues("logvar", steps) }, "F32");
+  }
+  return out;
+}
+
+/** Writes {@link originalLayout} as a safetensors file. */
+export async function writeOriginalSafetensors(
+  path: string,
+  model: TestSd15,
+  opts: OriginalLayoutOptions = {},
+): Promise<void> {
+  await writeFile(path, safetensorsBytes(originalLayout(model, opts)));
+}
+
+/** A standalone VAE in the original layout (no `first_stage_model.`), optionally with a training `loss.*` tensor. */
+export function originalVaeLayout(
+  vae: Map<string, TestTensor>,
+  dtype: "F32" | "F16" | "BF16" = "F32",
+  withLoss = false,
+): [string, WriteTensor][] {
+  const out: [string, WriteTensor][] = [];
+  for (const [hf, t] of vae) {
+    const sd = vaeToOriginal(hf);
+    if (sd === undefined) throw new Error(`no original name for VAE ${hf}`);
+    const shape = isVaeAttentionProjection(hf) ? [...t.shape, 1, 1] : t.shape;
+    out.push([sd, { shape, data: t.data, dtype }]);
+  }
+  if (withLoss) out.push(["loss.logvar", { shape: [1], data: Float32Array.of(0), dtype: "F32" }]);
+  return out;
+}
+
+/** A diffusers VAE's tensors with the older attention names (`group_norm`, `query`, `key`, `value`, `proj_attn`). */
+export function olderDiffusersVae(vae: Map<string, TestTensor>): Map<string, TestTensor> {
+  const rename: Record<string, string> = {
+    to_q: "query",
+    to_k: "key",
+    to_v: "value",
+    "to_out.0": "proj_attn",
+  };
+  return new Map(
+    [...vae].map(([k, v]) => {
+      const m = /^(.*\.mid_block\.attentions\.0\.)(to_q|to_k|to_v|to_out\.0)(\..*)$/.exec(k);
+      return [m ? m[1] + rename[m[2]] + m[3] : k, v];
+    }),
+  );
+}
+
+/** Tensors as `WriteTensor`s of one dtype. */
+export function asWrite(
+  map: Map<string, TestTensor>,
+  dtype: WeightDtype = "F32",
+): [string, WriteTensor][] {
+  return [...map].map(([k, t]) => [k, { ...t, dtype: k.endsWith("position_ids") ? "I64" : dtype }]);
+}
+
+/** How {@link writeDiffusersFolder} writes the weights. */
+export interface DiffusersFolderOptions {
+  /** Stored float dtype. Default F32. */
+  dtype?: "F32" | "F16" | "BF16";
+  /** Write `*.bin` PyTorch zip files instead of safetensors. */
+  bin?: boolean;
+  /** Leave a component folder out. */
+  omit?: ("unet" | "vae" | "textEncoder")[];
+}
+
+/** Writes a diffusers folder: `model_index.json`, `unet/`, `vae/`, `text_encoder/` (weights and a small config). */
+export async function writeDiffusersFolder(
+  dir: string,
+  model: TestSd15,
+  opts: DiffusersFolderOptions = {},
+): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await writeFile(
+    join(dir, "model_index.json"),
+    JSON.stringify({
+      _class_name: "StableDiffusionPipeline",
+      unet: ["diffusers", "UNet2DConditionModel"],
+      vae: ["diffusers", "AutoencoderKL"],
+      text_encoder: ["transformers", "CLIPTextModel"],
+      tokenizer: ["transformers", "CLIPTokenizer"],
+      scheduler: ["diffusers", "PNDMScheduler"],
+    }),
+  );
+  const parts = [
+    ["unet", "unet", "diffusion_pytorch_model", model.unet],
+    ["vae", "vae", "diffusion_pytorch_model", model.vae],
+    ["textEncoder", "text_encoder", opts.bin ? "pytorch_model" : "model", model.textEncoder],
+  ] as const;
+  for (const [part, sub, stem, map] of parts) {
+    if (opts.omit?.includes(part)) continue;
+    await mkdir(join(dir, sub), { recursive: true });
+    await writeFile(join(dir, sub, "config.json"), "{}");
+    const tensors = asWrite(map, opts.dtype ?? "F32");
+    if (opts.bin) await writeTorchFile(join(dir, sub, `${stem}.bin`), stateDict(tensors));
+    else await writeFile(join(dir, sub, `${stem}.safetensors`), safetensorsBytes(tensors));
+  }
+}
+
+// ---- PyTorch files ----
+
+/** A Python value the pickle writer can write. */
+export type PyValue =
+  | string
+  | number
+  | boolean
+  | null
+  | PyValue[]
+  | { int: bigint }
+  | { float: number }
+  | { tuple: PyValue[] }
+  | { dict: [PyValue, PyValue][]; ordered?: boolean }
+  | { tensor: WriteTensor; stride?: number[]; storageOffset?: number; parameter?: boolean }
+  | { global: [string, string] }
+  | { reduce: [PyValue, PyValue[]] };
+
+/** A state dict (`collections.OrderedDict` of tensors) as a {@link PyValue}. */
+export function stateDict(tensors: Iterable<[string, WriteTensor]>): PyValue {
+  return { dict: [...tensors].map(([k, t]) => [k, { tensor: t }]), ordered: true };
+}
+
+/** PyTorch storage class names by dtype (`torch.FloatStorage`, …). */
+const STORAGE: Record<WeightDtype, string> = {
+  F64: "DoubleStorage",
+  F32: "FloatStorage",
+  F16: "HalfStorage",
+  BF16: "BFloat16Storage",
+  I64: "LongStorage",
+  I32: "IntStorage",
+  I16: "ShortStorage",
+  I8: "CharStorage",
+  U8: "ByteStorage",
+  BOOL: "BoolStorage",
+};
+
+/** Pickle protocol 2 writer with the persistent ids `torch.save` writes for storages. */
+class PickleWriter {
+  readonly #out: number[] = [];
+  readonly storages: { key: string; bytes: Uint8Array; dtype: WeightDtype; numel: number }[] = [];
+  constructor(readonly legacy: boolean) {}
+
+  byte(...b: number[]): void {
+    this.#out.push(...b);
+  }
+  u32(n: number): void {
+    this.byte(n & 255, (n >>> 8) & 255, (n >>> 16) & 255, (n >>> 24) & 255);
+  }
+  str(s: string): void {
+    const b = new TextEncoder().encode(s);
+    this.byte(0x58); // BINUNICODE
+    this.u32(b.length);
+    for (const x of b) this.byte(x);
+  }
+  global(module: string, name: string): void {
+    this.byte(0x63); // GLOBAL
+    for (const x of new TextEncoder().encode(`${module}\n${name}\n`)) this.byte(x);
+  }
+  int(n: number | bigint): void {
+    const v = BigInt(n);
+    if (v >= 0n && v < 256n) this.byte(0x4b, Number(v)); // BININT1
+    else if (v >= -(2n ** 31n) && v < 2n ** 31n) {
+      this.byte(0x4a); // BININT
+      this.u32(Number(BigInt.asUintN(32, v)));
+    } else {
+      // LONG1: little-endian two's complement, as short as it goes.
+      const bytes: number[] = [];
+      let x = v;
+      for (;;) {
+        bytes.push(Number(BigInt.asUintN(8, x)));
+        x >>= 8n;
+        const top = bytes[bytes.length - 1];
+        if ((x === 0n && top < 128) || (x === -1n && top >= 128)) break;
+      }
+      this.byte(0x8a, bytes.length, ...bytes);
+    }
+  }
+  tuple(items: PyValue[]): void {
+    this.byte(0x28); // MARK
+    for (const i of items) this.value(i);
+    this.byte(0x74); // TUPLE
+  }
+  value(v: PyValue): void {
+    if (v === null) return this.byte(0x4e);
+    if (v === true) return this.byte(0x88);
+    if (v === false) return this.byte(0x89);
+    if (typeof v === "string") return this.str(v);
+    if (typeof v === "number") {
+      if (Number.isInteger(v)) return this.int(v);
+      return this.value({ float: v });
+    }
+    if (Array.isArray(v)) {
+      this.byte(0x5d, 0x28); // EMPTY_LIST MARK
+      for (const i of v) this.value(i);
+      return this.byte(0x65); // APPENDS
+    }
+    if ("int" in v) return this.int(v.int);
+    if ("float" in v) {
+      this.byte(0x47); // BINFLOAT, big-endian
+      const b = new Uint8Array(8);
+      new DataView(b.buffer).setFloat64(0, v.float, false);
+      return this.byte(...b);
+    }
+    if ("tuple" in v) return this.tuple(v.tuple);
+    if ("global" in v) return this.global(...v.global);
+    if ("reduce" in v) {
+      this.value(v.reduce[0]);
+      this.tuple(v.reduce[1]);
+      return this.byte(0x52); // REDUCE
+    }
+    if ("dict" in v) {
+      if (v.ordered) {
+        this.global("collections", "OrderedDict");
+        this.byte(0x29, 0x52); // EMPTY_TUPLE REDUCE
+      } else this.byte(0x7d); // EMPTY_DICT
+      this.byte(0x28); // MARK
+      for (const [k, x] of v.dict) {
+        this.value(k);
+        this.value(x);
+      }
+      return this.byte(0x75); // SETITEMS
+    }
+    // A tensor: _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, hooks)
+    const t = v.tensor;
+    const key = String(this.storages.length);
+    const numel = t.shape.reduce((a, b) => a * b, 1) + (v.storageOffset ?? 0);
+    const bytes = new Uint8Array(numel * DTYPE_BYTES[t.dtype]);
+    bytes.set(encodeAs(t.data, t.dtype), (v.storageOffset ?? 0) * DTYPE_BYTES[t.dtype]);
+    this.storages.push({ key, bytes, dtype: t.dtype, numel });
+    if (v.parameter) this.global("torch._utils", "_rebuild_parameter");
+    this.global("torch._utils", "_rebuild_tensor_v2");
+    this.byte(0x28); // MARK
+    // persistent id ('storage', torch.XStorage, key, 'cpu', numel[, view_metadata])
+    this.byte(0x28);
+    this.str("storage");
+    this.global("torch", STORAGE[t.dtype]);
+    this.str(key);
+    this.str("cpu");
+    this.int(numel);
+    if (this.legacy) this.byte(0x4e);
+    this.byte(0x74, 0x51); // TUPLE BINPERSID
+    this.int(v.storageOffset ?? 0);
+    this.tuple(t.shape);
+    this.tuple(v.stride ?? contiguousStride(t.shape));
+    this.byte(0x89); // False
+    this.global("collections", "OrderedDict");
+    this.byte(0x29, 0x52); // EMPTY_TUPLE REDUCE
+    this.byte(0x74, 0x52); // TUPLE REDUCE
+    if (v.parameter) {
+      this.byte(0x89); // requires_grad False
+      this.global("collections", "OrderedDict");
+      this.byte(0x29, 0x52);
+      this.byte(0x87, 0x52); // TUPLE3 REDUCE
+    }
+  }
+  bytes(v: PyValue): Uint8Array {
+    this.#out.length = 0;
+    this.byte(0x80, 2); // PROTO 2
+    this.value(v);
+    this.byte(0x2e); // STOP
+    return Uint8Array.from(this.#out);
+  }
+}
+
+function contiguousStride(shape: number[]): number[] {
+  const s = new Array<number>(shape.length);
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
+/** How {@link torchFileBytes} writes. */
+export interface TorchWriteOptions {
+  /** The legacy (non-zip) format `torch.save(..., _use_new_zipfile_serialization=False)` writes. */
+  legacy?: boolean;
+  /** The zip's top folder (torch uses the file stem; `archive` since 2.x). */
+  dir?: string;
+  /** Extra zip members (name → bytes), for the member-name tests. */
+  extraMembers?: [string, Uint8Array][];
+  /** Deflate this member instead of storing it (torch never does; the reader refuses it). */
+  compress?: string;
+  /** Members torch 2.x adds (`byteorder`, `.data/version`, `.data/serialization_id`). */
+  torch2Members?: boolean;
+}
+
+/** The bytes of a PyTorch file holding `value` (`torch.save`'s zip format, or the legacy one). */
+export async function torchFileBytes(
+  value: PyValue,
+  opts: TorchWriteOptions = {},
+): Promise<Uint8Array> {
+  const w = new PickleWriter(opts.legacy === true);
+  const pkl = w.bytes(value);
+  if (opts.legacy) {
+    const parts: Uint8Array[] = [];
+    const magic = new PickleWriter(false);
+    parts.push(magic.bytes({ int: 0x1950a86a20f9469cfc6cn }));
+    parts.push(magic.bytes(1001));
+    parts.push(magic.bytes({
+      dict: [["protocol_version", 1001], ["little_endian", true], [
+        "type_sizes",
+        { dict: [["short", 2], ["int", 4], ["long", 4]] },
+      ]],
+    }));
+    parts.push(pkl);
+    parts.push(magic.bytes(w.storages.map((s) => s.key)));
+    for (const s of w.storages) {
+      const n = new Uint8Array(8);
+      new DataView(n.buffer).setBigInt64(0, BigInt(s.numel), true);
+      parts.push(n, s.bytes);
+    }
+    return concat(parts);
+  }
+  const dir = opts.dir ?? "archive";
+  const members: [string, Uint8Array][] = [[`${dir}/data.pkl`, pkl]];
+  if (opts.torch2Members) members.push([`${dir}/byteorder`, new TextEncoder().encode("little")]);
+  for (const s of w.storages) members.push([`${dir}/data/${s.key}`, s.bytes]);
+  members.push([`${dir}/version`, new TextEncoder().encode("3\n")]);
+  if (opts.torch2Members) {
+    members.push([`${dir}/.data/version`, new TextEncoder().encode("3\n")]);
+    members.push([`${dir}/.data/serialization_id`, new TextEncoder().encode("1234567890")]);
+  }
+  members.push(...(opts.extraMembers ?? []));
+  return await zipBytes(members, opts.compress);
+}
+
+/** Writes {@link torchFileBytes} to `path`. */
+export async function writeTorchFile(
+  path: string,
+  value: PyValue,
+  opts: TorchWriteOptions = {},
+): Promise<void> {
+  await writeFile(path, await torchFileBytes(value, opts));
+}
+
+/** Writes {@link originalLayout} as a PyTorch `.ckpt` (`{"state_dict": …, "global_step": …}` like LDM's checkpoints). */
+export async function writeOriginalCkpt(
+  path: string,
+  model: TestSd15,
+  opts: OriginalLayoutOptions & TorchWriteOptions = {},
+): Promise<void> {
+  const tensors = originalLayout(model, { ...opts, stateDictWrapper: false });
+  const sd = stateDict(tensors);
+  const value: PyValue = opts.stateDictWrapper
+    ? {
+      dict: [["epoch", 6], ["global_step", 840000], ["pytorch-lightning_version", "1.4.2"], [
+        "state_dict",
+        sd,
+      ], [
+        "optimizer_states",
+        [],
+      ]],
+    }
+    : sd;
+  await writeTorchFile(path, value, opts);
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** CRC-32 (zip's, ISO-HDLC). */
+export function crc32(b: Uint8Array): number {
+  let c = 0xffffffff;
+  for (let i = 0; i < b.length; i++) c = CRC_TABLE[(c ^ b[i]) & 255] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+async function deflateRaw(b: Uint8Array): Promise<Uint8Array> {
+  const stream = new Blob([b as BlobPart]).stream().pipeThrough(
+    new CompressionStream("deflate-raw"),
+  );
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+/** A zip archive of stored members (and one deflated when asked), without zip64. */
+export async function zipBytes(
+  members: [string, Uint8Array][],
+  compress?: string,
+): Promise<Uint8Array> {
+  const enc = new TextEncoder();
+  const parts: Uint8Array[] = [];
+  const central: Uint8Array[] = [];
+  let offset = 0;
+  for (const [name, data] of members) {
+    const nameBytes = enc.encode(name);
+    const deflated = name === compress;
+    const body = deflated ? await deflateRaw(data) : data;
+    const crc = crc32(data);
+    // torch aligns member data to 64 bytes with an extra field; do the same.
+    const base = offset + 30 + nameBytes.length;
+    const pad = (64 - ((base + 4) % 64)) % 64;
+    const extra = new Uint8Array(4 + pad);
+    new DataView(extra.buffer).setUint16(0, 0x4b50, true);
+    new DataView(extra.buffer).setUint16(2, pad, true);
+    const local = new Uint8Array(30);
+    const lv = new DataView(local.buffer);
+    lv.setUint32(0, 0x04034b50, true);
+    lv.setUint16(4, 20, true);
+    lv.setUint16(8, deflated ? 8 : 0, true);
+    lv.setUint32(14, crc, true);
+    lv.setUint32(18, body.length, true);
+    lv.setUint32(22, data.length, true);
+    lv.setUint16(26, nameBytes.length, true);
+    lv.setUint16(28, extra.length, true);
+    const cd = new Uint8Array(46);
+    const cv = new DataView(cd.buffer);
+    cv.setUint32(0, 0x02014b50, true);
+    cv.setUint16(4, 20, true);
+    cv.setUint16(6, 20, true);
+    cv.setUint16(10, deflated ? 8 : 0, true);
+    cv.setUint32(16, crc, true);
+    cv.setUint32(20, body.length, true);
+    cv.setUint32(24, data.length, true);
+    cv.setUint16(28, nameBytes.length, true);
+    cv.setUint32(42, offset, true);
+    central.push(cd, nameBytes);
+    parts.push(local, nameBytes, extra, body);
+    offset += local.length + nameBytes.length + extra.length + body.length;
+  }
+  const cdBytes = concat(central);
+  const eocd = new Uint8Array(22);
+  const ev = new DataView(eocd.buffer);
+  ev.setUint32(0, 0x06054b50, true);
+  ev.setUint16(8, members.length, true);
+  ev.setUint16(10, members.length, true);
+  ev.setUint32(12, cdBytes.length, true);
+  ev.setUint32(16, offset, true);
+  return concat([...parts, cdBytes, eocd]);
+}
