@@ -558,7 +558,13 @@ async function addConverted(
       log("error", "models", oneLine(e.message));
       return 1;
     }
-    throw e;
+    // A conversion that failed midway left nothing behind (add_checkpoint.ts): say so in one line.
+    log(
+      "error",
+      "models",
+      `${target}: the conversion failed: ${oneLine((e as Error).message)}; nothing was written`,
+    );
+    return 1;
   }
   const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
   let text = "";
