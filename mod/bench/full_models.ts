@@ -37,7 +37,7 @@ import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
  * `BUILDER_VERSION` is not used, so a change to the test fixtures does not
  * rewrite gigabytes of bench models).
  */
-export const FULL_SET_VERSION = 4;
+export const FULL_SET_VERSION = 5;
 
 /** Options of {@link buildFullSet}. */
 export interface FullSetOptions {

@@ -56,8 +56,8 @@
  * @module
  */
 
-import { Graph } from "../model_builder/graph.ts";
-import { OPSET } from "../model_builder/layers.ts";
+import { Graph } from "../graph/mod.ts";
+import { OPSET } from "../graph/mod.ts";
 // safetensors.ts directly, not ../lora/mod.ts: that loads onnxruntime-node, and
 // `deno task models` (no FFI permission) converts the download through this module.
 import { parseSafetensors, type StoredTensor } from "../lora/safetensors.ts";

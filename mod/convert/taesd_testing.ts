@@ -10,7 +10,7 @@
  */
 
 import { encodeSafetensors, type SafetensorsEntry } from "../model_builder/lora.ts";
-import { Rng } from "../model_builder/rng.ts";
+import { Rng } from "../graph/mod.ts";
 
 /** A module of the decoder's `nn.Sequential`; conv entries give in/out channels and bias. */
 export type ReferenceModule =

@@ -8,9 +8,9 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
-import { Rng } from "./rng.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** Builds the depth model (float32 I/O). */
 export function buildDepthModel(seed: number): EncodedModel {

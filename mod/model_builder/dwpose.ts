@@ -15,9 +15,9 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
-import { Rng } from "./rng.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** Input height and width (w×h = 288×384). */
 export const DWPOSE_INPUT = { height: 384, width: 288 } as const;

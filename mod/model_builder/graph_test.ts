@@ -1,8 +1,8 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import onnx from "onnx-proto";
-import { Graph } from "./graph.ts";
+import { Graph } from "../graph/graph.ts";
 import { axisNames, SD15_DIMS } from "./options.ts";
-import { Rng } from "./rng.ts";
+import { Rng } from "../graph/rng.ts";
 import { residualInputName, residualShape } from "./unet.ts";
 
 const P = onnx.onnx;

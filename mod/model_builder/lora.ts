@@ -14,7 +14,7 @@
 
 import { float32ToFloat16Bits } from "../onnx/mod.ts";
 import { type ModelDims, TINY_DIMS } from "./options.ts";
-import { Rng } from "./rng.ts";
+import { Rng } from "../graph/rng.ts";
 import { TEXT_ENCODER_SCOPES } from "./text_encoder.ts";
 import { UNET_SCOPES } from "./unet.ts";
 

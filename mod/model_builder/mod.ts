@@ -18,8 +18,8 @@ export {
   Graph,
   type InitData,
   type WriteOptions,
-} from "./graph.ts";
-export { type IoFloat, Layers, OPSET } from "./layers.ts";
+} from "../graph/mod.ts";
+export { type IoFloat, Layers, OPSET } from "../graph/mod.ts";
 export {
   type AxisNames,
   axisNames,
@@ -33,7 +33,7 @@ export {
   type VaeEncoderOutput,
   vaeEncoderOutput,
 } from "./options.ts";
-export { fnv1a, Rng } from "./rng.ts";
+export { fnv1a, Rng } from "../graph/mod.ts";
 export {
   buildTextEncoder,
   MAX_POSITIONS,

@@ -26,7 +26,7 @@ import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
 import { log } from "../log/mod.ts";
 import { buildDepthModel } from "./depth.ts";
 import { buildDwposeModel } from "./dwpose.ts";
-import type { EncodedModel } from "./graph.ts";
+import type { EncodedModel } from "../graph/graph.ts";
 import { type LockComponent, type LockEntry, lockEntry, lockText, parseLock } from "./lock.ts";
 import { type ExportOptions, type ModelDims, TINY_DIMS } from "./options.ts";
 import { SCHEDULER_CONFIG_JSON } from "./scheduler_config.ts";

@@ -7,8 +7,8 @@
  * @module
  */
 
-import type { Dim } from "./graph.ts";
-import type { IoFloat } from "./layers.ts";
+import type { Dim } from "../graph/graph.ts";
+import type { IoFloat } from "../graph/layers.ts";
 
 /** Channel widths of the models. */
 export interface ModelDims {

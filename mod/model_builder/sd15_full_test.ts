@@ -1,8 +1,8 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert";
 import onnx from "onnx-proto";
 import { createSession, floatTensor, toFloat32 } from "../onnx/mod.ts";
-import { Layers } from "./layers.ts";
-import { Rng } from "./rng.ts";
+import { Layers } from "../graph/layers.ts";
+import { Rng } from "../graph/rng.ts";
 import { fixNodeName } from "../lora/kohya_keys.ts";
 import {
   buildFullControlNet,

@@ -9,7 +9,7 @@ import {
   timestepTensor,
   toFloat32,
 } from "../onnx/mod.ts";
-import { Graph } from "./graph.ts";
+import { Graph } from "../graph/graph.ts";
 import { tinyModelFiles } from "./model_set.ts";
 import { maxAbsDiff, openBuilt, wave } from "./testing.ts";
 

@@ -14,10 +14,10 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
-import type { IoFloat } from "./layers.ts";
-import { Rng } from "./rng.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
+import type { IoFloat } from "../graph/layers.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** TAESD's decoder width. */
 export const TAESD_CHANNELS = 64;

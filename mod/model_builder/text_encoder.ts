@@ -13,10 +13,10 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
 import { axisNames, type ExportOptions, type ModelDims } from "./options.ts";
-import { Rng } from "./rng.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** Rows of the token table; ids are taken modulo this. */
 export const TOKEN_TABLE_ROWS = 1024;

@@ -20,8 +20,8 @@
  * @module
  */
 
-import type { Dim, EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
+import type { Dim, EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
 import {
   type AxisNames,
   axisNames,
@@ -30,7 +30,7 @@ import {
   type ModelDims,
   timestepStyle,
 } from "./options.ts";
-import { Rng } from "./rng.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** Spatial level (0 = H/8 … 3 = H/64) of residual i (0..11 down, 12 mid). */
 export const RESIDUAL_LEVEL: readonly number[] = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3];

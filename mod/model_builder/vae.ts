@@ -16,16 +16,11 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
-import {
-  axisNames,
-  type ExportOptions,
-  type Flavour,
-  type ModelDims,
-  vaeEncoderOutput,
-} from "./options.ts";
-import { Rng } from "./rng.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
+import { axisNames, type ExportOptions, type ModelDims, vaeEncoderOutput } from "./options.ts";
+import { Rng } from "../graph/rng.ts";
+import { sampleInGraph } from "../graph/sd15.ts";
 
 /** Log-variance bias of `latent_parameters`: std = exp(0.5·(-4)) ≈ 0.135. */
 export const LOGVAR_BIAS: number = -4;
@@ -71,39 +66,12 @@ export function buildVaeEncoder(seed: number, dims: ModelDims, o: ExportOptions)
   if (vaeEncoderOutput(o) === "latent_parameters") {
     L.floatOut(params, "latent_parameters", [ax.batch, 8, outH, outW]);
   } else {
-    L.floatOut(sampleInGraph(L, params, o.flavour), "latent_sample", [ax.batch, 4, outH, outW]);
+    L.floatOut(sampleInGraph(L, params, o.flavour !== "diffusers"), "latent_sample", [
+      ax.batch,
+      4,
+      outH,
+      outW,
+    ]);
   }
   return L.g.encode({ opset: OPSET, docString: "tiny SD 1.5 VAE encoder (test fixture)" });
-}
-
-/**
- * `DiagonalGaussianDistribution(params).sample()` as the torch exporter
- * writes it (diffusers `models/autoencoders/vae.py`): `torch.chunk(params, 2,
- * dim=1)` as `prim::ConstantChunk` at opset ≥ 13 (two Slices whose bounds come
- * from the runtime shape) for the diffusers flavour and as one Split for the
- * Optimum one; `torch.clamp(logvar, -30, 20)` as Clip; `torch.exp(0.5 ·
- * logvar)`; `randn` of the traced mean shape as RandomNormalLike over
- * ConstantOfShape(Shape(mean)), followed by the `.to(dtype)` Cast of
- * diffusers 0.6's `sample()` in the diffusers flavour; `mean + std · noise`.
- */
-export function sampleInGraph(L: Layers, params: string, flavour: Flavour): string {
-  const g = L.g;
-  let mean: string;
-  let logvar: string;
-  if (flavour === "diffusers") {
-    const axis = g.constI64([1]);
-    const size = g.op("Gather", [g.op("Shape", [params]), axis], { axis: { i: 0 } });
-    const chunk = g.op("Div", [g.op("Add", [size, g.constI64([1])]), g.constI64([2])]);
-    const end = g.op("Mul", [chunk, g.constI64([2])]);
-    mean = g.op("Slice", [params, g.constI64([0]), chunk, axis], {}, "mean");
-    logvar = g.op("Slice", [params, chunk, end, axis], {}, "logvar");
-  } else {
-    [mean, logvar] = g.opN("Split", [params, g.constI64([4, 4])], 2, { axis: { i: 1 } }, "chunk");
-  }
-  const clamped = g.op("Clip", [logvar, g.constF([-30], []), g.constF([20], [])]);
-  const std = g.op("Exp", [L.scale(clamped, 0.5)], {}, "std");
-  const shape = g.op("ConstantOfShape", [g.op("Shape", [mean])]);
-  let noise = g.op("RandomNormalLike", [shape], { dtype: { i: 1 } }, "noise", "RandomNormalLike_0");
-  if (flavour === "diffusers") noise = g.op("Cast", [noise], { to: { i: 1 } }, "noise_f32");
-  return L.add(mean, L.mul(std, noise));
 }

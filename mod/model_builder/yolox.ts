@@ -17,9 +17,9 @@
  * @module
  */
 
-import type { EncodedModel } from "./graph.ts";
-import { Layers, OPSET } from "./layers.ts";
-import { Rng } from "./rng.ts";
+import type { EncodedModel } from "../graph/graph.ts";
+import { Layers, OPSET } from "../graph/layers.ts";
+import { Rng } from "../graph/rng.ts";
 
 /** Input side length. */
 export const YOLOX_SIZE = 640;

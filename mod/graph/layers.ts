@@ -11,6 +11,7 @@
 
 import { type Attr, type Dim, type ElemType, Graph } from "./graph.ts";
 import { Rng } from "./rng.ts";
+import { numel, RandomWeights, type WeightRequest, type WeightSource } from "./weights.ts";
 
 /** Opset used by every built model. */
 export const OPSET = 17;
@@ -18,29 +19,27 @@ export const OPSET = 17;
 /** Float type of a model's float inputs and outputs. */
 export type IoFloat = "float32" | "float16";
 
-/** Graph + random stream + the model's float I/O type. */
+/** Graph + weight source + the model's float I/O type. */
 export class Layers {
   /** The graph being built. */
   readonly g: Graph;
-  /** Weight stream of this model. */
-  readonly rng: Rng;
+  /** Where the weights come from. */
+  readonly source: WeightSource;
   /** Float type of the graph I/O. */
   readonly io: IoFloat;
-  /**
-   * Lazy weights: each weight gets its own seed now and its values only when
-   * the model is written (`Graph.writeFiles`), so full-size models never hold
-   * all their weights at once.
-   */
-  readonly lazy: boolean;
   /** Trainable parameters created so far (weights and biases; not constants). */
   params = 0;
 
-  /** Starts a model named `name`. */
-  constructor(name: string, rng: Rng, io: IoFloat = "float32", lazy = false) {
+  /**
+   * Starts a model named `name`. `weights`: a random stream (with `lazy`,
+   * each weight gets its own seed now and its values only when the model is
+   * written, so full-size models never hold all their weights at once) or any
+   * {@link WeightSource}, e.g. a checkpoint's tensors.
+   */
+  constructor(name: string, weights: Rng | WeightSource, io: IoFloat = "float32", lazy = false) {
     this.g = new Graph(name);
-    this.rng = rng;
+    this.source = weights instanceof Rng ? new RandomWeights(weights, lazy) : weights;
     this.io = io;
-    this.lazy = lazy;
   }
 
   /** A float input in the model's I/O type; returns the float32 value to compute with. */
@@ -62,20 +61,20 @@ export class Layers {
     return this.g.input(name, type, shape);
   }
 
-  /** A uniform float32 weight in [-bound, bound). */
+  /** A uniform float32 weight in [-bound, bound) (named `hint` in a weight map). */
   weight(hint: string, dims: readonly number[], bound: number): string {
-    const n = dims.reduce((a, b) => a * b, 1);
-    this.params += n;
-    if (!this.lazy) return this.g.init(hint, "float32", dims, this.rng.uniform(n, bound));
-    const seed = Math.floor(this.rng.next() * 4294967296);
-    return this.g.init(hint, "float32", dims, () => new Rng(seed, hint).uniform(n, bound));
+    return this.param({ hint, name: hint, dims, layout: "same", init: { uniform: bound } });
   }
 
   /** A trainable parameter of constant value (norm scales and shifts start at 1 and 0). */
   constParam(hint: string, dims: readonly number[], value: number): string {
-    const n = dims.reduce((a, b) => a * b, 1);
-    this.params += n;
-    return this.g.init(hint, "float32", dims, () => new Float32Array(n).fill(value));
+    return this.param({ hint, name: hint, dims, layout: "same", init: { fill: value } });
+  }
+
+  /** A trainable float32 tensor from the weight source; returns the initializer's name. */
+  param(request: WeightRequest): string {
+    this.params += numel(request.dims);
+    return this.g.init(request.hint, "float32", request.dims, this.source.tensor(request));
   }
 
   /**

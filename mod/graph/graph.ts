@@ -8,8 +8,10 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
 import onnx from "onnx-proto";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
+import { numel } from "./weights.ts";
 
 const P = onnx.onnx;
 
@@ -81,7 +83,7 @@ interface Initializer {
   type: ElemType;
   dims: number[];
   /** The values, or a function that makes them when the model is written (large models). */
-  data: InitData | (() => InitData);
+  data: InitData | (() => InitData) | (() => Promise<InitData>);
 }
 
 /** Options of {@link Graph.writeFiles}. */
@@ -93,6 +95,54 @@ export interface WriteOptions extends EncodeOptions {
    * outputs and Cast targets become float16, as an fp16 export stores them.
    */
   float16?: boolean;
+}
+
+/** Options of {@link Graph.writeModel}. */
+export interface StreamWriteOptions extends EncodeOptions {
+  /** Where every initializer of at least `minBytes` goes; absent: every initializer inline. */
+  externalData?: ExternalDataOptions;
+  /** Writes a float16 model, as {@link WriteOptions.float16}. */
+  float16?: boolean;
+  /** Checked between tensors: an abort stops the writing with its reason. */
+  signal?: AbortSignal;
+  /** Called after each initializer is written: how many of how many. */
+  onTensor?: (done: number, total: number) => void;
+}
+
+/** A file {@link Graph.writeModel} wrote. */
+export interface StreamedFile {
+  /** File name (no folder). */
+  name: string;
+  /** Bytes written. */
+  size: number;
+  /** sha256 of the bytes written (64 lowercase hex). */
+  sha256: string;
+}
+
+/** Bytes per element of each written type. */
+const ELEM_BYTES: Record<ElemType, number> = {
+  float32: 4,
+  int8: 1,
+  int32: 4,
+  int64: 8,
+  bool: 1,
+  float16: 2,
+  float64: 8,
+};
+
+interface PlannedTensor {
+  init: Initializer;
+  /** Written type (float16 for the float32 weights of an fp16 model). */
+  type: ElemType;
+  byteLength: number;
+  external: boolean;
+}
+
+interface WritePlan {
+  tensors: PlannedTensor[];
+  nodes: onnx.onnx.INodeProto[];
+  inputs: onnx.onnx.IValueInfoProto[];
+  outputs: onnx.onnx.IValueInfoProto[];
 }
 
 /** One ONNX graph under construction. */
@@ -155,13 +205,14 @@ export class Graph {
   /**
    * Adds an initializer; returns its name. `data` may be a function that
    * makes the values only when the model is written ({@link Graph.writeFiles}
-   * then holds one tensor at a time).
+   * then holds one tensor at a time); an async one (values read from a file)
+   * needs {@link Graph.writeModel}.
    */
   init(
     hint: string,
     type: ElemType,
     dims: readonly number[],
-    data: InitData | (() => InitData),
+    data: InitData | (() => InitData) | (() => Promise<InitData>),
   ): string {
     const size = dims.reduce((a, b) => a * b, 1);
     if (typeof data !== "function" && size !== data.length) {
@@ -268,38 +319,135 @@ export class Graph {
   writeFiles(modelPath: string, options: WriteOptions): { externalBytes: number } {
     const dir = modelPath.slice(0, Math.max(0, modelPath.lastIndexOf("/") + 1));
     const ext = options.externalData;
+    const plan = this.#plan(options);
     const file = Deno.openSync(`${dir}${ext.location}`, {
       write: true,
       create: true,
       truncate: true,
     });
-    const fp16 = options.float16 === true;
-    const keepF32 = new Set(
-      this.#nodes.filter((n) => n.opType === "Resize").map((n) => n.input![2]).filter(Boolean),
-    );
     let offset = 0;
     const initializer: onnx.onnx.ITensorProto[] = [];
     try {
-      for (const t of this.#inits) {
-        let data = materialize(t);
-        let type = t.type;
-        if (fp16 && type === "float32" && !keepF32.has(t.name)) {
-          data = float32ToFloat16Bits(data as Float32Array);
-          type = "float16";
-        }
-        const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-        if (bytes.byteLength >= ext.minBytes) {
+      for (const p of plan.tensors) {
+        const bytes = tensorBytes(p, syncData(p.init));
+        if (p.external) {
           let at = 0;
           while (at < bytes.byteLength) at += file.writeSync(bytes.subarray(at));
-          initializer.push(externalTensor(t, type, ext.location, offset, bytes.byteLength));
+          initializer.push(externalTensor(p.init, p.type, ext.location, offset, bytes.byteLength));
           offset += bytes.byteLength;
         } else {
-          initializer.push(inlineTensor(t, type, bytes));
+          initializer.push(inlineTensor(p.init, p.type, bytes));
         }
       }
     } finally {
       file.close();
     }
+    Deno.writeFileSync(
+      modelPath,
+      this.#modelBytes(plan.nodes, initializer, plan.inputs, plan.outputs, options),
+    );
+    return { externalBytes: offset };
+  }
+
+  /**
+   * Writes the model to `modelPath` (and, with `externalData`, the large
+   * initializers to that file next to it) streaming one initializer at a
+   * time: each is made or read (async initializers allowed), converted,
+   * written and dropped, whether it goes to the external file or inline into
+   * the model file — the model's protobuf is laid out from the known tensor
+   * sizes before any value is made, so even inline weights are never all in
+   * memory. The bytes are those {@link Graph.writeFiles} and
+   * {@link Graph.encode} write for the same graph and options. Checks
+   * `signal` between tensors. Returns every file written with its size and
+   * sha256 (hashed while writing), the model first.
+   */
+  async writeModel(modelPath: string, options: StreamWriteOptions): Promise<StreamedFile[]> {
+    const dir = modelPath.slice(0, Math.max(0, modelPath.lastIndexOf("/") + 1));
+    const ext = options.externalData;
+    const plan = this.#plan(options);
+    const { signal, onTensor } = options;
+    // External layout: offsets from the sizes, in initializer order.
+    let offset = 0;
+    const records = plan.tensors.map((p) => {
+      if (!p.external || !ext) return undefined;
+      const proto = externalTensor(p.init, p.type, ext.location, offset, p.byteLength);
+      offset += p.byteLength;
+      return P.TensorProto.encode(proto).finish();
+    });
+    const inlineHeads = plan.tensors.map((p) =>
+      p.external ? undefined : P.TensorProto.encode({
+        name: p.init.name,
+        dims: p.init.dims,
+        dataType: DATA_TYPE[p.type],
+      }).finish()
+    );
+    // GraphProto fields in the encoder's order: node (1), name (2), initializer (5), input (11), output (12).
+    const head = P.GraphProto.encode({ name: this.#name, node: plan.nodes }).finish();
+    const tail = P.GraphProto.encode({ input: plan.inputs, output: plan.outputs }).finish();
+    const tensorLength = (i: number): number => {
+      const rec = records[i];
+      if (rec) return rec.byteLength;
+      const n = plan.tensors[i].byteLength;
+      return inlineHeads[i]!.byteLength + 1 + varintLength(n) + n;
+    };
+    let graphLength = head.byteLength + tail.byteLength;
+    for (let i = 0; i < plan.tensors.length; i++) {
+      const len = tensorLength(i);
+      graphLength += 1 + varintLength(len) + len;
+    }
+    // ModelProto fields 1-6, then graph (7), then opset_import (8).
+    const modelHead = P.ModelProto.encode(modelFields(options)).finish();
+    const modelTail = P.ModelProto.encode({
+      opsetImport: [{ domain: "", version: options.opset }],
+    }).finish();
+    const model = await HashedFile.create(modelPath);
+    const external = ext && plan.tensors.some((p) => p.external)
+      ? await HashedFile.create(`${dir}${ext.location}`)
+      : undefined;
+    try {
+      await model.write(modelHead);
+      await model.write(concat([Uint8Array.of(58), varint(graphLength)]));
+      await model.write(head);
+      for (let i = 0; i < plan.tensors.length; i++) {
+        signal?.throwIfAborted();
+        const p = plan.tensors[i];
+        const bytes = tensorBytes(p, await asyncData(p.init));
+        const len = tensorLength(i);
+        await model.write(concat([Uint8Array.of(42), varint(len)]));
+        if (p.external) {
+          await external!.write(bytes);
+          await model.write(records[i]!);
+        } else {
+          await model.write(concat([inlineHeads[i]!, Uint8Array.of(74), varint(bytes.byteLength)]));
+          await model.write(bytes);
+        }
+        onTensor?.(i + 1, plan.tensors.length);
+      }
+      await model.write(tail);
+      await model.write(modelTail);
+    } finally {
+      model.close();
+      external?.close();
+    }
+    const files = [model.result()];
+    if (external) files.push(external.result());
+    return files;
+  }
+
+  /** What a writer writes: every initializer with its written type and place, and the retyped graph. */
+  #plan(options: { externalData?: ExternalDataOptions; float16?: boolean }): WritePlan {
+    const fp16 = options.float16 === true;
+    const keepF32 = new Set(
+      this.#nodes.filter((n) => n.opType === "Resize").map((n) => n.input![2]).filter(Boolean),
+    );
+    const minBytes = options.externalData?.minBytes ?? Infinity;
+    const tensors = this.#inits.map((init): PlannedTensor => {
+      const type = fp16 && init.type === "float32" && !keepF32.has(init.name)
+        ? "float16"
+        : init.type;
+      const byteLength = numel(init.dims) * ELEM_BYTES[type];
+      return { init, type, byteLength, external: byteLength >= minBytes };
+    });
     const retype = (v: onnx.onnx.IValueInfoProto) =>
       fp16 && v.type?.tensorType?.elemType === DATA_TYPE.float32
         ? { ...v, type: { tensorType: { ...v.type.tensorType, elemType: DATA_TYPE.float16 } } }
@@ -311,17 +459,7 @@ export class Graph {
           : n
       )
       : this.#nodes;
-    Deno.writeFileSync(
-      modelPath,
-      this.#modelBytes(
-        nodes,
-        initializer,
-        this.#inputs.map(retype),
-        this.#outputs.map(retype),
-        options,
-      ),
-    );
-    return { externalBytes: offset };
+    return { tensors, nodes, inputs: this.#inputs.map(retype), outputs: this.#outputs.map(retype) };
   }
 
   /** The serialized ModelProto around this graph's name with these parts (IR 8, one opset). */
@@ -333,10 +471,7 @@ export class Graph {
     options: EncodeOptions,
   ): Uint8Array {
     const model = P.ModelProto.create({
-      irVersion: 8,
-      producerName: "generate-image-sd15-mcp model_builder",
-      producerVersion: "1",
-      docString: options.docString ?? "",
+      ...modelFields(options),
       opsetImport: [{ domain: "", version: options.opset }],
       graph: { name: this.#name, node, initializer, input, output },
     });
@@ -383,12 +518,116 @@ function inlineTensor(t: Initializer, type: ElemType, bytes: Uint8Array): onnx.o
 }
 
 function materialize(t: Initializer): InitData {
+  return checked(t, syncData(t));
+}
+
+/** The values of `t` now; an async initializer cannot be made here. */
+function syncData(t: Initializer): InitData {
   const data = typeof t.data === "function" ? t.data() : t.data;
-  const size = t.dims.reduce((a, b) => a * b, 1);
+  if (data instanceof Promise) {
+    throw new Error(`initializer ${t.name} is read asynchronously: write it with writeModel`);
+  }
+  return checked(t, data);
+}
+
+/** The values of `t`, made or read. */
+async function asyncData(t: Initializer): Promise<InitData> {
+  return checked(t, typeof t.data === "function" ? await t.data() : t.data);
+}
+
+function checked(t: Initializer, data: InitData): InitData {
+  const size = numel(t.dims);
   if (data.length !== size) {
     throw new Error(`initializer ${t.name}: ${data.length} values for dims [${t.dims}]`);
   }
   return data;
+}
+
+/** The bytes written for a planned tensor (float32 narrowed to float16 where planned). */
+function tensorBytes(p: PlannedTensor, data: InitData): Uint8Array {
+  const out = p.type === "float16" && p.init.type === "float32"
+    ? float32ToFloat16Bits(data as Float32Array)
+    : data;
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** The ModelProto fields before the graph (ir_version … doc_string). */
+function modelFields(options: EncodeOptions): onnx.onnx.IModelProto {
+  return {
+    irVersion: 8,
+    producerName: "generate-image-sd15-mcp model_builder",
+    producerVersion: "1",
+    docString: options.docString ?? "",
+  };
+}
+
+/** Bytes of a protobuf varint of `n` (n < 2^53). */
+function varintLength(n: number): number {
+  let len = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    len++;
+  }
+  return len;
+}
+
+/** `n` as a protobuf varint. */
+function varint(n: number): Uint8Array {
+  const out: number[] = [];
+  while (n >= 128) {
+    out.push((n % 128) | 128);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Uint8Array.from(out);
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+/** A file written front to back, hashed as it is written. */
+class HashedFile {
+  readonly #path: string;
+  readonly #file: Deno.FsFile;
+  readonly #hash = createHash("sha256");
+  #size = 0;
+
+  private constructor(path: string, file: Deno.FsFile) {
+    this.#path = path;
+    this.#file = file;
+  }
+
+  static async create(path: string): Promise<HashedFile> {
+    const file = await Deno.open(path, { write: true, create: true, truncate: true });
+    return new HashedFile(path, file);
+  }
+
+  async write(bytes: Uint8Array): Promise<void> {
+    this.#hash.update(bytes);
+    let at = 0;
+    while (at < bytes.byteLength) at += await this.#file.write(bytes.subarray(at));
+    this.#size += bytes.byteLength;
+  }
+
+  close(): void {
+    try {
+      this.#file.close();
+    } catch {
+      // already closed
+    }
+  }
+
+  result(): StreamedFile {
+    const name = this.#path.slice(this.#path.lastIndexOf("/") + 1);
+    return { name, size: this.#size, sha256: this.#hash.digest("hex") };
+  }
 }
 
 function valueInfo(name: string, type: ElemType, shape: readonly Dim[]): onnx.onnx.IValueInfoProto {
