@@ -15,11 +15,7 @@ import {
   testSd15,
   type WriteTensor,
 } from "../mod/checkpoint/testing.ts";
-import {
-  checkpointWorkspace,
-  errorLines,
-  snapshotTree,
-} from "./helpers/checkpoint_workspace.ts";
+import { checkpointWorkspace, errorLines, snapshotTree } from "./helpers/checkpoint_workspace.ts";
 import { modelsTask } from "./helpers/models_cli.ts";
 
 /** A safetensors file with a raw header (for dtypes the writer does not know). */
@@ -90,7 +86,13 @@ Deno.test("models add refuses what is not an SD 1.x checkpoint: one line, exit 1
       [
         "dtype.safetensors",
         rawSafetensors(
-          { "model.diffusion_model.conv_in.weight": { dtype: "F8_E4M3", shape: [4], data_offsets: [0, 4] } },
+          {
+            "model.diffusion_model.conv_in.weight": {
+              dtype: "F8_E4M3",
+              shape: [4],
+              data_offsets: [0, 4],
+            },
+          },
           new Uint8Array(4),
         ),
         /F8_E4M3/,

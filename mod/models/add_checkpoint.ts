@@ -376,6 +376,9 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
   const sets: ConvertedSet[] = [];
   const derived: Array<Omit<DerivedEntry, "outputs"> & { outputs: string[] }> = [];
   const builtNow: string[] = [];
+  // Folders this run creates for the sets, removed again (when empty) if it fails.
+  const made = [join(root, CONVERTED_DIR, "vae"), join(root, CONVERTED_DIR)];
+  const existed = await Promise.all(made.map((d) => Deno.stat(d).then(() => true, () => false)));
   try {
     for (const precision of options.precisions) {
       const path = setFolder(target, source, precision, ema);
@@ -489,6 +492,9 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
   } catch (e) {
     // A set converted by this run is not kept without its lock entry.
     for (const dir of builtNow) await Deno.remove(dir, { recursive: true }).catch(() => {});
+    for (const [i, dir] of made.entries()) {
+      if (!existed[i]) await Deno.remove(dir).catch(() => {}); // only when empty
+    }
     throw e;
   }
 }
