@@ -458,7 +458,7 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
       lock.derived.some((l) =>
         l.path === d.path && l.converter === d.converter &&
         JSON.stringify(l.from) === JSON.stringify(d.from) &&
-        JSON.stringify(l.options) === JSON.stringify(d.options) &&
+        sorted(l.options) === sorted(d.options) &&
         JSON.stringify(l.outputs) === JSON.stringify(d.outputs)
       )
     );
@@ -497,6 +497,11 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
     }
     throw e;
   }
+}
+
+/** Options as JSON with sorted keys, for comparing. */
+function sorted(o: Record<string, unknown> | undefined): string {
+  return JSON.stringify(Object.entries(o ?? {}).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
 /**

@@ -348,7 +348,9 @@ function parseDerived(raw: unknown, source: string): PendingDerived[] {
       t.options !== undefined &&
       (t.options === null || typeof t.options !== "object" || Array.isArray(t.options))
     ) bad("options", "must be a table");
-    const options = t.options as Record<string, unknown> | undefined;
+    const options = t.options === undefined
+      ? undefined
+      : { ...(t.options as Record<string, unknown>) };
     const optionsProblem = converter.optionsProblem(options);
     if (optionsProblem) bad("options", optionsProblem);
     let names = converter.outputs(from);
