@@ -19,3 +19,16 @@ export {
   type WrittenFile,
 } from "./fp32.ts";
 export { TAESD_CONVERTER_VERSION, TaesdConversionError, taesdDecoderToOnnx } from "./taesd.ts";
+export {
+  convertSd15,
+  type ConvertSd15Options,
+  SD15_COMPONENTS,
+  SD15_CONVERTER_VERSION,
+  type Sd15Component,
+  type Sd15Conversion,
+  Sd15ConversionError,
+  type Sd15File,
+  type Sd15Progress,
+  type Sd15WeightMaps,
+} from "./sd15.ts";
+export { SD15_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG_JSON } from "./sd15_scheduler.ts";

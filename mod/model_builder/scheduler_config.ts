@@ -1,25 +1,11 @@
 /**
- * `scheduler/scheduler_config.json` of SD 1.5 (runwayml/stable-diffusion-v1-5,
- * as duplicated in Charles-Elena/stable-diffusion-v1-5 and TensorStack's ONNX
- * repo): PNDM, scaled_linear betas 0.00085..0.012,
- * steps_offset 1, skip_prk_steps.
+ * The SD 1.5 scheduler config the test-sized sets carry: the product's
+ * (`mod/convert/sd15_scheduler.ts`, what a converted set gets), not a copy.
  *
  * @module
  */
 
-/** The SD 1.5 scheduler config as an object. */
-export const SCHEDULER_CONFIG = {
-  _class_name: "PNDMScheduler",
-  beta_end: 0.012,
-  beta_schedule: "scaled_linear",
-  beta_start: 0.00085,
-  num_train_timesteps: 1000,
-  set_alpha_to_one: false,
-  skip_prk_steps: true,
-  steps_offset: 1,
-  trained_betas: null,
-  clip_sample: false,
-} as const;
-
-/** The config file text (pretty-printed JSON, trailing newline). */
-export const SCHEDULER_CONFIG_JSON: string = JSON.stringify(SCHEDULER_CONFIG, null, 2) + "\n";
+export {
+  SD15_SCHEDULER_CONFIG as SCHEDULER_CONFIG,
+  SD15_SCHEDULER_CONFIG_JSON as SCHEDULER_CONFIG_JSON,
+} from "../convert/sd15_scheduler.ts";
