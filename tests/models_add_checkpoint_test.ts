@@ -4,9 +4,12 @@
  * config.local.toml at it; then the real server starts on it over stdio and
  * an MCP client generates. Every accepted layout of the same test-sized
  * weights (`mod/checkpoint/testing.ts`: exactly representable in fp16 and
- * bf16) must give the same ONNX files, byte for byte, and the same image;
- * the EMA weights another UNet; a second add converts and writes nothing;
- * a standalone VAE changes the image.
+ * bf16) must give the same ONNX files, byte for byte, as the first, which
+ * the server generates with (an image takes ~15 s on 2 cores: the test-sized
+ * UNet attends over all 4096 latent positions at 512², so identical files
+ * stand for identical images); the EMA weights another UNet and another
+ * image; a second add converts and writes nothing; a changed converted file
+ * is converted again at start-up; a standalone VAE changes the image.
  *
  * The test-sized model has the tiny fixtures' widths where the server
  * meets them (UNet blocks 8/16/32, text width 32, CLIP's 49408 tokens and
@@ -46,6 +49,7 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
   const ws = await checkpointWorkspace();
   try {
     const m = ws.models;
+    await Deno.mkdir(join(m, "ck"));
     // name → how it is written, the flags, and whether its UNet is the EMA copy.
     const layouts: Array<[string, () => Promise<string>, string[], boolean]> = [
       [
@@ -137,8 +141,8 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
         assert.ok(base?.startsWith("converted/"), `config.local.toml base: ${base}`);
         assert.equal(await localKey(ws, "controlnet_unet"), `${base}/controlnet_unet/model.onnx`);
         const hashes = await setHashes(ws, base!);
-        const image = await generate(ws);
         if (reference === undefined) {
+          const image = await generate(ws);
           reference = hashes;
           referenceImage = image.pixels;
           for (
@@ -154,9 +158,10 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
             ]
           ) assert.ok(hashes[f], `${f} converted`);
         } else if (!ema) {
+          // Byte-identical ONNX files: the server makes the reference's image from them.
           assert.deepEqual(hashes, reference, "the same weights give the same files");
-          assert.deepEqual(image.pixels, referenceImage, "and the same image");
         } else {
+          const image = await generate(ws);
           const differs = Object.keys(reference).filter((f) => hashes[f] !== reference![f]);
           assert.deepEqual(
             differs.map((f) => f.split("/")[0]).filter((v, i, a) => a.indexOf(v) === i).sort(),
@@ -177,17 +182,17 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
         const checked = await modelsTask(ws.dir, ["check"]);
         assert.equal(checked.code, 0, checked.stdout + checked.stderr);
         const before = await snapshotTree(ws.dir);
-        const again = await add(ws, "models/ck/diffusers-bin", "--write-config");
+        const again = await add(ws, "models/ck/diffusers-st", "--write-config");
         assert.match(again.stderr, /already holds this conversion \(fp32\); nothing converted/);
         assert.match(again.stderr, /nothing was written/);
         assert.deepEqual(await snapshotTree(ws.dir), before);
         // The lock records the set as derived from its inputs, with the options.
         const lock = await readLock(join(ws.dir, "models.lock"));
-        const set = lock.derived.find((d) => d.path === "converted/diffusers-bin-fp32");
+        const set = lock.derived.find((d) => d.path === "converted/diffusers-st-fp32");
         assert.ok(set);
         assert.equal(set.converter, "sd15-checkpoint");
         assert.deepEqual(set.options, { precision: "fp32", ema: false });
-        assert.ok(set.from.includes("ck/diffusers-bin/unet/diffusion_pytorch_model.bin"));
+        assert.ok(set.from.includes("ck/diffusers-st/unet/diffusion_pytorch_model.safetensors"));
       },
     );
 

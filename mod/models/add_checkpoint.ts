@@ -38,7 +38,6 @@ import {
   CHECKPOINT_EXTENSIONS,
   runSetConversion,
   type SetOptions,
-  SUPPORT_FILES,
   VAE_CONVERTER,
 } from "./checkpoint_set.ts";
 import { checkDerived, ensureDerived, recipeKey } from "./derived.ts";
@@ -119,8 +118,6 @@ export interface AddCheckpointOptions {
   root: string;
   /** The models.lock in use (entries go to its overlay). */
   lock: string;
-  /** The configured base folder (absolute): a single file's tokenizer and scheduler come from it. */
-  base: string;
   /** Precisions to write, the first being the one the config is pointed at. */
   precisions: ReadonlyArray<"fp32" | "fp16">;
   /** The EMA UNet weights. */
@@ -175,17 +172,9 @@ export interface AddCheckpointResult {
 async function inputFiles(
   target: string,
   source: AddCheckpointOptions["source"],
-  support: () => Promise<Array<{ abs: string; entry: LockEntry }>>,
-): Promise<Array<{ abs: string; component: ModelComponent; entry?: LockEntry }>> {
-  const own = source.kind === "vae" ? "vae_decoder" : "unet";
+): Promise<Array<{ abs: string; component: ModelComponent }>> {
   if (!source.folder) {
-    const files: Array<{ abs: string; component: ModelComponent; entry?: LockEntry }> = [
-      { abs: target, component: own },
-    ];
-    if (source.kind === "checkpoint") {
-      files.push(...(await support()).map((s) => ({ ...s, component: s.entry.component })));
-    }
-    return files;
+    return [{ abs: target, component: source.kind === "vae" ? "vae_decoder" : "unet" }];
   }
   const list = async (dir: string) => {
     const out: string[] = [];
@@ -196,6 +185,7 @@ async function inputFiles(
     }
     return out.sort();
   };
+  // What the reader may open: the configs and the weights (safetensors preferred, as it does).
   const weights = (names: string[]) => {
     const st = names.filter((n) => n.endsWith(".safetensors"));
     return [
@@ -217,60 +207,16 @@ async function inputFiles(
   for (const [dir, component] of parts) {
     for (const abs of weights(await list(join(target, dir)))) files.push({ abs, component });
   }
-  const ownSupport: Array<{ abs: string; component: ModelComponent }> = [];
-  for (const [name, dir] of Object.entries(SUPPORT_FILES)) {
-    const abs = join(target, dir, name);
-    if (await Deno.stat(abs).then(() => true, () => false)) {
-      ownSupport.push({ abs, component: dir === "tokenizer" ? "tokenizer" : "scheduler" });
-    }
+  // Its own tokenizer and scheduler config when it has them (else the converter's SD 1.x ones).
+  const has = (p: string) => Deno.stat(p).then((s) => s.isFile, () => false);
+  const vocab = join(target, "tokenizer", "vocab.json");
+  const merges = join(target, "tokenizer", "merges.txt");
+  if (await has(vocab) && await has(merges)) {
+    files.push({ abs: vocab, component: "tokenizer" }, { abs: merges, component: "tokenizer" });
   }
-  if (ownSupport.length === Object.keys(SUPPORT_FILES).length) return [...files, ...ownSupport];
-  // A folder without its tokenizer or scheduler takes the base set's (every SD 1.x set shares them).
-  return [...files, ...(await support()).map((s) => ({ ...s, component: s.entry.component }))];
-}
-
-/**
- * The CLIP tokenizer and scheduler files of the configured base set, as
- * pinned `[[file]]` entries (through a `copy` derived folder to its inputs),
- * present on disk.
- */
-async function baseSupport(
-  root: string,
-  base: string,
-  files: readonly LockEntry[],
-  derived: readonly DerivedEntry[],
-): Promise<Array<{ abs: string; entry: LockEntry }>> {
-  const byPath = new Map(files.map((f) => [f.path, f]));
-  const baseRel = toLockPath(base, root);
-  const out: Array<{ abs: string; entry: LockEntry }> = [];
-  for (const [name, dir] of Object.entries(SUPPORT_FILES)) {
-    const path = `${baseRel}/${dir}/${name}`;
-    let entry = byPath.get(path);
-    if (!entry) {
-      const maker = derived.find((d) => d.outputs.includes(path));
-      const src = maker?.from.find((p) => basename(p) === name);
-      entry = src ? byPath.get(src) : undefined;
-    }
-    // Any pinned SD 1.x set's copy will do: they are the same files.
-    entry ??= files.find((f) => f.path.endsWith(`/${dir}/${name}`) && f.url !== undefined);
-    if (!entry) {
-      throw new AddError(
-        `a single-file checkpoint holds no tokenizer or scheduler: they come from a pinned SD 1.5 ` +
-          `set, but ${path} is not in the lock; nothing was written`,
-      );
-    }
-    const abs = join(root, ...entry.path.split("/"));
-    const stat = await Deno.stat(abs).catch(() => null);
-    if (stat?.size !== entry.size) {
-      throw new AddError(
-        `a single-file checkpoint holds no tokenizer or scheduler: they are copied from ` +
-          `${entry.path}, which is ${stat ? "not the locked size" : "missing"}; run ` +
-          "`deno task models --only tokenizer,scheduler` first; nothing was written",
-      );
-    }
-    out.push({ abs, entry });
-  }
-  return out;
+  const scheduler = join(target, "scheduler", "scheduler_config.json");
+  if (await has(scheduler)) files.push({ abs: scheduler, component: "scheduler" });
+  return files;
 }
 
 /** The folder name of a converted set. */
@@ -330,20 +276,12 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
 
   // 2. The inputs, hashed and locked as local files.
   const lock = await readLock(options.lock);
-  const inputs = await inputFiles(
-    target,
-    source,
-    () => baseSupport(root, options.base, lock.files, lock.derived),
-  );
+  const inputs = await inputFiles(target, source);
   const cacheFile = join(root, ".verified.json");
   const cache = await loadVerifyCache(cacheFile);
   const entries: LockEntry[] = [];
   let hashed = 0;
   for (const [i, f] of inputs.entries()) {
-    if (f.entry) {
-      entries.push(f.entry);
-      continue;
-    }
     const path = toLockPath(f.abs, root);
     const stat = await Deno.stat(f.abs);
     const mtimeMs = stat.mtime?.getTime() ?? null;
@@ -365,7 +303,7 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
     entries.push({ component: f.component, path, size: stat.size, sha256: sha });
     signal?.throwIfAborted();
   }
-  const newFiles = entries.filter((e) => e.url === undefined && !inputs.some((f) => f.entry === e));
+  const newFiles = entries;
 
   // 3. Each set: reused when in place, else converted into a scratch folder.
   const converter = source.kind === "vae" ? VAE_CONVERTER : CHECKPOINT_CONVERTER;
@@ -412,12 +350,18 @@ export async function addCheckpoint(options: AddCheckpointOptions): Promise<AddC
         });
         const inputsAbs = entries.map((e) => join(root, ...e.path.split("/")));
         const done = await ensureDerived(dir, recipe, async (into) => {
+          let writing = "";
           const files = await runSetConversion(
             source.kind,
             inputsAbs,
             into,
             setOptions,
             signal,
+            (p) => {
+              if (p.component === writing) return;
+              writing = p.component;
+              log("info", "models", `writing ${p.component} (${p.total} tensors)`);
+            },
           );
           if (options.holdMs) await new Promise((r) => setTimeout(r, options.holdMs));
           return { files };

@@ -8,10 +8,11 @@
  *   `.pt`, `.bin`; read by `mod/checkpoint`, pickle never executed) or a
  *   diffusers folder (its `model_index.json` among the inputs) into the
  *   ONNX set the server runs (`mod/convert` `convertSd15`): `text_encoder/`,
- *   `unet/`, `vae_decoder/`, `vae_encoder/`, `controlnet_unet/`, plus the
- *   CLIP tokenizer and scheduler config copied from inputs (a single file
- *   holds neither: they come from the pinned base set, which every SD 1.x
- *   checkpoint shares);
+ *   `unet/`, `vae_decoder/`, `vae_encoder/`, `controlnet_unet/`, `tokenizer/`
+ *   and `scheduler/` (a diffusers folder's own tokenizer and scheduler config
+ *   when it has them, which are then inputs too; else SD 1.x's CLIP tokenizer
+ *   and SD 1.5's scheduler config, which every SD 1.x checkpoint shares and
+ *   the converter writes itself);
  * - `sd15-vae`: a standalone VAE file or diffusers `vae/` folder into
  *   `vae_decoder/` and `vae_encoder/` (`[models] vae`).
  *
@@ -23,25 +24,15 @@
  */
 
 import { basename, dirname, join } from "node:path";
-import { openSd15Checkpoint, openVaeWeights, type WeightMap } from "../checkpoint/mod.ts";
+import { rename, rm } from "node:fs/promises";
+import { openSd15Checkpoint, openVaeWeights } from "../checkpoint/mod.ts";
+import {
+  convertSd15,
+  SD15_CONVERTER_VERSION,
+  type Sd15Component,
+  type Sd15Progress,
+} from "../convert/mod.ts";
 import type { LockConverter } from "./lock_converters.ts";
-
-/** `mod/convert` `convertSd15` (the ONNX set writer). */
-type ConvertSd15 = (
-  weights: { unet?: WeightMap; textEncoder?: WeightMap; vae?: WeightMap },
-  options: {
-    outDir: string;
-    precision: "fp32" | "fp16";
-    components: readonly string[];
-    signal?: AbortSignal;
-    onProgress?: (...args: never[]) => void;
-  },
-) => Promise<unknown>;
-
-const convertSd15: ConvertSd15 = async (weights, options) =>
-  // deno-lint-ignore no-explicit-any
-  await ((await import("../convert/mod.ts")) as any).convertSd15(weights, options);
-const SD15_CONVERTER_VERSION = 0;
 
 /** File extensions of a single-file checkpoint (or VAE) `models add` converts. */
 export const CHECKPOINT_EXTENSIONS: readonly string[] = [".safetensors", ".ckpt", ".pt", ".bin"];
@@ -59,8 +50,8 @@ export const CHECKPOINT_CONVERTER = "sd15-checkpoint";
 export const VAE_CONVERTER = "sd15-vae";
 
 /**
- * This module's part of the version (how inputs are picked and support
- * files copied); the recipe's version is it times 1000 plus `convertSd15`'s.
+ * This module's part of the version (how inputs are picked and passed); the
+ * recipe's version is it times 1000 plus `convertSd15`'s.
  */
 const SET_VERSION = 1;
 
@@ -106,65 +97,46 @@ export interface SetSource {
  * the support files; a problem (as a sentence) when they do not fit.
  */
 export function setSource(inputs: readonly string[], vae: boolean): SetSource | string {
-  const index = inputs.find((p) => basename(p) === "model_index.json");
-  const vaeConfig = vae ? inputs.find((p) => basename(p) === "config.json") : undefined;
+  const support = vae ? [] : inputs.filter((p) => SUPPORT_FILES[basename(p)] !== undefined)
+    .map((p) => ({ from: p, to: `${SUPPORT_FILES[basename(p)]}/${basename(p)}` }));
+  const vocab = support.find((s) => s.to === "tokenizer/vocab.json");
+  const merges = support.find((s) => s.to === "tokenizer/merges.txt");
+  if ((vocab === undefined) !== (merges === undefined)) {
+    return "takes a tokenizer's vocab.json and merges.txt together, or neither";
+  }
+  if (vocab && merges && dirname(vocab.from) !== dirname(merges.from)) {
+    return "takes vocab.json and merges.txt from one folder";
+  }
+  const rest = inputs.filter((p) => !support.some((s) => s.from === p));
+  const index = rest.find((p) => basename(p) === "model_index.json");
+  const vaeConfig = vae ? rest.find((p) => basename(p) === "config.json") : undefined;
   if (index !== undefined || vaeConfig !== undefined) {
     const folder = dirname((index ?? vaeConfig)!);
-    const outside = inputs.filter((p) => !p.startsWith(`${folder}/`));
+    const outside = rest.filter((p) => !p.startsWith(`${folder}/`));
     if (outside.length > 0) {
       return `takes the files of one diffusers folder, got ${
         JSON.stringify(outside)
       } outside ${folder}`;
     }
-    const support = vae ? [] : inputs.filter((p) =>
-      SUPPORT_FILES[basename(p)] !== undefined &&
-      (dirname(p) === join(folder, "tokenizer") || dirname(p) === join(folder, "scheduler"))
-    )
-      .map((p) => ({ from: p, to: `${SUPPORT_FILES[basename(p)]}/${basename(p)}` }));
     return { model: folder, folder: true, support };
   }
-  const models = inputs.filter((p) => CHECKPOINT_EXTENSIONS.some((e) => p.endsWith(e)));
-  if (models.length !== 1) {
+  if (rest.length !== 1 || !CHECKPOINT_EXTENSIONS.some((e) => rest[0].endsWith(e))) {
     return `takes one checkpoint file (${CHECKPOINT_EXTENSIONS.join(", ")}) or a diffusers ` +
       `folder's files, got ${JSON.stringify(inputs)}`;
   }
-  const rest = inputs.filter((p) => p !== models[0]);
-  if (vae && rest.length > 0) return `takes one VAE file, got ${JSON.stringify(inputs)}`;
-  const unknown = rest.filter((p) => SUPPORT_FILES[basename(p)] === undefined);
-  if (unknown.length > 0) {
-    return `takes a checkpoint and the tokenizer and scheduler files, got ${
-      JSON.stringify(unknown)
-    }`;
-  }
-  const support = rest.map((p) => ({
-    from: p,
-    to: `${SUPPORT_FILES[basename(p)]}/${basename(p)}`,
-  }));
-  return { model: models[0], folder: false, support };
+  return { model: rest[0], folder: false, support };
 }
 
-/** The names of every file under `dir`, "/"-separated, sorted. */
-async function listFiles(dir: string, prefix = ""): Promise<string[]> {
-  const out: string[] = [];
-  for await (const e of Deno.readDir(join(dir, prefix))) {
-    const name = prefix === "" ? e.name : `${prefix}/${e.name}`;
-    if (e.isDirectory) out.push(...await listFiles(dir, name));
-    else if (e.isFile) out.push(name);
-  }
-  return out.sort();
-}
+/** Progress of a conversion: after each tensor written (`convertSd15`'s). */
+export type SetProgress = (progress: Sd15Progress) => void;
 
-async function copySupport(source: SetSource, outDir: string): Promise<void> {
-  for (const s of source.support) {
-    await Deno.mkdir(join(outDir, dirname(s.to)), { recursive: true });
-    await Deno.copyFile(s.from, join(outDir, ...s.to.split("/")));
-  }
-}
-
-/** Progress of a conversion, for the CLI's line (`onProgress` of `convertSd15`). */
-export type SetProgress = Parameters<ConvertSd15>[1]["onProgress"];
-
-/** Runs a set conversion (see the module documentation); returns the names it wrote. */
+/**
+ * Runs a set conversion (see the module documentation) into `outDir` (an
+ * empty folder); returns the files it wrote with their sizes and sha256.
+ * `convertSd15` writes into a scratch folder beside its target: its target
+ * is a folder inside `outDir`, so that scratch folder lies inside `outDir`
+ * too (a stop that removes `outDir` removes it), and its files are moved up.
+ */
 export async function runSetConversion(
   kind: "checkpoint" | "vae",
   inputs: readonly string[],
@@ -172,16 +144,20 @@ export async function runSetConversion(
   options: SetOptions,
   signal?: AbortSignal,
   onProgress?: SetProgress,
-): Promise<Array<{ name: string }>> {
+): Promise<Array<{ name: string; size: number; sha256: string }>> {
   const source = setSource(inputs, kind === "vae");
   if (typeof source === "string") throw new Error(source);
+  const set = join(outDir, "set");
+  let written;
   if (kind === "vae") {
     const vae = await openVaeWeights(source.model);
     try {
-      await convertSd15({ vae: vae.vae }, {
-        outDir,
+      written = await convertSd15({ vae: vae.vae }, {
+        outDir: set,
         precision: options.precision,
         components: ["vae_decoder", "vae_encoder"],
+        tokenizer: false,
+        scheduler: false,
         signal,
         onProgress,
       });
@@ -190,21 +166,36 @@ export async function runSetConversion(
     }
   } else {
     const ck = await openSd15Checkpoint(source.model, { ema: options.ema ?? false });
+    const vocab = source.support.find((s) => s.to === "tokenizer/vocab.json");
+    const scheduler = source.support.find((s) => s.to === "scheduler/scheduler_config.json");
     try {
-      await convertSd15({ unet: ck.unet, textEncoder: ck.textEncoder, vae: ck.vae }, {
-        outDir,
+      written = await convertSd15({ unet: ck.unet, textEncoder: ck.textEncoder, vae: ck.vae }, {
+        outDir: set,
         precision: options.precision,
-        components: ["text_encoder", "unet", "vae_decoder", "vae_encoder", "controlnet_unet"],
+        components: CHECKPOINT_COMPONENTS,
+        // A single file holds neither: SD 1.x's CLIP tokenizer and SD 1.5's scheduler config.
+        ...(vocab ? { tokenizer: dirname(vocab.from) } : {}),
+        ...(scheduler ? { scheduler: scheduler.from } : {}),
         signal,
         onProgress,
       });
     } finally {
       ck.close();
     }
-    await copySupport(source, outDir);
   }
-  return (await listFiles(outDir)).map((name) => ({ name }));
+  for await (const e of Deno.readDir(set)) await rename(join(set, e.name), join(outDir, e.name));
+  await rm(set, { recursive: true });
+  return written.files.map((f) => ({ name: f.path, size: f.size, sha256: f.sha256 }));
 }
+
+/** What a checkpoint set holds: every model, the ControlNet-residual UNet included. */
+const CHECKPOINT_COMPONENTS: readonly Sd15Component[] = [
+  "text_encoder",
+  "unet",
+  "controlnet_unet",
+  "vae_decoder",
+  "vae_encoder",
+];
 
 function setConverter(kind: "checkpoint" | "vae"): LockConverter {
   return {

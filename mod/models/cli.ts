@@ -546,7 +546,6 @@ async function addConverted(
       source,
       root: config.models.root,
       lock: config.models.lock,
-      base: config.models.base,
       precisions,
       ema: v.ema,
       signal,

@@ -41,10 +41,10 @@ export interface CheckpointWorkspace {
 
 /**
  * Creates a workspace; `generation` is the `[generation]` table's body
- * (default: the quality preset, 2 steps).
+ * (default: the quality preset, 2 steps, seed 7: one image per set).
  */
 export async function checkpointWorkspace(
-  generation = 'preset = "quality"\nsteps = 2',
+  generation = 'preset = "quality"\nscheduler = "ddim"\nsteps = 1\nguidance_scale = 1.0\nseed = 7',
   extra = "",
 ): Promise<CheckpointWorkspace> {
   const dir = await Deno.makeTempDir({ prefix: "sd15-ckpt-add-" });
@@ -65,7 +65,11 @@ export async function checkpointWorkspace(
     config,
     `[server]\nenvironment = "local"\ndata_dir = ${JSON.stringify(join(dir, "data"))}\n\n` +
       `[models]\nroot = "models"\nbase = "sd15"\n\n` +
-      `[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\n\n` +
+      // No optimised-graph cache: a second start that opens the cached, pre-packed graph of the
+      // test-sized converted text encoder (CLIP's structure at width 32) dies with SIGSEGV inside
+      // ONNX Runtime (without pre-packed weights it does not); reported, not yet fixed.
+      `[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\nwarm_up = false\n` +
+      `optimized_cache = false\n\n` +
       `[generation]\n${generation}\n${extra}`,
   );
   return { dir, models, config, remove: () => Deno.remove(dir, { recursive: true }) };
@@ -126,10 +130,12 @@ export async function generate(
   const session = await connectStdio(["--config", ws.config]);
   try {
     const result = await session.client.callTool(
-      { name: tool, arguments: { seed: 7, ...args } },
+      { name: tool, arguments: args },
       undefined,
       { timeout: 300_000 },
-    );
+    ).catch((e) => {
+      throw new Error(`${tool}: ${e}\nthe server's log:\n${session.stderr()}`);
+    });
     assert.equal(result.isError, undefined, texts(result) + session.stderr());
     const [png] = pngs(result);
     const decoded = await decodeImageInput("input_image", png.toBase64());
