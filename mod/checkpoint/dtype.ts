@@ -39,6 +39,16 @@ export const DTYPE_BYTES: Readonly<Record<WeightDtype, number>> = {
 /** The dtypes, in the order messages list them. */
 export const WEIGHT_DTYPES: readonly WeightDtype[] = Object.keys(DTYPE_BYTES) as WeightDtype[];
 
+let F16_TABLE: Float32Array | undefined;
+
+/** float32 of every binary16 bit pattern (exact), made once. */
+function f16Table(): Float32Array {
+  if (!F16_TABLE) {
+    F16_TABLE = float16BitsToFloat32(Uint16Array.from({ length: 65536 }, (_, i) => i));
+  }
+  return F16_TABLE;
+}
+
 /** Whether `s` names a supported dtype. */
 export function isWeightDtype(s: unknown): s is WeightDtype {
   return typeof s === "string" && Object.hasOwn(DTYPE_BYTES, s);
@@ -65,9 +75,18 @@ export function decodeToFloat32(
   const off = aligned.byteOffset;
   switch (dtype) {
     case "F32":
-      return new Float32Array(buf.slice(off, off + need) as ArrayBuffer);
-    case "F16":
-      return float16BitsToFloat32(new Uint16Array(buf, off, count));
+      // A buffer read for this tensor alone is used as it is; otherwise the values are copied out.
+      return off === 0 && buf.byteLength === need && buf instanceof ArrayBuffer
+        ? new Float32Array(buf, 0, count)
+        : new Float32Array(buf.slice(off, off + need) as ArrayBuffer);
+    case "F16": {
+      // A table of all 65536 halves: a full-size UNet has 860 M of them to widen.
+      const table = f16Table();
+      const bits = new Uint16Array(buf, off, count);
+      const out = new Float32Array(count);
+      for (let i = 0; i < count; i++) out[i] = table[bits[i]];
+      return out;
+    }
     case "BF16": {
       // bfloat16 is the top half of a float32 (IEEE binary32 truncated to 16 bits).
       const bits = new Uint16Array(buf, off, count);

@@ -1,6 +1,8 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { CheckpointError } from "./errors.ts";
+import { decodeToFloat32 } from "./dtype.ts";
+import { float16BitsToFloat32 } from "../onnx/fp16.ts";
 import { openSafetensors } from "./safetensors.ts";
 import { openWeightFile } from "./weight_file.ts";
 import { safetensorsBytes, testValues } from "./testing.ts";
@@ -119,5 +121,72 @@ Deno.test("safetensors: a file cut short after its header is refused when opened
   const bytes = safetensorsBytes([["a", { shape: [64], data: testValues("a", 64), dtype: "F32" }]]);
   await withFile(bytes.subarray(0, bytes.length - 10), async (path) => {
     await rejects(openWeightFile(path), /data section is 246 bytes/);
+  });
+});
+
+Deno.test("safetensors: a tensor past 4 GiB in a (sparse) file is read at its offset", async () => {
+  // Full-size fp32 SD 1.5 checkpoints are 4.3 GB: offsets beyond 32 bits must work.
+  const pad = 4_500_000_000;
+  const values = testValues("far", 16);
+  const header = JSON.stringify({
+    pad: { dtype: "U8", shape: [pad], data_offsets: [0, pad] },
+    far: { dtype: "F32", shape: [4, 4], data_offsets: [pad, pad + 64] },
+  });
+  const head = new TextEncoder().encode(header);
+  const dir = await Deno.makeTempDir({ prefix: "ckpt-st-" });
+  const path = join(dir, "sparse.safetensors");
+  try {
+    const f = await Deno.open(path, { write: true, create: true });
+    try {
+      const size = new Uint8Array(8);
+      new DataView(size.buffer).setBigUint64(0, BigInt(head.length), true);
+      await f.write(size);
+      await f.write(head);
+      await f.seek(8 + head.length + pad, Deno.SeekMode.Start);
+      await f.write(new Uint8Array(values.buffer));
+    } finally {
+      f.close();
+    }
+    const wf = await openSafetensors(path);
+    deepStrictEqual(await wf.tensors.get("far")!.read(), values);
+    wf.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("dtype: every binary16 pattern widens as the fp16 module decodes it, NaN and infinities included", () => {
+  const bits = Uint16Array.from({ length: 65536 }, (_, i) => i);
+  const got = decodeToFloat32(new Uint8Array(bits.buffer), "F16", 65536);
+  const want = float16BitsToFloat32(bits);
+  // Compare bit patterns so NaNs and -0 count too.
+  deepStrictEqual(new Uint32Array(got.buffer), new Uint32Array(want.buffer));
+  strictEqual(got[0x3c00], 1);
+  strictEqual(got[0xfc00], -Infinity);
+});
+
+Deno.test("safetensors: a header size whose first bytes look like a pickle's is still safetensors", async () => {
+  // 0x80 0x02 starts a protocol-2 pickle and also a 640-byte header size.
+  const name = "x".repeat(640 - 60);
+  let json = JSON.stringify({ [name]: { dtype: "F32", shape: [1], data_offsets: [0, 4] } });
+  json = json.padEnd(640, " ");
+  const head = new TextEncoder().encode(json);
+  const bytes = new Uint8Array(8 + 640 + 4);
+  new DataView(bytes.buffer).setBigUint64(0, 640n, true);
+  bytes.set(head, 8);
+  new DataView(bytes.buffer).setFloat32(8 + 640, 0.75, true);
+  strictEqual(bytes[0], 0x80);
+  strictEqual(bytes[1], 0x02);
+  await withFile(bytes, async (path) => {
+    const wf = await openWeightFile(path);
+    strictEqual(wf.format, "safetensors");
+    deepStrictEqual([...await wf.tensors.get(name)!.read()], [0.75]);
+    wf.close();
+  });
+  await withFile(new TextEncoder().encode("hello, this is not a model"), async (path) => {
+    const other = path.replace(/\.safetensors$/, ".onnx");
+    await Deno.rename(path, other);
+    await rejects(openWeightFile(other), /not a weights file \(its first bytes are neither/);
+    await Deno.rename(other, path);
   });
 });

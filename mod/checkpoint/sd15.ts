@@ -22,7 +22,13 @@ import {
   vaeToDiffusers,
 } from "./sd15_keys.ts";
 import { openWeightFile } from "./weight_file.ts";
-import { reshaped, type WeightFile, type WeightMap, type WeightTensor } from "./weights.ts";
+import {
+  reshaped,
+  type WeightFile,
+  type WeightFormat,
+  type WeightMap,
+  type WeightTensor,
+} from "./weights.ts";
 
 /** An SD 1.x model's weights under diffusers' state-dict names, read on demand. */
 export interface Sd15Checkpoint {
@@ -34,6 +40,8 @@ export interface Sd15Checkpoint {
   textEncoder: WeightMap;
   /** Where the weights came from. */
   layout: "original" | "diffusers-folder";
+  /** How the (UNet's) file was read. */
+  format: WeightFormat;
   /** Whether the UNet is the file's EMA copy. */
   ema: boolean;
   /** Tensors of the input that no part uses: how many, and their distinct name prefixes. */
@@ -131,6 +139,13 @@ function refuseShapes(path: string, unet: WeightMap, textEncoder: WeightMap): vo
         `768-wide CLIP ViT-L/14 text encoder`,
     );
   }
+  const toK = unet.get("down_blocks.0.attentions.0.transformer_blocks.0.attn2.to_k.weight");
+  if (tok && toK && toK.shape[1] !== tok.shape[1]) {
+    throw new CheckpointError(
+      `${path}: the UNet's cross-attention context is ${toK.shape[1]} wide but the text encoder ` +
+        `is ${tok.shape[1]} wide; ${SUPPORTED} whose UNet and text encoder belong together`,
+    );
+  }
   const convIn = unet.get("conv_in.weight");
   const inChannels = convIn?.shape[1];
   if (inChannels === 9) {
@@ -180,6 +195,7 @@ function refuseMissing(
   path: string,
   parts: { unet: WeightMap; vae: WeightMap; textEncoder: WeightMap },
   folder: boolean,
+  standaloneVae = false,
 ): void {
   const missing: string[] = [];
   for (const part of ["unet", "vae", "textEncoder"] as const) {
@@ -193,8 +209,9 @@ function refuseMissing(
     );
   }
   if (missing.length === 0) return;
+  // A VAE alone: a checkpoint's first_stage_model part, or a standalone VAE's top-level encoder/decoder.
   const onlyVae = !folder && parts.unet.size === 0 && parts.textEncoder.size === 0 &&
-    parts.vae.size > 0;
+    (parts.vae.size > 0 || standaloneVae);
   throw new CheckpointError(
     `${path}: ${missing.join(", ")}; an SD 1.x checkpoint has a UNet, a VAE and a text encoder` +
       (onlyVae ? " (a standalone VAE file is added with --component vae)" : ""),
@@ -218,7 +235,7 @@ class Ignored {
   }
 }
 
-/** Scheduler buffers and position ids inside the parts that inference never uses. */
+/** A buffer inside the text encoder that inference never uses (transformers' `position_ids`). */
 const TEXT_ENCODER_BUFFERS = /^text_model\.embeddings\.position_ids$/;
 
 function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Checkpoint {
@@ -275,11 +292,17 @@ function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Che
   for (const name of emaNames) ignored.add(name, false);
   const vae = mapOriginalVae(path, vaeOriginal, (n) => ignored.add(SD15_PREFIXES.vae + n, true));
   const parts = { unet, vae, textEncoder };
-  refuseMissing(path, parts, false);
+  refuseMissing(
+    path,
+    parts,
+    false,
+    [...tensors.keys()].some((n) => /^(encoder|decoder)\.(conv_in|mid)\./.test(n)),
+  );
   refuseShapes(path, unet, textEncoder);
   return {
     ...parts,
     layout: "original",
+    format: wf.format,
     ema: useEma,
     ignored: ignored.value,
     close: () => wf.close(),
@@ -303,7 +326,10 @@ function mapOriginalVae(
     const hf = vaeToDiffusers(name, levels);
     if (hf === undefined) {
       if (/^(encoder|decoder)\./.test(name)) {
-        throw new CheckpointError(`${path}: VAE weight ${name} is not part of an SD 1.x VAE`);
+        throw new CheckpointError(
+          `${path}: VAE weight ${name} is not part of an SD 1.x VAE; supported: SD 1.x's ` +
+            `AutoencoderKL in the original or diffusers layout`,
+        );
       }
       skip(name);
       continue;
@@ -421,6 +447,12 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       `${path}: an SDXL diffusers folder (${cls || "text_encoder_2"}); ${SUPPORTED}`,
     );
   }
+  // Optimum's ONNX exports have a model_index.json too: they are not weights to convert.
+  if (await stat(join(path, "unet", "model.onnx")).then(() => true, () => false)) {
+    throw new CheckpointError(
+      `${path}: an ONNX export (unet/model.onnx), not a diffusers checkpoint folder; ${SUPPORTED}`,
+    );
+  }
   if (opts.ema) {
     throw new CheckpointError(
       `${path}: a diffusers folder has no EMA copy; open it without the EMA option`,
@@ -449,16 +481,25 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
       } else if (part === "textEncoder") {
         const te = new Map<string, WeightTensor>();
         for (const [k, v] of wf.tensors) {
-          if (TEXT_ENCODER_BUFFERS.test(k) || !k.startsWith("text_model.")) {
+          // Files saved by older transformers versions lack the `text_model.` level.
+          const hf = textEncoderToDiffusers(k);
+          if (hf === undefined || TEXT_ENCODER_BUFFERS.test(hf)) {
             ignored.add(`text_encoder/${k}`, true);
-          } else te.set(k, v);
+          } else te.set(hf, v);
         }
         parts.textEncoder = te;
       } else parts.unet = wf.tensors;
     }
     refuseMissing(path, parts, true);
     refuseShapes(path, parts.unet, parts.textEncoder);
-    return { ...parts, layout: "diffusers-folder", ema: false, ignored: ignored.value, close };
+    return {
+      ...parts,
+      layout: "diffusers-folder",
+      format: opened[0].format,
+      ema: false,
+      ignored: ignored.value,
+      close,
+    };
   } catch (e) {
     close();
     throw e;

@@ -1,6 +1,7 @@
 import { deepStrictEqual, strictEqual } from "node:assert";
 import {
   emaKey,
+  isVaeAttentionProjection,
   normaliseDiffusersVaeName,
   textEncoderToDiffusers,
   unetToDiffusers,
@@ -111,4 +112,46 @@ Deno.test("sd15 keys: text encoder names with and without text_model., EMA keys 
     emaKey("input_blocks.1.1.proj_in.weight"),
     "model_ema.diffusion_modelinput_blocks11proj_inweight",
   );
+});
+
+Deno.test("sd15 keys: every SD 1.5 name maps as diffusers' own conversion script maps it", async () => {
+  // testdata/diffusers_names.json: made by testdata/make_diffusers_names.py, which runs diffusers'
+  // convert_unet_state_dict / convert_vae_state_dict on every diffusers name of SD 1.5.
+  const ref = JSON.parse(
+    await Deno.readTextFile(new URL("./testdata/diffusers_names.json", import.meta.url)),
+  ) as { unet: [string, string][]; vae: [string, string][]; vae_reshaped_to_conv: string[] };
+  const m = testSd15();
+  deepStrictEqual(ref.unet.map((p) => p[0]).sort(), [...m.unet.keys()].sort());
+  deepStrictEqual(ref.vae.map((p) => p[0]).sort(), [...m.vae.keys()].sort());
+  for (const [hf, sd] of ref.unet) {
+    strictEqual(unetToOriginal(hf), sd, hf);
+    strictEqual(unetToDiffusers(sd), hf, sd);
+  }
+  for (const [hf, sd] of ref.vae) {
+    strictEqual(vaeToOriginal(hf), sd, hf);
+    strictEqual(vaeToDiffusers(sd), hf, sd);
+  }
+  deepStrictEqual(
+    ref.vae.filter(([hf]) => isVaeAttentionProjection(hf)).map((p) => p[1]).sort(),
+    ref.vae_reshaped_to_conv,
+  );
+});
+
+Deno.test("sd15 keys: the test model at SD 1.5's widths has SD 1.5's parameter counts", () => {
+  // Lazy: only shapes are made. Counts of diffusers' UNet2DConditionModel, AutoencoderKL and
+  // transformers' CLIPTextModel for runwayml/stable-diffusion-v1-5.
+  const m = testSd15({
+    lazy: true,
+    unetWidth: 320,
+    context: 768,
+    vaeWidth: 128,
+    textLayers: 12,
+    vocab: 49408,
+    positions: 77,
+  });
+  const count = (map: Map<string, { shape: number[] }>) =>
+    [...map.values()].reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
+  strictEqual(count(m.unet), 859_520_964);
+  strictEqual(count(m.vae), 83_653_863);
+  strictEqual(count(m.textEncoder), 123_060_480);
 });

@@ -68,6 +68,7 @@ for (const dtype of ["F32", "F16", "BF16"] as const) {
       const ck = await openSd15Checkpoint(path);
       try {
         strictEqual(ck.layout, "original");
+        strictEqual(ck.format, "safetensors");
         strictEqual(ck.ema, false);
         deepStrictEqual(ck.ignored, { count: 0, prefixes: [] });
         await assertModel(ck, m);
@@ -154,10 +155,12 @@ Deno.test("sd15: a diffusers folder (safetensors, fp16) reads as the same names"
   });
 });
 
-Deno.test("sd15: a diffusers folder without a component names it", async () => {
+Deno.test("sd15: a diffusers folder without a component names it; an ONNX export is told apart", async () => {
   await inTemp(async (dir) => {
     await writeDiffusersFolder(dir, testSd15(), { omit: ["vae"] });
     await rejects(openSd15Checkpoint(dir), refusal(dir, /no vae\//));
+    await Deno.writeFile(join(dir, "unet", "model.onnx"), new Uint8Array(4));
+    await rejects(openSd15Checkpoint(dir), refusal(dir, /an ONNX export \(unet\/model\.onnx\)/));
   });
 });
 
@@ -196,6 +199,12 @@ Deno.test("sd15: refusals name what was found and what is supported", async () =
         /an SD 2\.x checkpoint \(the UNet's cross-attention context is 1024 wide/,
       ],
       [
+        await write("mixed.safetensors", [
+          ...originalLayout({ ...m, textEncoder: testSd15({ context: 16 }).textEncoder }),
+        ]),
+        /the UNet's cross-attention context is 32 wide but the text encoder is 16 wide/,
+      ],
+      [
         await write("inpaint.safetensors", originalLayout(testSd15({ inChannels: 9 }))),
         /SD 1\.x inpainting UNet \(conv_in takes 9 input channels\).*inpaint_image uses the inpaint ControlNet with a regular checkpoint/,
       ],
@@ -231,6 +240,17 @@ Deno.test("sd15: refusals name what was found and what is supported", async () =
       [
         await write("vaeonly.safetensors", originalLayout(m, { omit: ["textEncoder", "unet"] })),
         /a standalone VAE file is added with --component vae/,
+      ],
+      [
+        await write("strayvae.safetensors", [
+          ...originalLayout(m),
+          one("first_stage_model.decoder.up.0.attn.0.q.weight"),
+        ]),
+        /VAE weight decoder\.up\.0\.attn\.0\.q\.weight is not part of an SD 1\.x VAE; supported/,
+      ],
+      [
+        await write("vae-ft-mse.safetensors", originalVaeLayout(m.vae)),
+        /no UNet .* \(a standalone VAE file is added with --component vae\)$/,
       ],
       [
         await write("stray.safetensors", [
@@ -280,5 +300,33 @@ Deno.test("sd15: standalone VAE files in the original and diffusers layouts, and
       openVaeWeights(half),
       refusal(half, /not a whole SD 1\.x VAE \(no encoder\.conv_in\.weight\)/),
     );
+  });
+});
+
+Deno.test("sd15: a diffusers folder whose UNet is sharded with an index", async () => {
+  await inTemp(async (dir) => {
+    const m = testSd15();
+    await writeDiffusersFolder(dir, m);
+    const unetDir = join(dir, "unet");
+    await Deno.remove(join(unetDir, "diffusion_pytorch_model.safetensors"));
+    const names = [...m.unet.keys()];
+    const half = Math.floor(names.length / 2);
+    const shards = [names.slice(0, half), names.slice(half)];
+    const weightMap: Record<string, string> = {};
+    for (const [i, shard] of shards.entries()) {
+      const file = `diffusion_pytorch_model-0000${i + 1}-of-00002.safetensors`;
+      await Deno.writeFile(
+        join(unetDir, file),
+        safetensorsBytes(asWrite(new Map(shard.map((k) => [k, m.unet.get(k)!])))),
+      );
+      for (const k of shard) weightMap[k] = file;
+    }
+    await Deno.writeTextFile(
+      join(unetDir, "diffusion_pytorch_model.safetensors.index.json"),
+      JSON.stringify({ metadata: {}, weight_map: weightMap }),
+    );
+    const ck = await openSd15Checkpoint(dir);
+    await assertPart(ck.unet, m.unet, "sharded unet");
+    ck.close();
   });
 });

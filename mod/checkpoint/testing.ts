@@ -11,7 +11,7 @@
  * @module
  */
 
-import { mkdir, writeFile } from "node:fs/promises";
+import { type FileHandle, mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
@@ -59,6 +59,13 @@ export interface TestSd15Options {
   positions?: number;
   /** Include transformers' `text_model.embeddings.position_ids` buffer (int64). */
   positionIds?: boolean;
+  /**
+   * Make each tensor's values when they are read instead of now, so a
+   * full-size model (`unetWidth` 320, `context` 768, `vaeWidth` 128,
+   * `textLayers` 12, `vocab` 49408, `positions` 77) can be written tensor by
+   * tensor ({@link writeOriginalSafetensors}).
+   */
+  lazy?: boolean;
 }
 
 /**
@@ -77,8 +84,29 @@ export function testValues(name: string, count: number, salt = 0): Float32Array 
   return out;
 }
 
+/** Set while {@link testSd15} builds a lazy model (it runs synchronously). */
+let lazyValues = false;
+
 function put(map: Map<string, TestTensor>, name: string, shape: number[]): void {
-  map.set(name, { shape, data: testValues(name, shape.reduce((a, b) => a * b, 1)) });
+  const count = shape.reduce((a, b) => a * b, 1);
+  map.set(
+    name,
+    lazyValues ? lazyTensor(shape, () => testValues(name, count)) : {
+      shape,
+      data: testValues(name, count),
+    },
+  );
+}
+
+/** A tensor whose values are made each time they are asked for (a full-size model never sits in memory). */
+function lazyTensor(shape: number[], make: () => Float32Array, dtype?: WeightDtype): TestTensor {
+  const t = {
+    shape,
+    get data() {
+      return make();
+    },
+  };
+  return dtype ? Object.assign(t, { dtype }) : t;
 }
 
 function norm(map: Map<string, TestTensor>, p: string, c: number): void {
@@ -139,6 +167,15 @@ function transformer(map: Map<string, TestTensor>, p: string, c: number, ctx: nu
 
 /** A small SD 1.x model with every tensor name of the real one (block structure of SD 1.5). */
 export function testSd15(opts: TestSd15Options = {}): TestSd15 {
+  lazyValues = opts.lazy === true;
+  try {
+    return buildSd15(opts);
+  } finally {
+    lazyValues = false;
+  }
+}
+
+function buildSd15(opts: TestSd15Options): TestSd15 {
   const w = opts.unetWidth ?? 4;
   const ctx = opts.context ?? 32;
   const ch = [w, 2 * w, 4 * w, 4 * w];
@@ -279,40 +316,82 @@ export interface WriteTensor extends TestTensor {
   dtype: WeightDtype;
 }
 
-/** Safetensors bytes of `tensors` (in the given order; 8-byte aligned data as the reference writer pads). */
+/** The 8-byte size and JSON header of `tensors`, padded to 8 bytes as the reference writer does. */
+function safetensorsHead(
+  tensors: readonly [string, WriteTensor][],
+  metadata?: Record<string, string>,
+): { head: Uint8Array; dataBytes: number } {
+  const header: Record<string, unknown> = {};
+  if (metadata) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const [name, t] of tensors) {
+    const size = t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype];
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
+    offset += size;
+  }
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = new Uint8Array(Math.ceil(json.length / 8) * 8).fill(0x20);
+  padded.set(json);
+  json = padded;
+  const head = new Uint8Array(8 + json.length);
+  new DataView(head.buffer).setBigUint64(0, BigInt(json.length), true);
+  head.set(json, 8);
+  return { head, dataBytes: offset };
+}
+
+/** One tensor's stored bytes, checked against its shape. */
+function tensorBytes(name: string, t: WriteTensor): Uint8Array {
+  const data = t.data;
+  const bytes = encodeAs(data, t.dtype);
+  if (bytes.length !== t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype]) {
+    throw new RangeError(`${name}: ${data.length} values for shape [${t.shape}]`);
+  }
+  return bytes;
+}
+
+/** Writes all of `bytes` (a write may take fewer than it is given). */
+async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
+  for (let done = 0; done < bytes.length;) {
+    done += (await file.write(bytes, done, bytes.length - done)).bytesWritten;
+  }
+}
+
+/** Safetensors bytes of `tensors` (in the given order). */
 export function safetensorsBytes(
   tensors: Iterable<[string, WriteTensor]>,
   metadata?: Record<string, string>,
 ): Uint8Array {
-  const header: Record<string, unknown> = {};
-  if (metadata) header.__metadata__ = metadata;
-  const chunks: Uint8Array[] = [];
-  let offset = 0;
-  for (const [name, t] of tensors) {
-    const bytes = encodeAs(t.data, t.dtype);
-    if (bytes.length !== t.shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[t.dtype]) {
-      throw new RangeError(`${name}: ${t.data.length} values for shape [${t.shape}]`);
-    }
-    header[name] = {
-      dtype: t.dtype,
-      shape: t.shape,
-      data_offsets: [offset, offset + bytes.length],
-    };
-    chunks.push(bytes);
-    offset += bytes.length;
-  }
-  let json = JSON.stringify(header);
-  while ((8 + json.length) % 8 !== 0) json += " ";
-  const jsonBytes = new TextEncoder().encode(json);
-  const out = new Uint8Array(8 + jsonBytes.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(jsonBytes.length), true);
-  out.set(jsonBytes, 8);
-  let at = 8 + jsonBytes.length;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
+  const list = [...tensors];
+  const { head, dataBytes } = safetensorsHead(list, metadata);
+  const out = new Uint8Array(head.length + dataBytes);
+  out.set(head);
+  let at = head.length;
+  for (const [name, t] of list) {
+    const b = tensorBytes(name, t);
+    out.set(b, at);
+    at += b.length;
   }
   return out;
+}
+
+/**
+ * Writes a safetensors file tensor by tensor: only one tensor's values are
+ * in memory at a time (with a lazy {@link testSd15}, a full-size model).
+ */
+export async function writeSafetensorsFile(
+  path: string,
+  tensors: Iterable<[string, WriteTensor]>,
+  metadata?: Record<string, string>,
+): Promise<void> {
+  const list = [...tensors];
+  const { head } = safetensorsHead(list, metadata);
+  const file = await open(path, "w");
+  try {
+    await writeAll(file, head);
+    for (const [name, t] of list) await writeAll(file, tensorBytes(name, t));
+  } finally {
+    await file.close();
+  }
 }
 
 // ---- the original layout ----
@@ -348,15 +427,19 @@ export function originalLayout(
   const dtype = opts.dtype ?? "F32";
   const out: [string, WriteTensor][] = [];
   const omit = new Set(opts.omit ?? []);
+  // Values are passed through lazily: nothing is read here, so a lazy model stays unmade.
   const add = (name: string, t: TestTensor, d: WeightDtype = dtype) =>
-    out.push([(opts.stateDictWrapper ? "state_dict." : "") + name, { ...t, dtype: d }]);
+    out.push([
+      (opts.stateDictWrapper ? "state_dict." : "") + name,
+      lazyTensor(t.shape, () => t.data, d) as WriteTensor,
+    ]);
   if (!omit.has("unet")) {
     for (const [hf, t] of model.unet) {
       const sd = unetToOriginal(hf);
       if (sd === undefined) throw new Error(`no original name for UNet ${hf}`);
       add(SD15_PREFIXES.unet + sd, t);
       if (opts.ema) {
-        add(emaKey(sd), { shape: t.shape, data: t.data.map((x) => x + EMA_OFFSET) });
+        add(emaKey(sd), lazyTensor(t.shape, () => t.data.map((x) => x + EMA_OFFSET)));
       }
     }
   }
@@ -365,7 +448,7 @@ export function originalLayout(
       const sd = vaeToOriginal(hf);
       if (sd === undefined) throw new Error(`no original name for VAE ${hf}`);
       const shape = isVaeAttentionProjection(hf) ? [...t.shape, 1, 1] : t.shape;
-      add(SD15_PREFIXES.vae + sd, { shape, data: t.data });
+      add(SD15_PREFIXES.vae + sd, lazyTensor(shape, () => t.data));
     }
   }
   if (!omit.has("textEncoder")) {
@@ -394,7 +477,7 @@ export async function writeOriginalSafetensors(
   model: TestSd15,
   opts: OriginalLayoutOptions = {},
 ): Promise<void> {
-  await writeFile(path, safetensorsBytes(originalLayout(model, opts)));
+  await writeSafetensorsFile(path, originalLayout(model, opts));
 }
 
 /** A standalone VAE in the original layout (no `first_stage_model.`), optionally with a training `loss.*` tensor. */
@@ -435,7 +518,13 @@ export function asWrite(
   map: Map<string, TestTensor>,
   dtype: WeightDtype = "F32",
 ): [string, WriteTensor][] {
-  return [...map].map(([k, t]) => [k, { ...t, dtype: k.endsWith("position_ids") ? "I64" : dtype }]);
+  // Lazily: a lazy model's values are made only when written.
+  return [...map].map((
+    [k, t],
+  ) => [
+    k,
+    lazyTensor(t.shape, () => t.data, k.endsWith("position_ids") ? "I64" : dtype) as WriteTensor,
+  ]);
 }
 
 /** How {@link writeDiffusersFolder} writes the weights. */
@@ -477,7 +566,7 @@ export async function writeDiffusersFolder(
     await writeFile(join(dir, sub, "config.json"), "{}");
     const tensors = asWrite(map, opts.dtype ?? "F32");
     if (opts.bin) await writeTorchFile(join(dir, sub, `${stem}.bin`), stateDict(tensors));
-    else await writeFile(join(dir, sub, `${stem}.safetensors`), safetensorsBytes(tensors));
+    else await writeSafetensorsFile(join(dir, sub, `${stem}.safetensors`), tensors);
   }
 }
 
@@ -520,7 +609,9 @@ const STORAGE: Record<WeightDtype, string> = {
 /** Pickle protocol 2 writer with the persistent ids `torch.save` writes for storages. */
 class PickleWriter {
   readonly #out: number[] = [];
-  readonly storages: { key: string; bytes: Uint8Array; dtype: WeightDtype; numel: number }[] = [];
+  /** Storages in key order; each one's bytes are made when written. */
+  readonly storages: { key: string; bytes: () => Uint8Array; dtype: WeightDtype; numel: number }[] =
+    [];
   constructor(readonly legacy: boolean) {}
 
   byte(...b: number[]): void {
@@ -607,8 +698,11 @@ class PickleWriter {
     const t = v.tensor;
     const key = String(this.storages.length);
     const numel = t.shape.reduce((a, b) => a * b, 1) + (v.storageOffset ?? 0);
-    const bytes = new Uint8Array(numel * DTYPE_BYTES[t.dtype]);
-    bytes.set(encodeAs(t.data, t.dtype), (v.storageOffset ?? 0) * DTYPE_BYTES[t.dtype]);
+    const bytes = () => {
+      const b = new Uint8Array(numel * DTYPE_BYTES[t.dtype]);
+      b.set(encodeAs(t.data, t.dtype), (v.storageOffset ?? 0) * DTYPE_BYTES[t.dtype]);
+      return b;
+    };
     this.storages.push({ key, bytes, dtype: t.dtype, numel });
     if (v.parameter) this.global("torch._utils", "_rebuild_parameter");
     this.global("torch._utils", "_rebuild_tensor_v2");
@@ -655,6 +749,15 @@ function contiguousStride(shape: number[]): number[] {
   return s;
 }
 
+/** The protocol-2 pickle `torch.save` writes for `value` (zip format's data.pkl), and its storages' bytes by key. */
+export function pickleBytes(
+  value: PyValue,
+): { pickle: Uint8Array; storages: Map<string, Uint8Array> } {
+  const w = new PickleWriter(false);
+  const pickle = w.bytes(value);
+  return { pickle, storages: new Map(w.storages.map((s) => [s.key, s.bytes()])) };
+}
+
 /** How {@link torchFileBytes} writes. */
 export interface TorchWriteOptions {
   /** The legacy (non-zip) format `torch.save(..., _use_new_zipfile_serialization=False)` writes. */
@@ -665,8 +768,58 @@ export interface TorchWriteOptions {
   extraMembers?: [string, Uint8Array][];
   /** Deflate this member instead of storing it (torch never does; the reader refuses it). */
   compress?: string;
-  /** Members torch 2.x adds (`byteorder`, `.data/version`, `.data/serialization_id`). */
+  /** Members newer torch versions add (`byteorder`, `.format_version`, `.storage_alignment`, `.data/*`). */
   torch2Members?: boolean;
+  /** Write zip64 records (as past 4 GiB) even for a small file. */
+  zip64?: boolean;
+}
+
+/** Where written bytes go: a file or a list of chunks. */
+type Sink = (chunk: Uint8Array) => Promise<void>;
+
+/**
+ * Writes a PyTorch file holding `value` to `sink`, one storage at a time
+ * (`torch.save`'s zip format, or the legacy one).
+ */
+async function writeTorch(sink: Sink, value: PyValue, opts: TorchWriteOptions): Promise<void> {
+  const w = new PickleWriter(opts.legacy === true);
+  const pkl = w.bytes(value);
+  if (opts.legacy) {
+    const magic = new PickleWriter(false);
+    await sink(magic.bytes({ int: 0x1950a86a20f9469cfc6cn }));
+    await sink(magic.bytes(1001));
+    await sink(magic.bytes({
+      dict: [["protocol_version", 1001], ["little_endian", true], [
+        "type_sizes",
+        { dict: [["short", 2], ["int", 4], ["long", 4]] },
+      ]],
+    }));
+    await sink(pkl);
+    await sink(magic.bytes(w.storages.map((s) => s.key)));
+    for (const s of w.storages) {
+      const n = new Uint8Array(8);
+      new DataView(n.buffer).setBigInt64(0, BigInt(s.numel), true);
+      await sink(n);
+      await sink(s.bytes());
+    }
+    return;
+  }
+  const enc = new TextEncoder();
+  const dir = opts.dir ?? "archive";
+  const zip = new ZipWriter(sink, opts.zip64 === true);
+  const add = (name: string, data: Uint8Array) => zip.add(name, data, name === opts.compress);
+  await add(`${dir}/data.pkl`, pkl);
+  if (opts.torch2Members) await add(`${dir}/byteorder`, enc.encode("little"));
+  for (const s of w.storages) await add(`${dir}/data/${s.key}`, s.bytes());
+  await add(`${dir}/version`, enc.encode("3\n"));
+  if (opts.torch2Members) {
+    await add(`${dir}/.format_version`, enc.encode("1"));
+    await add(`${dir}/.storage_alignment`, enc.encode("64"));
+    await add(`${dir}/.data/version`, enc.encode("3\n"));
+    await add(`${dir}/.data/serialization_id`, enc.encode("1234567890"));
+  }
+  for (const [name, data] of opts.extraMembers ?? []) await add(name, data);
+  await zip.finish();
 }
 
 /** The bytes of a PyTorch file holding `value` (`torch.save`'s zip format, or the legacy one). */
@@ -674,48 +827,27 @@ export async function torchFileBytes(
   value: PyValue,
   opts: TorchWriteOptions = {},
 ): Promise<Uint8Array> {
-  const w = new PickleWriter(opts.legacy === true);
-  const pkl = w.bytes(value);
-  if (opts.legacy) {
-    const parts: Uint8Array[] = [];
-    const magic = new PickleWriter(false);
-    parts.push(magic.bytes({ int: 0x1950a86a20f9469cfc6cn }));
-    parts.push(magic.bytes(1001));
-    parts.push(magic.bytes({
-      dict: [["protocol_version", 1001], ["little_endian", true], [
-        "type_sizes",
-        { dict: [["short", 2], ["int", 4], ["long", 4]] },
-      ]],
-    }));
-    parts.push(pkl);
-    parts.push(magic.bytes(w.storages.map((s) => s.key)));
-    for (const s of w.storages) {
-      const n = new Uint8Array(8);
-      new DataView(n.buffer).setBigInt64(0, BigInt(s.numel), true);
-      parts.push(n, s.bytes);
-    }
-    return concat(parts);
-  }
-  const dir = opts.dir ?? "archive";
-  const members: [string, Uint8Array][] = [[`${dir}/data.pkl`, pkl]];
-  if (opts.torch2Members) members.push([`${dir}/byteorder`, new TextEncoder().encode("little")]);
-  for (const s of w.storages) members.push([`${dir}/data/${s.key}`, s.bytes]);
-  members.push([`${dir}/version`, new TextEncoder().encode("3\n")]);
-  if (opts.torch2Members) {
-    members.push([`${dir}/.data/version`, new TextEncoder().encode("3\n")]);
-    members.push([`${dir}/.data/serialization_id`, new TextEncoder().encode("1234567890")]);
-  }
-  members.push(...(opts.extraMembers ?? []));
-  return await zipBytes(members, opts.compress);
+  const chunks: Uint8Array[] = [];
+  await writeTorch((c) => Promise.resolve(void chunks.push(c)), value, opts);
+  return concat(chunks);
 }
 
-/** Writes {@link torchFileBytes} to `path`. */
+/**
+ * Writes a PyTorch file holding `value` to `path`, one storage at a time (a
+ * lazy full-size model never sits in memory; past 4 GiB the zip gets zip64
+ * records as PyTorch's writer gives it).
+ */
 export async function writeTorchFile(
   path: string,
   value: PyValue,
   opts: TorchWriteOptions = {},
 ): Promise<void> {
-  await writeFile(path, await torchFileBytes(value, opts));
+  const file = await open(path, "w");
+  try {
+    await writeTorch((c) => writeAll(file, c), value, opts);
+  } finally {
+    await file.close();
+  }
 }
 
 /** Writes {@link originalLayout} as a PyTorch `.ckpt` (`{"state_dict": …, "global_step": …}` like LDM's checkpoints). */
@@ -774,21 +906,24 @@ async function deflateRaw(b: Uint8Array): Promise<Uint8Array> {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-/** A zip archive of stored members (and one deflated when asked), without zip64. */
-export async function zipBytes(
-  members: [string, Uint8Array][],
-  compress?: string,
-): Promise<Uint8Array> {
-  const enc = new TextEncoder();
-  const parts: Uint8Array[] = [];
-  const central: Uint8Array[] = [];
-  let offset = 0;
-  for (const [name, data] of members) {
-    const nameBytes = enc.encode(name);
-    const deflated = name === compress;
-    const body = deflated ? await deflateRaw(data) : data;
+/**
+ * Writes a zip archive member by member: stored members (one deflated when
+ * asked), data aligned to 64 bytes as PyTorch's writer aligns it. zip64
+ * records are written for offsets past 4 GiB, or for everything when forced.
+ */
+class ZipWriter {
+  #offset = 0;
+  readonly #central: Uint8Array[] = [];
+  #count = 0;
+
+  constructor(readonly sink: Sink, readonly forceZip64: boolean) {}
+
+  async add(name: string, data: Uint8Array, deflate = false): Promise<void> {
+    const nameBytes = new TextEncoder().encode(name);
+    const body = deflate ? await deflateRaw(data) : data;
+    if (body.length >= 0xffffffff) throw new RangeError(`${name}: a member of 4 GiB or more`);
     const crc = crc32(data);
-    // torch aligns member data to 64 bytes with an extra field; do the same.
+    const offset = this.#offset;
     const base = offset + 30 + nameBytes.length;
     const pad = (64 - ((base + 4) % 64)) % 64;
     const extra = new Uint8Array(4 + pad);
@@ -797,35 +932,90 @@ export async function zipBytes(
     const local = new Uint8Array(30);
     const lv = new DataView(local.buffer);
     lv.setUint32(0, 0x04034b50, true);
-    lv.setUint16(4, 20, true);
-    lv.setUint16(8, deflated ? 8 : 0, true);
+    lv.setUint16(4, 45, true);
+    lv.setUint16(8, deflate ? 8 : 0, true);
     lv.setUint32(14, crc, true);
     lv.setUint32(18, body.length, true);
     lv.setUint32(22, data.length, true);
     lv.setUint16(26, nameBytes.length, true);
     lv.setUint16(28, extra.length, true);
+    for (const c of [local, nameBytes, extra, body]) await this.sink(c);
+    this.#offset += local.length + nameBytes.length + extra.length + body.length;
+    // Central directory entry; zip64 extended information holds the fields marked 0xffffffff,
+    // in the order uncompressed size, compressed size, local header offset.
+    const sizes64 = this.forceZip64;
+    const offset64 = this.forceZip64 || offset >= 0xffffffff;
     const cd = new Uint8Array(46);
     const cv = new DataView(cd.buffer);
     cv.setUint32(0, 0x02014b50, true);
-    cv.setUint16(4, 20, true);
-    cv.setUint16(6, 20, true);
-    cv.setUint16(10, deflated ? 8 : 0, true);
+    cv.setUint16(4, 45, true);
+    cv.setUint16(6, 45, true);
+    cv.setUint16(10, deflate ? 8 : 0, true);
     cv.setUint32(16, crc, true);
-    cv.setUint32(20, body.length, true);
-    cv.setUint32(24, data.length, true);
+    cv.setUint32(20, sizes64 ? 0xffffffff : body.length, true);
+    cv.setUint32(24, sizes64 ? 0xffffffff : data.length, true);
     cv.setUint16(28, nameBytes.length, true);
-    cv.setUint32(42, offset, true);
-    central.push(cd, nameBytes);
-    parts.push(local, nameBytes, extra, body);
-    offset += local.length + nameBytes.length + extra.length + body.length;
+    cv.setUint32(42, offset64 ? 0xffffffff : offset, true);
+    const fields: number[] = [
+      ...(sizes64 ? [data.length, body.length] : []),
+      ...(offset64 ? [offset] : []),
+    ];
+    const cdExtra = new Uint8Array(fields.length ? 4 + 8 * fields.length : 0);
+    if (fields.length) {
+      const xv = new DataView(cdExtra.buffer);
+      xv.setUint16(0, 0x0001, true);
+      xv.setUint16(2, 8 * fields.length, true);
+      fields.forEach((f, i) => xv.setBigUint64(4 + 8 * i, BigInt(f), true));
+      cv.setUint16(30, cdExtra.length, true);
+    }
+    this.#central.push(cd, nameBytes, cdExtra);
+    this.#count++;
   }
-  const cdBytes = concat(central);
-  const eocd = new Uint8Array(22);
-  const ev = new DataView(eocd.buffer);
-  ev.setUint32(0, 0x06054b50, true);
-  ev.setUint16(8, members.length, true);
-  ev.setUint16(10, members.length, true);
-  ev.setUint32(12, cdBytes.length, true);
-  ev.setUint32(16, offset, true);
-  return concat([...parts, cdBytes, eocd]);
+
+  async finish(): Promise<void> {
+    const cdBytes = concat(this.#central);
+    const cdOffset = this.#offset;
+    const zip64 = this.forceZip64 || cdOffset >= 0xffffffff || this.#count >= 0xffff;
+    await this.sink(cdBytes);
+    if (zip64) {
+      const rec = new Uint8Array(56);
+      const rv = new DataView(rec.buffer);
+      rv.setUint32(0, 0x06064b50, true);
+      rv.setBigUint64(4, 44n, true);
+      rv.setUint16(12, 45, true);
+      rv.setUint16(14, 45, true);
+      rv.setBigUint64(24, BigInt(this.#count), true);
+      rv.setBigUint64(32, BigInt(this.#count), true);
+      rv.setBigUint64(40, BigInt(cdBytes.length), true);
+      rv.setBigUint64(48, BigInt(cdOffset), true);
+      const loc = new Uint8Array(20);
+      const locView = new DataView(loc.buffer);
+      locView.setUint32(0, 0x07064b50, true);
+      locView.setBigUint64(8, BigInt(cdOffset + cdBytes.length), true);
+      locView.setUint32(16, 1, true);
+      await this.sink(rec);
+      await this.sink(loc);
+    }
+    const eocd = new Uint8Array(22);
+    const ev = new DataView(eocd.buffer);
+    ev.setUint32(0, 0x06054b50, true);
+    ev.setUint16(8, zip64 ? 0xffff : this.#count, true);
+    ev.setUint16(10, zip64 ? 0xffff : this.#count, true);
+    ev.setUint32(12, zip64 ? 0xffffffff : cdBytes.length, true);
+    ev.setUint32(16, zip64 ? 0xffffffff : cdOffset, true);
+    await this.sink(eocd);
+  }
+}
+
+/** A zip archive of stored members (and one deflated when asked); zip64 records when forced. */
+export async function zipBytes(
+  members: [string, Uint8Array][],
+  compress?: string,
+  zip64 = false,
+): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  const zip = new ZipWriter((c) => Promise.resolve(void chunks.push(c)), zip64);
+  for (const [name, data] of members) await zip.add(name, data, name === compress);
+  await zip.finish();
+  return concat(chunks);
 }

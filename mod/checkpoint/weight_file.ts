@@ -28,24 +28,25 @@ export async function openWeightFile(path: string): Promise<WeightFile> {
   const file = await RandomAccessFile.open(path);
   let head: Uint8Array;
   try {
-    head = await file.read(0, Math.min(8, file.size));
+    head = await file.read(0, Math.min(9, file.size));
   } finally {
     file.close();
   }
+  // safetensors first: its header size may start with any bytes (0x80 0x02 is a 640-byte header),
+  // but its JSON opens with "{" at byte 8, where a zip has its compression method and a PyTorch
+  // legacy file its magic number.
+  if (head.length === 9 && head[8] === 0x7b) return unwrapSafetensors(await openSafetensors(path));
   if (head.length >= 4 && ZIP_MAGIC.every((b, i) => head[i] === b)) {
     return openTorchFile(path, "zip");
   }
   if (head.length >= 2 && head[0] === PICKLE_PROTO && head[1] >= 2 && head[1] <= 5) {
     return openTorchFile(path, "legacy");
   }
-  // safetensors: an 8-byte little-endian header size, then JSON starting with "{".
-  if (head.length === 8) {
-    const wf = await openSafetensors(path);
-    return unwrapSafetensors(wf);
-  }
+  // A damaged safetensors file gets the safetensors reader's own account of what is wrong.
+  if (/\.safetensors$/i.test(path)) return unwrapSafetensors(await openSafetensors(path));
   throw new CheckpointError(
-    `${path}: not a weights file (${head.length} bytes at its start are neither a safetensors header, ` +
-      `a zip archive nor a pickle); supported: .safetensors and PyTorch .ckpt/.pt/.bin`,
+    `${path}: not a weights file (its first bytes are neither a safetensors header, a zip ` +
+      `archive nor a pickle); supported: .safetensors and PyTorch .ckpt/.pt/.bin`,
   );
 }
 

@@ -9,9 +9,12 @@
  * @module
  */
 
-// fp16.ts directly, not ../onnx/mod.ts: that loads onnxruntime-node, and `deno task models add`
-// (no FFI permission) reads LoRA files through this parser.
-import { float16BitsToFloat32 } from "../onnx/fp16.ts";
+// The header checks are the checkpoint reader's (one set of bounds checks for every safetensors
+// file); errors.ts, dtype.ts and safetensors.ts load neither onnxruntime-node nor anything that needs
+// FFI, so `deno task models add` can read LoRA files through this parser.
+import { CheckpointError } from "../checkpoint/errors.ts";
+import { decodeToFloat32 } from "../checkpoint/dtype.ts";
+import { parseSafetensorsHeader, safetensorsHeaderSize } from "../checkpoint/safetensors.ts";
 
 /** Float element types a safetensors file may store (safetensors `Dtype` names). */
 export type SafetensorsFloatDtype = "F32" | "F16" | "BF16";
@@ -39,102 +42,42 @@ export class SafetensorsError extends Error {
   }
 }
 
-const BYTES: Record<SafetensorsFloatDtype, number> = { F32: 4, F16: 2, BF16: 2 };
-/** The safetensors reference implementation caps the header at 100 MB. */
-const MAX_HEADER = 100_000_000;
+/** The float dtypes a LoRA may store. */
+const FLOAT_DTYPES: readonly SafetensorsFloatDtype[] = ["F32", "F16", "BF16"];
 
 /**
- * Parses safetensors bytes into float32 tensors by name.
+ * Parses safetensors bytes into float32 tensors by name, with the
+ * checkpoint reader's header checks (bounds, dtype, sizes, no overlaps).
  *
  * @param bytes the whole file
  * @param source file name for error messages
  * @throws SafetensorsError naming `source` and what is wrong
  */
 export function parseSafetensors(bytes: Uint8Array, source: string): Map<string, StoredTensor> {
-  const fail = (why: string): never => {
-    throw new SafetensorsError(`${source}: not a valid safetensors file: ${why}`);
-  };
-  if (bytes.length < 8) fail(`${bytes.length} bytes, shorter than the 8-byte header size`);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const headerSize = view.getBigUint64(0, true);
-  if (headerSize > BigInt(Math.min(MAX_HEADER, bytes.length - 8))) {
-    fail(`header size ${headerSize} exceeds the file (${bytes.length} bytes) or 100 MB`);
-  }
-  const n = Number(headerSize);
-  let header: unknown;
   try {
-    header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n)));
-  } catch (e) {
-    fail(`header is not JSON: ${(e as Error).message}`);
-  }
-  if (header === null || typeof header !== "object" || Array.isArray(header)) {
-    fail("header is not a JSON object");
-  }
-  const dataStart = 8 + n;
-  const dataLength = bytes.length - dataStart;
-  const out = new Map<string, StoredTensor>();
-  for (const [name, info] of Object.entries(header as Record<string, unknown>)) {
-    if (name === "__metadata__") continue;
-    const t = info as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (t === null || typeof t !== "object") fail(`entry "${name}" is not an object`);
-    const dtype = t.dtype;
-    if (typeof dtype !== "string" || !Object.hasOwn(BYTES, dtype)) {
-      fail(`tensor "${name}" has dtype ${JSON.stringify(dtype)} (supported: F32, F16, BF16)`);
+    const n = safetensorsHeaderSize(bytes.subarray(0, 8), bytes.length, source);
+    const header = parseSafetensorsHeader(
+      bytes.subarray(8, 8 + n),
+      bytes.length - 8 - n,
+      source,
+      FLOAT_DTYPES,
+    );
+    const out = new Map<string, StoredTensor>();
+    for (const e of header.entries) {
+      const count = e.shape.reduce((a, b) => a * b, 1);
+      out.set(e.name, {
+        dtype: e.dtype as SafetensorsFloatDtype,
+        shape: e.shape,
+        data: decodeToFloat32(
+          bytes.subarray(header.dataStart + e.begin, header.dataStart + e.end),
+          e.dtype,
+          count,
+        ),
+      });
     }
-    const shape = t.shape;
-    if (
-      !Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)
-    ) {
-      fail(`tensor "${name}" has shape ${JSON.stringify(shape)}`);
-    }
-    const offsets = t.data_offsets;
-    if (
-      !Array.isArray(offsets) || offsets.length !== 2 ||
-      !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) || offsets[0] > offsets[1] ||
-      offsets[1] > dataLength
-    ) {
-      fail(
-        `tensor "${name}" has data_offsets ${JSON.stringify(offsets)} ` +
-          `(data section is ${dataLength} bytes)`,
-      );
-    }
-    const dims = shape as number[];
-    const [begin, end] = offsets as number[];
-    const count = dims.reduce((a, b) => a * b, 1);
-    const size = BYTES[dtype as SafetensorsFloatDtype];
-    if (end - begin !== count * size) {
-      fail(
-        `tensor "${name}" (${dtype} [${dims}]) needs ${count * size} bytes, ` +
-          `data_offsets give ${end - begin}`,
-      );
-    }
-    out.set(name, {
-      dtype: dtype as SafetensorsFloatDtype,
-      shape: [...dims],
-      data: decode(bytes, dataStart + begin, count, dtype as SafetensorsFloatDtype),
-    });
-  }
-  return out;
-}
-
-/** Decodes little-endian F32/F16/BF16 values into float32 (handles unaligned offsets). */
-function decode(
-  bytes: Uint8Array,
-  at: number,
-  count: number,
-  dtype: SafetensorsFloatDtype,
-): Float32Array {
-  const view = new DataView(bytes.buffer, bytes.byteOffset + at, count * BYTES[dtype]);
-  const out = new Float32Array(count);
-  if (dtype === "F32") {
-    for (let i = 0; i < count; i++) out[i] = view.getFloat32(4 * i, true);
     return out;
+  } catch (e) {
+    if (e instanceof CheckpointError) throw new SafetensorsError(e.message);
+    throw e;
   }
-  const bits = new Uint16Array(count);
-  for (let i = 0; i < count; i++) bits[i] = view.getUint16(2 * i, true);
-  if (dtype === "F16") return float16BitsToFloat32(bits);
-  // bfloat16 is the top half of a float32 (IEEE binary32 truncated to 16 bits).
-  const wide = new Uint32Array(count);
-  for (let i = 0; i < count; i++) wide[i] = bits[i] << 16;
-  return new Float32Array(wide.buffer);
 }
