@@ -1,11 +1,14 @@
 /**
- * Deterministic conversions of pinned model files into the files the engine
- * runs: an fp16 ONNX model widened to fp32 (what the CPU provider runs
- * fastest), TAESD's published decoder `.safetensors` turned into the ONNX
- * tiny VAE decoder, and plain copies. `deno task models` runs them after the
- * inputs' sizes and sha256 check out, so each output is as reproducible as
- * its input; each converter has a version that is part of the key under
- * which `mod/models` records and verifies what it wrote.
+ * Conversions into the files the engine runs: deterministic ones of pinned
+ * model files — an fp16 ONNX model widened to fp32 (what the CPU provider
+ * runs fastest), TAESD's published decoder `.safetensors` turned into the
+ * ONNX tiny VAE decoder, plain copies — which `deno task models` runs after
+ * the inputs' sizes and sha256 check out, each converter with a version that
+ * is part of the key under which `mod/models` records and verifies what it
+ * wrote; and {@link convertSd15}, SD 1.x weights (a checkpoint read by
+ * `mod/checkpoint`, under diffusers' names) into a whole ONNX set in the
+ * layout of the base sets, streamed one tensor at a time through the
+ * project's graph builder (`mod/graph`).
  *
  * @module
  */

@@ -53,6 +53,7 @@ import {
   type WeightMap,
   type WeightProblem,
 } from "../graph/mod.ts";
+import { processAlive } from "../lora/mod.ts";
 import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
 import { SD15_SCHEDULER_CONFIG_JSON } from "./sd15_scheduler.ts";
 
@@ -202,10 +203,11 @@ export async function convertSd15(
   const { plans, architecture } = plan(weights, components);
   const outDir = options.outDir.replace(/[\\/]+$/, "");
   await checkOutDir(outDir);
+  await sweepScratch(outDir);
 
   const scratch = join(
     dirname(outDir),
-    `.${basename(outDir)}.converting-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    `${scratchPrefix(outDir)}${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
   );
   await mkdir(scratch, { recursive: true, mode: 0o755 });
   const files: Sd15File[] = [];
@@ -263,6 +265,33 @@ export async function convertSd15(
       vae: unusedOf(weights.vae, ["vae_decoder", "vae_encoder"]),
     },
   };
+}
+
+/** Scratch folders of `outDir`: `.<name>.converting-<pid>-<random>` beside it. */
+function scratchPrefix(outDir: string): string {
+  return `.${basename(outDir)}.converting-`;
+}
+
+/**
+ * Removes scratch folders beside `outDir` left by processes that no longer
+ * run (a conversion killed before it could clean up).
+ */
+async function sweepScratch(outDir: string): Promise<void> {
+  const parent = dirname(outDir);
+  const prefix = scratchPrefix(outDir);
+  let names: string[];
+  try {
+    names = await readdir(parent);
+  } catch {
+    return; // no parent yet: nothing to sweep
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length).split("-")[0]);
+    if (pid !== Deno.pid && !(await processAlive(pid))) {
+      await rm(join(parent, name), { recursive: true, force: true });
+    }
+  }
 }
 
 /** The components the given weights make by default. */

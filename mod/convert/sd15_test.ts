@@ -255,6 +255,8 @@ Deno.test("convertSd15: an abort mid-conversion (or a failing read) leaves nothi
       ...entry,
       read: () => Promise.reject(new Error("read failed: truncated file")),
     });
+    // A scratch folder a killed conversion left (its process is gone) is swept on the way.
+    await Deno.mkdir(join(tmp, ".set.converting-999999999-0000abcd", "unet"), { recursive: true });
     await rejects(
       convertSd15({ ...w, unet }, { outDir: join(tmp, "set") }),
       /truncated file/,

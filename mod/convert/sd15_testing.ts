@@ -126,21 +126,37 @@ function fixed(shape: number[], fill = 0): WeightEntry {
   };
 }
 
+/** The architectures of a random checkpoint; default the test-sized ones. */
+export interface RandomArchitecture {
+  /** UNet config. */
+  unet?: UnetConfig;
+  /** Text encoder config. */
+  textEncoder?: TextEncoderConfig;
+  /** VAE config. */
+  vae?: VaeConfig;
+}
+
 /**
  * The weights of {@link randomTestModels}(seed) as diffusers-named maps (plus
  * the `text_model.embeddings.position_ids` buffer transformers checkpoints
- * carry, which no model uses), as `mod/checkpoint` reads a checkpoint.
+ * carry, which no model uses), as `mod/checkpoint` reads a checkpoint. Values
+ * are made when read; with other architectures (e.g. SD 1.5's, to measure a
+ * full-size conversion) the same streams at those widths.
  */
-export function randomTestWeights(seed: number): Required<Sd15WeightMaps> {
+export function randomTestWeights(
+  seed: number,
+  architecture: RandomArchitecture = {},
+): Required<Sd15WeightMaps> {
+  const vaeConfig = architecture.vae ?? TEST_VAE;
   const unet = new Exporter(new Rng(seed, STREAMS.unet));
-  buildSd15Unet(unet, { config: TEST_UNET });
+  buildSd15Unet(unet, { config: architecture.unet ?? TEST_UNET });
   const text = new Exporter(new Rng(seed, STREAMS.textEncoder));
-  buildSd15TextEncoder(text, TEST_TEXT_ENCODER);
+  buildSd15TextEncoder(text, architecture.textEncoder ?? TEST_TEXT_ENCODER);
   text.entries.set("text_model.embeddings.position_ids", fixed([1, 77]));
   const decoder = new Exporter(new Rng(seed, STREAMS.vaeDecoder));
-  buildSd15VaeDecoder(decoder, TEST_VAE);
+  buildSd15VaeDecoder(decoder, vaeConfig);
   const encoder = new Exporter(new Rng(seed, STREAMS.vaeEncoder));
-  buildSd15VaeEncoder(encoder, TEST_VAE);
+  buildSd15VaeEncoder(encoder, vaeConfig);
   return {
     unet: unet.entries,
     textEncoder: text.entries,

@@ -154,6 +154,7 @@ export class Graph {
   readonly #inits: Initializer[] = [];
   readonly #used = new Set<string>();
   readonly #constCache = new Map<string, string>();
+  readonly #keepF32 = new Set<string>();
   #counter = 0;
 
   /** Starts an empty graph called `name`. */
@@ -167,6 +168,17 @@ export class Graph {
     while (this.#used.has(name)) name = `${hint}_${++this.#counter}`;
     this.#used.add(name);
     return name;
+  }
+
+  /**
+   * Keeps `value` float32 when the model is written in float16: an
+   * initializer stays float32, a Cast to float32 producing it stays one. For
+   * parts an fp16 export computes in float32 (the timestep embedding's
+   * sinusoids); returns `value`.
+   */
+  keepFloat32(value: string): string {
+    this.#keepF32.add(value);
+    return value;
   }
 
   /** Inputs and outputs as `name: [dims]` (symbolic dims as their names), for checks. */
@@ -437,9 +449,10 @@ export class Graph {
   /** What a writer writes: every initializer with its written type and place, and the retyped graph. */
   #plan(options: { externalData?: ExternalDataOptions; float16?: boolean }): WritePlan {
     const fp16 = options.float16 === true;
-    const keepF32 = new Set(
-      this.#nodes.filter((n) => n.opType === "Resize").map((n) => n.input![2]).filter(Boolean),
-    );
+    const keepF32 = new Set([
+      ...this.#keepF32,
+      ...this.#nodes.filter((n) => n.opType === "Resize").map((n) => n.input![2]).filter(Boolean),
+    ]);
     const minBytes = options.externalData?.minBytes ?? Infinity;
     const tensors = this.#inits.map((init): PlannedTensor => {
       const type = fp16 && init.type === "float32" && !keepF32.has(init.name)
@@ -454,7 +467,8 @@ export class Graph {
         : v;
     const nodes = fp16
       ? this.#nodes.map((n) =>
-        n.opType === "Cast" && n.attribute?.[0]?.i === DATA_TYPE.float32
+        n.opType === "Cast" && n.attribute?.[0]?.i === DATA_TYPE.float32 &&
+          !keepF32.has(n.output![0])
           ? { ...n, attribute: [{ ...n.attribute[0], i: DATA_TYPE.float16 }] }
           : n
       )

@@ -315,8 +315,13 @@ function timeEmbedding(B: Blocks, t: string, cfg: UnetConfig): { v: string; dim:
   const c0 = cfg.blockOutChannels[0];
   const half = c0 / 2;
   const freqs = Array.from({ length: half }, (_, i) => Math.exp(-Math.log(10000) * i / half));
-  const arg = L.mul(L.unsqueeze(t, [1]), g.constF(freqs, [1, half]));
-  const emb = g.op("Concat", [g.op("Cos", [arg]), g.op("Sin", [arg])], { axis: { i: 1 } });
+  // In float32 even in an fp16 model, as diffusers computes it (`timesteps[:, None].float() *
+  // exponent`) before `t_emb.to(dtype)`: in half precision t·f near t = 999 would be rounded
+  // to 0.5 and the high frequencies lost.
+  const t32 = g.keepFloat32(g.op("Cast", [t], { to: { i: 1 } }, "timestep_f32"));
+  const arg = L.mul(L.unsqueeze(t32, [1]), g.keepFloat32(g.constF(freqs, [1, half])));
+  const sinusoids = g.op("Concat", [g.op("Cos", [arg]), g.op("Sin", [arg])], { axis: { i: 1 } });
+  const emb = g.op("Cast", [sinusoids], { to: { i: 1 } }, "t_emb"); // float16 in an fp16 model
   const dim = cfg.timeEmbedDim;
   const v = B.linear(
     L.silu(B.linear(emb, c0, dim, "time_embedding/linear_1")),
@@ -527,7 +532,9 @@ export function buildSd15TextEncoder(
   }
   const last = B.layerNorm(x, D, "text_model/final_layer_norm", cfg.layerNormEps);
   L.floatOut(last, "last_hidden_state", ["batch", "sequence", D]);
-  const eos = g.op("ArgMax", [L.toFloat(ids)], { axis: { i: 1 }, keepdims: { i: 1 } });
+  // ArgMax on the int32 ids themselves: a float cast would round 49406 and 49407 together in
+  // an fp16 model.
+  const eos = g.op("ArgMax", [ids], { axis: { i: 1 }, keepdims: { i: 1 } });
   L.floatOut(g.op("GatherND", [last, eos], { batch_dims: { i: 1 } }), "pooler_output", [
     "batch",
     D,
