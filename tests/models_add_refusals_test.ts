@@ -11,8 +11,11 @@ import { join } from "node:path";
 import {
   originalLayout,
   originalVaeLayout,
+  type PyValue,
   safetensorsBytes,
+  stateDict,
   testSd15,
+  writeTorchFile,
   type WriteTensor,
 } from "../mod/checkpoint/testing.ts";
 import { checkpointWorkspace, errorLines, snapshotTree } from "./helpers/checkpoint_workspace.ts";
@@ -111,6 +114,12 @@ Deno.test("models add refuses what is not an SD 1.x checkpoint: one line, exit 1
       ],
     ];
     for (const [name, bytes] of files) await Deno.writeFile(join(ws.models, name), bytes);
+    // A .ckpt whose pickle would run a shell command when unpickled by torch.load.
+    const marker = join(ws.dir, "pwned");
+    const payload: PyValue = { reduce: [{ global: ["os", "system"] }, [`touch ${marker}`]] };
+    await writeTorchFile(join(ws.models, "evil.ckpt"), {
+      dict: [["state_dict", stateDict(originalLayout(m))], ["callbacks", payload]],
+    });
     // Not a model format at all, and a file outside the models root.
     await Deno.writeTextFile(join(ws.models, "notes.txt"), "hello");
     await Deno.writeFile(join(ws.dir, "outside.safetensors"), safetensorsBytes(originalLayout(m)));
@@ -128,6 +137,7 @@ Deno.test("models add refuses what is not an SD 1.x checkpoint: one line, exit 1
         1,
       ],
       [["add", "outside.safetensors"], /is not under the models root/, 1],
+      [["add", "models/evil.ckpt"], /refused: the pickle names the global `os\.system`/, 1],
       // A flag that does not fit the input is a usage mistake (exit status 2).
       [["add", "--ema", "--component", "vae", "models/vae.safetensors"], /--ema applies/, 2],
     ];
@@ -140,6 +150,7 @@ Deno.test("models add refuses what is not an SD 1.x checkpoint: one line, exit 1
       assert.equal(run.code, code, label);
       assert.deepEqual(await snapshotTree(ws.dir), before, `${label}: something was written`);
     }
+    assert.equal(await Deno.stat(marker).then(() => true, () => false), false, "os.system ran");
   } finally {
     await ws.remove();
   }
