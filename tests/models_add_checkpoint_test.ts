@@ -182,17 +182,17 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
         const checked = await modelsTask(ws.dir, ["check"]);
         assert.equal(checked.code, 0, checked.stdout + checked.stderr);
         const before = await snapshotTree(ws.dir);
-        const again = await add(ws, "models/ck/diffusers-st", "--write-config");
+        const again = await add(ws, "models/ck/diffusers-bin", "--write-config");
         assert.match(again.stderr, /already holds this conversion \(fp32\); nothing converted/);
         assert.match(again.stderr, /nothing was written/);
         assert.deepEqual(await snapshotTree(ws.dir), before);
         // The lock records the set as derived from its inputs, with the options.
         const lock = await readLock(join(ws.dir, "models.lock"));
-        const set = lock.derived.find((d) => d.path === "converted/diffusers-st-fp32");
+        const set = lock.derived.find((d) => d.path === "converted/diffusers-bin-fp32");
         assert.ok(set);
         assert.equal(set.converter, "sd15-checkpoint");
         assert.deepEqual(set.options, { precision: "fp32", ema: false });
-        assert.ok(set.from.includes("ck/diffusers-st/unet/diffusion_pytorch_model.safetensors"));
+        assert.ok(set.from.includes("ck/diffusers-bin/unet/diffusion_pytorch_model.bin"));
       },
     );
 

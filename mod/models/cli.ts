@@ -251,7 +251,13 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
     return usage(`unknown command "${command}"`);
   } catch (e) {
     if (signal?.aborted) {
-      log("warn", "models", "interrupted; run `deno task models` again to resume");
+      log(
+        "warn",
+        "models",
+        command === "add"
+          ? "interrupted; nothing was written (a conversion in progress is removed)"
+          : "interrupted; run `deno task models` again to resume",
+      );
       return 130;
     }
     if (e instanceof HostUnreachableError) {
