@@ -15,8 +15,8 @@ import {
   safetensorsBytes,
   stateDict,
   testSd15,
-  writeTorchFile,
   type WriteTensor,
+  writeTorchFile,
 } from "../mod/checkpoint/testing.ts";
 import { checkpointWorkspace, errorLines, snapshotTree } from "./helpers/checkpoint_workspace.ts";
 import { modelsTask } from "./helpers/models_cli.ts";
