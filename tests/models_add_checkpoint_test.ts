@@ -91,7 +91,12 @@ Deno.test("every checkpoint layout converts to the same set and the server gener
         [],
         false,
       ],
-      ["with EMA weights, --ema", async () => "models/ck/ema.safetensors", ["--ema"], true],
+      [
+        "with EMA weights, --ema",
+        () => Promise.resolve("models/ck/ema.safetensors"),
+        ["--ema"],
+        true,
+      ],
       [
         "older text-encoder keys",
         async () => {
