@@ -114,8 +114,8 @@ Deno.test("guided, inpaint, image-to-image, upscale, a LoRA and the fast and tur
       });
       assert.equal(transform.text.mode, "image_to_image");
       const upscale = await generate(ws, "upscale_image", { input_image: input });
-      assert.match(upscale.result, /upscale/i);
-      assert.equal(upscale.pixels.length % 3, 0);
+      // The 1024-wide result (or its inline preview, when the PNG is too large to inline).
+      assert.ok(upscale.width > 200, `upscaled to ${upscale.width} wide`);
     });
 
     await t.step("a LoRA of the checkpoint's UNet changes the image", async () => {

@@ -135,7 +135,7 @@ export async function generate(
   ws: CheckpointWorkspace,
   tool = "generate_image",
   args: Record<string, unknown> = { positive_prompt: "a lighthouse", size: "square_512" },
-): Promise<{ pixels: Uint8Array; text: Record<string, string>; result: string }> {
+): Promise<{ pixels: Uint8Array; width: number; text: Record<string, string>; result: string }> {
   const session = await connectStdio(["--config", ws.config]);
   try {
     const result = await session.client.callTool(
@@ -152,7 +152,12 @@ export async function generate(
     const decoded = await decodeImageInput("input_image", image.toBase64());
     const rgb = await toRgbImage(decoded, decoded.width, decoded.height);
     const png = image[1] === 0x50 && image[2] === 0x4e && image[3] === 0x47;
-    return { pixels: rgb.data, text: png ? readPngText(image) : {}, result: texts(result) };
+    return {
+      pixels: rgb.data,
+      width: decoded.width,
+      text: png ? readPngText(image) : {},
+      result: texts(result),
+    };
   } finally {
     await session.close();
   }
