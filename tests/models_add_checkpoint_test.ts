@@ -258,6 +258,37 @@ Deno.test("a standalone VAE, in original or diffusers keys, replaces the checkpo
     const checked = await modelsTask(ws.dir, ["check"]);
     assert.equal(checked.code, 0, checked.stdout + checked.stderr);
     assert.match(checked.stdout, /ok\s+converted\/vae\/original-fp32\/vae_decoder\/model\.onnx/);
+
+    // --precision both: the fp32 set is in place (nothing converted), the fp16 one is added,
+    // and the config keeps pointing at the CPU provider's fp32 one.
+    const both = await add(
+      ws,
+      "--component",
+      "vae",
+      "models/vae/original.safetensors",
+      "--precision",
+      "both",
+      "--write-config",
+    );
+    assert.match(both.stderr, /original-fp32 already holds this conversion \(fp32\)/);
+    assert.match(
+      both.stderr,
+      /converted vae\/original\.safetensors into converted\/vae\/original-fp16/,
+    );
+    assert.equal(await localKey(ws, "vae"), "converted/vae/original-fp32");
+    const fp16 = await setHashes(ws, "converted/vae/original-fp16");
+    assert.notEqual(fp16["vae_decoder/model.onnx"], fromDiffusers["vae_decoder/model.onnx"]);
+    const lock = await readLock(join(ws.dir, "models.lock"));
+    assert.deepEqual(
+      lock.derived.filter((d) => d.path.startsWith("converted/vae/original-")).map((d) => [
+        d.path,
+        d.options,
+      ]),
+      [
+        ["converted/vae/original-fp32", { precision: "fp32" }],
+        ["converted/vae/original-fp16", { precision: "fp16" }],
+      ],
+    );
   } finally {
     await ws.remove();
   }
