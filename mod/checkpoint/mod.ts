@@ -31,7 +31,8 @@
  * (`conditioner.embedders.*`, an XL diffusers folder), inpainting (9 input channels) and
  * instruct-pix2pix (8) UNets, a LoRA or a textual-inversion embedding given as a checkpoint, a
  * UNet whose context does not match its text encoder, a missing or incomplete part, names outside
- * SD 1.x's UNet or VAE, an ONNX export folder, non-contiguous tensors, corrupt or truncated files
+ * SD 1.x's UNet or VAE, any weight missing or misshapen against SD 1.x's layout at the file's own
+ * widths ({@link sd15Shapes}), an ONNX export folder, non-contiguous tensors, corrupt or truncated files
  * (safetensors header bounds, dtypes, overlapping ranges; zip directory, compressed or encrypted
  * members, member names outside `<dir>/data.pkl`, `<dir>/data/N`, `<dir>/version` and PyTorch
  * 2.x's data-only records), and any pickle global outside the allow-list of AUTOMATIC1111's
@@ -64,6 +65,14 @@ export {
   type Sd15Options,
   type VaeWeights,
 } from "./sd15.ts";
+export {
+  inferSd15Widths,
+  SD15_WIDTHS,
+  type Sd15Shapes,
+  sd15Shapes,
+  type Sd15Widths,
+  type ShapeMap,
+} from "./sd15_shapes.ts";
 export {
   emaKey,
   isVaeAttentionProjection,

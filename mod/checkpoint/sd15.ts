@@ -21,6 +21,13 @@ import {
   unetToDiffusers,
   vaeToDiffusers,
 } from "./sd15_keys.ts";
+import {
+  inferSd15Widths,
+  SD15_WIDTHS,
+  sd15Shapes,
+  type Sd15Widths,
+  shapeMismatch,
+} from "./sd15_shapes.ts";
 import { openWeightFile } from "./weight_file.ts";
 import {
   reshaped,
@@ -169,6 +176,49 @@ function refuseShapes(path: string, unet: WeightMap, textEncoder: WeightMap): vo
   }
 }
 
+/**
+ * Checks every part against SD 1.x's names and shapes at the widths its own
+ * weights have: a missing weight, a misshapen one, or one the UNet or VAE
+ * should not have is refused; a text-encoder tensor transformers' model does
+ * not have is left out and counted (`ignore`), as loading with
+ * transformers would leave it out.
+ */
+function refuseLayout(
+  path: string,
+  parts: { unet: WeightMap; vae: WeightMap; textEncoder: Map<string, WeightTensor> | WeightMap },
+  ignore: (name: string) => void,
+): void {
+  const inferred = inferSd15Widths(parts);
+  const widths = { ...SD15_WIDTHS };
+  for (const [k, v] of Object.entries(inferred) as [keyof Sd15Widths, number | undefined][]) {
+    if (v !== undefined) widths[k] = v;
+  }
+  const expected = sd15Shapes(widths);
+  const te = parts.textEncoder;
+  if (te instanceof Map) {
+    for (const name of [...te.keys()]) {
+      if (!expected.textEncoder.has(name)) {
+        te.delete(name);
+        ignore(name);
+      }
+    }
+  }
+  for (
+    const [part, label] of [
+      ["unet", "UNet"],
+      ["vae", "VAE"],
+      ["textEncoder", "text encoder"],
+    ] as const
+  ) {
+    const wrong = shapeMismatch(parts[part], expected[part]);
+    if (wrong) {
+      throw new CheckpointError(
+        `${path}: the ${label} does not have SD 1.x's layout: ${wrong}; ${SUPPORTED}`,
+      );
+    }
+  }
+}
+
 /** Keys each part must have, to tell a missing part from a present one. */
 const REQUIRED = {
   unet: ["conv_in.weight", "conv_out.weight", "time_embedding.linear_1.weight"],
@@ -299,6 +349,7 @@ function splitOriginal(path: string, wf: WeightFile, opts: Sd15Options): Sd15Che
     [...tensors.keys()].some((n) => /^(encoder|decoder)\.(conv_in|mid)\./.test(n)),
   );
   refuseShapes(path, unet, textEncoder);
+  refuseLayout(path, parts, (n) => ignored.add(SD15_PREFIXES.textEncoder + n, true));
   return {
     ...parts,
     layout: "original",
@@ -492,6 +543,7 @@ async function openDiffusersFolder(path: string, opts: Sd15Options): Promise<Sd1
     }
     refuseMissing(path, parts, true);
     refuseShapes(path, parts.unet, parts.textEncoder);
+    refuseLayout(path, parts, (n) => ignored.add(`text_encoder/${n}`, true));
     return {
       ...parts,
       layout: "diffusers-folder",
@@ -557,6 +609,14 @@ export async function openVaeWeights(path: string): Promise<VaeWeights> {
       throw new CheckpointError(
         `${path}: not a whole SD 1.x VAE (no ${lacks.join(", ")}); supported: a VAE file with ` +
           `encoder, decoder, quant_conv and post_quant_conv weights (original or diffusers names)`,
+      );
+    }
+    const widths = { ...SD15_WIDTHS, vaeWidth: vae.get("encoder.conv_in.weight")!.shape[0] };
+    const wrong = shapeMismatch(vae, sd15Shapes(widths).vae);
+    if (wrong) {
+      throw new CheckpointError(
+        `${path}: not an SD 1.x VAE: ${wrong}; supported: SD 1.x's AutoencoderKL (original or ` +
+          `diffusers names)`,
       );
     }
     const opened = wf;

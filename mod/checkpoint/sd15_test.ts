@@ -330,3 +330,81 @@ Deno.test("sd15: a diffusers folder whose UNet is sharded with an index", async 
     ck.close();
   });
 });
+
+Deno.test("sd15: every weight is checked against SD 1.x's names and shapes at the file's own widths", async () => {
+  await inTemp(async (dir) => {
+    const m = testSd15();
+    const write = async (name: string, tensors: [string, WriteTensor][]) => {
+      const path = join(dir, name);
+      await Deno.writeFile(path, safetensorsBytes(tensors));
+      return path;
+    };
+    const base = originalLayout(m);
+    const dropped = "model.diffusion_model.input_blocks.4.1.transformer_blocks.0.ff.net.2.bias";
+    const missing = await write("missing.safetensors", base.filter(([k]) => k !== dropped));
+    await rejects(
+      openSd15Checkpoint(missing),
+      refusal(
+        missing,
+        /the UNet does not have SD 1\.x's layout: 1 weight missing \(first: down_blocks\.1\.attentions\.0\.transformer_blocks\.0\.ff\.net\.2\.bias\)/,
+      ),
+    );
+    const bent = await write(
+      "bent.safetensors",
+      base.map(([k, t]): [string, WriteTensor] =>
+        k === "first_stage_model.decoder.conv_out.weight"
+          ? [k, { ...t, shape: [3, 4, 9, 1] }]
+          : [k, t]
+      ),
+    );
+    await rejects(
+      openSd15Checkpoint(bent),
+      refusal(
+        bent,
+        /the VAE does not have SD 1\.x's layout: decoder\.conv_out\.weight is \[3,4,9,1\] where SD 1\.x has \[3,4,3,3\]/,
+      ),
+    );
+    const deeper = await write("deeper.safetensors", [
+      ...base,
+      [
+        "model.diffusion_model.input_blocks.1.1.transformer_blocks.1.attn1.to_q.weight",
+        { shape: [4, 4], data: new Float32Array(16), dtype: "F32" },
+      ],
+    ]);
+    await rejects(
+      openSd15Checkpoint(deeper),
+      refusal(
+        deeper,
+        /1 weight SD 1\.x does not have \(first: down_blocks\.0\.attentions\.0\.transformer_blocks\.1\.attn1\.to_q\.weight\)/,
+      ),
+    );
+    // A text-encoder tensor CLIPTextModel does not have is left out and counted, as transformers does.
+    const extraTe = await write("logit.safetensors", [
+      ...base,
+      ["cond_stage_model.transformer.text_model.logit_scale", {
+        shape: [],
+        data: Float32Array.of(1),
+        dtype: "F32",
+      }],
+    ]);
+    const ck = await openSd15Checkpoint(extraTe);
+    strictEqual(ck.textEncoder.has("text_model.logit_scale"), false);
+    deepStrictEqual(ck.ignored, {
+      count: 1,
+      prefixes: ["cond_stage_model.transformer.text_model.logit_scale"],
+    });
+    ck.close();
+    const vae = join(dir, "bent-vae.safetensors");
+    await Deno.writeFile(
+      vae,
+      safetensorsBytes(originalVaeLayout(m.vae).filter(([k]) => k !== "encoder.mid.attn_1.k.bias")),
+    );
+    await rejects(
+      openVaeWeights(vae),
+      refusal(
+        vae,
+        /not an SD 1\.x VAE: 1 weight missing \(first: encoder\.mid_block\.attentions\.0\.to_k\.bias\)/,
+      ),
+    );
+  });
+});

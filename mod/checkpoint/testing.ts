@@ -15,6 +15,7 @@ import { type FileHandle, mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
 import { DTYPE_BYTES, type WeightDtype } from "./dtype.ts";
+import { sd15Shapes } from "./sd15_shapes.ts";
 import {
   emaKey,
   isVaeAttentionProjection,
@@ -84,20 +85,6 @@ export function testValues(name: string, count: number, salt = 0): Float32Array 
   return out;
 }
 
-/** Set while {@link testSd15} builds a lazy model (it runs synchronously). */
-let lazyValues = false;
-
-function put(map: Map<string, TestTensor>, name: string, shape: number[]): void {
-  const count = shape.reduce((a, b) => a * b, 1);
-  map.set(
-    name,
-    lazyValues ? lazyTensor(shape, () => testValues(name, count)) : {
-      shape,
-      data: testValues(name, count),
-    },
-  );
-}
-
 /** A tensor whose values are made each time they are asked for (a full-size model never sits in memory). */
 function lazyTensor(shape: number[], make: () => Float32Array, dtype?: WeightDtype): TestTensor {
   const t = {
@@ -109,171 +96,41 @@ function lazyTensor(shape: number[], make: () => Float32Array, dtype?: WeightDty
   return dtype ? Object.assign(t, { dtype }) : t;
 }
 
-function norm(map: Map<string, TestTensor>, p: string, c: number): void {
-  put(map, `${p}.weight`, [c]);
-  put(map, `${p}.bias`, [c]);
-}
-
-function conv(map: Map<string, TestTensor>, p: string, cout: number, cin: number, k: number): void {
-  put(map, `${p}.weight`, [cout, cin, k, k]);
-  put(map, `${p}.bias`, [cout]);
-}
-
-function linear(
-  map: Map<string, TestTensor>,
-  p: string,
-  cout: number,
-  cin: number,
-  bias = true,
-): void {
-  put(map, `${p}.weight`, [cout, cin]);
-  if (bias) put(map, `${p}.bias`, [cout]);
-}
-
-/** A UNet ResNet block (diffusers `ResnetBlock2D`); `temb` 0 for the VAE's. */
-function resnet(
-  map: Map<string, TestTensor>,
-  p: string,
-  cin: number,
-  cout: number,
-  temb: number,
-): void {
-  norm(map, `${p}.norm1`, cin);
-  conv(map, `${p}.conv1`, cout, cin, 3);
-  if (temb > 0) linear(map, `${p}.time_emb_proj`, cout, temb);
-  norm(map, `${p}.norm2`, cout);
-  conv(map, `${p}.conv2`, cout, cout, 3);
-  if (cin !== cout) conv(map, `${p}.conv_shortcut`, cout, cin, 1);
-}
-
-/** A UNet Transformer2DModel with 1×1-conv projections, as SD 1.x has. */
-function transformer(map: Map<string, TestTensor>, p: string, c: number, ctx: number): void {
-  norm(map, `${p}.norm`, c);
-  conv(map, `${p}.proj_in`, c, c, 1);
-  const b = `${p}.transformer_blocks.0`;
-  for (const [attn, kv] of [["attn1", c], ["attn2", ctx]] as const) {
-    linear(map, `${b}.${attn}.to_q`, c, c, false);
-    linear(map, `${b}.${attn}.to_k`, c, kv, false);
-    linear(map, `${b}.${attn}.to_v`, c, kv, false);
-    linear(map, `${b}.${attn}.to_out.0`, c, c);
-  }
-  norm(map, `${b}.norm1`, c);
-  norm(map, `${b}.norm2`, c);
-  norm(map, `${b}.norm3`, c);
-  linear(map, `${b}.ff.net.0.proj`, 8 * c, c);
-  linear(map, `${b}.ff.net.2`, c, 4 * c);
-  conv(map, `${p}.proj_out`, c, c, 1);
-}
-
-/** A small SD 1.x model with every tensor name of the real one (block structure of SD 1.5). */
+/**
+ * A small SD 1.x model with every tensor name of the real one (the shapes of
+ * {@link sd15Shapes} at the given widths) and {@link testValues} values.
+ */
 export function testSd15(opts: TestSd15Options = {}): TestSd15 {
-  lazyValues = opts.lazy === true;
-  try {
-    return buildSd15(opts);
-  } finally {
-    lazyValues = false;
-  }
-}
-
-function buildSd15(opts: TestSd15Options): TestSd15 {
-  const w = opts.unetWidth ?? 4;
-  const ctx = opts.context ?? 32;
-  const ch = [w, 2 * w, 4 * w, 4 * w];
-  const temb = 4 * w;
-  const unet = new Map<string, TestTensor>();
-  conv(unet, "conv_in", w, opts.inChannels ?? 4, 3);
-  linear(unet, "time_embedding.linear_1", temb, w);
-  linear(unet, "time_embedding.linear_2", temb, temb);
-  const skips = [w];
-  let c = w;
-  for (let i = 0; i < 4; i++) {
-    for (let j = 0; j < 2; j++) {
-      resnet(unet, `down_blocks.${i}.resnets.${j}`, c, ch[i], temb);
-      c = ch[i];
-      if (i < 3) transformer(unet, `down_blocks.${i}.attentions.${j}`, c, ctx);
-      skips.push(c);
-    }
-    if (i < 3) {
-      conv(unet, `down_blocks.${i}.downsamplers.0.conv`, c, c, 3);
-      skips.push(c);
-    }
-  }
-  resnet(unet, "mid_block.resnets.0", c, c, temb);
-  transformer(unet, "mid_block.attentions.0", c, ctx);
-  resnet(unet, "mid_block.resnets.1", c, c, temb);
-  const up = [...ch].reverse();
-  for (let i = 0; i < 4; i++) {
-    for (let j = 0; j < 3; j++) {
-      const skip = skips.pop()!;
-      resnet(unet, `up_blocks.${i}.resnets.${j}`, c + skip, up[i], temb);
-      c = up[i];
-      if (i > 0) transformer(unet, `up_blocks.${i}.attentions.${j}`, c, ctx);
-    }
-    if (i < 3) conv(unet, `up_blocks.${i}.upsamplers.0.conv`, c, c, 3);
-  }
-  norm(unet, "conv_norm_out", c);
-  conv(unet, "conv_out", 4, c, 3);
-
-  const v = opts.vaeWidth ?? 4;
-  const vch = [v, 2 * v, 4 * v, 4 * v];
-  const vae = new Map<string, TestTensor>();
-  conv(vae, "encoder.conv_in", v, 3, 3);
-  c = v;
-  for (let i = 0; i < 4; i++) {
-    for (let j = 0; j < 2; j++) {
-      resnet(vae, `encoder.down_blocks.${i}.resnets.${j}`, c, vch[i], 0);
-      c = vch[i];
-    }
-    if (i < 3) conv(vae, `encoder.down_blocks.${i}.downsamplers.0.conv`, c, c, 3);
-  }
-  for (const side of ["encoder", "decoder"]) {
-    if (side === "decoder") conv(vae, "decoder.conv_in", c, 4, 3);
-    resnet(vae, `${side}.mid_block.resnets.0`, c, c, 0);
-    norm(vae, `${side}.mid_block.attentions.0.group_norm`, c);
-    for (const m of ["to_q", "to_k", "to_v", "to_out.0"]) {
-      linear(vae, `${side}.mid_block.attentions.0.${m}`, c, c);
-    }
-    resnet(vae, `${side}.mid_block.resnets.1`, c, c, 0);
-    if (side === "encoder") {
-      norm(vae, "encoder.conv_norm_out", c);
-      conv(vae, "encoder.conv_out", 8, c, 3);
-      conv(vae, "quant_conv", 8, 8, 1);
-      conv(vae, "post_quant_conv", 4, 4, 1);
-    }
-  }
-  const vup = [...vch].reverse();
-  for (let i = 0; i < 4; i++) {
-    for (let j = 0; j < 3; j++) {
-      resnet(vae, `decoder.up_blocks.${i}.resnets.${j}`, c, vup[i], 0);
-      c = vup[i];
-    }
-    if (i < 3) conv(vae, `decoder.up_blocks.${i}.upsamplers.0.conv`, c, c, 3);
-  }
-  norm(vae, "decoder.conv_norm_out", c);
-  conv(vae, "decoder.conv_out", 3, c, 3);
-
-  const te = new Map<string, TestTensor>();
-  const positions = opts.positions ?? 8;
-  put(te, "text_model.embeddings.token_embedding.weight", [opts.vocab ?? 16, ctx]);
-  put(te, "text_model.embeddings.position_embedding.weight", [positions, ctx]);
+  const shapes = sd15Shapes({
+    unetWidth: opts.unetWidth ?? 4,
+    inChannels: opts.inChannels ?? 4,
+    context: opts.context ?? 32,
+    vaeWidth: opts.vaeWidth ?? 4,
+    textLayers: opts.textLayers ?? 2,
+    vocab: opts.vocab ?? 16,
+    positions: opts.positions ?? 8,
+  });
+  const fill = (m: Map<string, number[]>) =>
+    new Map(
+      [...m].map(([name, shape]): [string, TestTensor] => {
+        const count = shape.reduce((a, b) => a * b, 1);
+        return [
+          name,
+          opts.lazy
+            ? lazyTensor(shape, () => testValues(name, count))
+            : { shape, data: testValues(name, count) },
+        ];
+      }),
+    );
+  const textEncoder = fill(shapes.textEncoder);
   if (opts.positionIds) {
-    te.set("text_model.embeddings.position_ids", {
-      shape: [1, positions],
-      data: Float32Array.from({ length: positions }, (_, i) => i),
+    const n = opts.positions ?? 8;
+    textEncoder.set("text_model.embeddings.position_ids", {
+      shape: [1, n],
+      data: Float32Array.from({ length: n }, (_, i) => i),
     });
   }
-  for (let l = 0; l < (opts.textLayers ?? 2); l++) {
-    const p = `text_model.encoder.layers.${l}`;
-    for (const m of ["q_proj", "k_proj", "v_proj", "out_proj"]) {
-      linear(te, `${p}.self_attn.${m}`, ctx, ctx);
-    }
-    norm(te, `${p}.layer_norm1`, ctx);
-    linear(te, `${p}.mlp.fc1`, 4 * ctx, ctx);
-    linear(te, `${p}.mlp.fc2`, ctx, 4 * ctx);
-    norm(te, `${p}.layer_norm2`, ctx);
-  }
-  norm(te, "text_model.final_layer_norm", ctx);
-  return { unet, vae, textEncoder: te };
+  return { unet: fill(shapes.unet), vae: fill(shapes.vae), textEncoder };
 }
 
 // ---- encoding ----

@@ -80,7 +80,8 @@ function storageId(
   }
   const [, type, key, , numel, view] = pid.items;
   if (
-    !(type instanceof PyGlobal) || type.module !== "torch" || !(type.name in TORCH_STORAGE_DTYPES)
+    !(type instanceof PyGlobal) || type.module !== "torch" ||
+    !Object.hasOwn(TORCH_STORAGE_DTYPES, type.name)
   ) {
     return fail(`a storage of type ${type instanceof PyGlobal ? type.qualified : String(type)}`);
   }
