@@ -23,6 +23,7 @@ import {
   originalVaeLayout,
   safetensorsBytes,
   type TestSd15,
+  testSd15,
   writeDiffusersFolder,
   writeOriginalCkpt,
   writeOriginalSafetensors,
@@ -289,6 +290,33 @@ Deno.test("a standalone VAE, in original or diffusers keys, replaces the checkpo
         ["converted/vae/original-fp16", { precision: "fp16" }],
       ],
     );
+  } finally {
+    await ws.remove();
+  }
+});
+
+Deno.test("a converted set opens from the optimised-graph cache at the second start, same image", async () => {
+  // SD 1.x's 768-wide text encoder (one layer, to stay small); see checkpointWorkspace for why
+  // the narrower test model runs without the cache.
+  const ws = await checkpointWorkspace();
+  try {
+    const wide = testSd15({
+      unetWidth: 8,
+      context: 768,
+      textLayers: 1,
+      vocab: 49408,
+      positions: 77,
+    });
+    await writeOriginalSafetensors(join(ws.models, "wide.safetensors"), wide);
+    await add(ws, "models/wide.safetensors", "--write-config");
+    const config = await Deno.readTextFile(ws.config);
+    await Deno.writeTextFile(ws.config, config.replace("optimized_cache = false", ""));
+    const first = await generate(ws);
+    const second = await generate(ws);
+    for (const model of ["text_encoder", "unet", "vae_decoder"]) {
+      assert.match(second.log, new RegExp(`${model}: opened its optimised graph from the cache`));
+    }
+    assert.deepEqual(second.pixels, first.pixels);
   } finally {
     await ws.remove();
   }

@@ -136,7 +136,9 @@ export async function generate(
   ws: CheckpointWorkspace,
   tool = "generate_image",
   args: Record<string, unknown> = { positive_prompt: "a lighthouse", size: "square_512" },
-): Promise<{ pixels: Uint8Array; width: number; text: Record<string, string>; result: string }> {
+): Promise<
+  { pixels: Uint8Array; width: number; text: Record<string, string>; result: string; log: string }
+> {
   const session = await connectStdio(["--config", ws.config]);
   try {
     const result = await session.client.callTool(
@@ -158,6 +160,7 @@ export async function generate(
       width: decoded.width,
       text: png ? readPngText(image) : {},
       result: texts(result),
+      log: session.stderr(),
     };
   } finally {
     await session.close();
