@@ -39,7 +39,8 @@ const HELP: Help = {
       "--only A,B",
       "full: only these scenarios, by number (1-based, as listed) or name; `fresh` = the " +
       "fresh-defaults scenario (the shipped config.toml and models.lock over full-size " +
-      "stand-ins), `startup` = the start-up run, `peers` = the project against " +
+      "stand-ins), `startup` = the start-up run, `models-add` = `deno task models add` of a " +
+      "full-size fp16 checkpoint (2.1 GB, written once), `peers` = the project against " +
       "stable-diffusion.cpp and diffusers on the same weights",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],

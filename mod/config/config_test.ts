@@ -384,3 +384,27 @@ Deno.test("[prompt] syntax and clip_skip: a1111 and 1 by default; others refused
     assert.match(message, /prompt\.clip_skip/);
   });
 });
+
+Deno.test("[models] vae: a folder under the root that decodes too unless vae_decoder is written", async () => {
+  await withConfig(
+    `[models]\nroot = "m"\nvae = "converted/vae/mine-fp32"\n[generation]\npreset = "fast"\n`,
+    async (path) => {
+      const dir = path.slice(0, path.lastIndexOf("/"));
+      const config = await loadConfig({ path, env: {} });
+      assert.equal(config.models.vae, join(dir, "m", "converted/vae/mine-fp32"));
+      // The fast preset's tiny decoder gives way to the VAE the user chose.
+      assert.equal(config.models.vaeDecoder, "full");
+    },
+  );
+  await withConfig(
+    `[models]\nvae = "v"\nvae_decoder = "tiny"\n[generation]\npreset = "fast"\n`,
+    async (path) => {
+      assert.equal((await loadConfig({ path, env: {} })).models.vaeDecoder, "tiny");
+    },
+  );
+  await withConfig(`[generation]\npreset = "fast"\n`, async (path) => {
+    const config = await loadConfig({ path, env: {} });
+    assert.equal(config.models.vae, null);
+    assert.equal(config.models.vaeDecoder, "tiny");
+  });
+});

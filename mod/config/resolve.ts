@@ -102,6 +102,13 @@ export interface ResolvedConfig {
     vaeDecoder: "full" | "tiny";
     /** Absolute path of the tiny VAE decoder (used when `vaeDecoder` is "tiny"). */
     tinyVaeDecoder: string;
+    /**
+     * `vae`: absolute folder of a VAE set (`vae_decoder/model.onnx`,
+     * `vae_encoder/model.onnx`, as `deno task models add --component vae`
+     * writes it) used instead of the base set's VAE for decoding and
+     * encoding; null = the base set's own.
+     */
+    vae: string | null;
     /** Absolute path of the LCM LoRA blended in by `[generation] preset = "fast"`. */
     lcmLora: string;
     /** Absolute path of the Hyper-SD LoRA blended in by `[generation] preset = "turbo"`. */
@@ -568,8 +575,10 @@ export function resolveConfig(
       base: abs(auto ? AUTO_FOLDER[auto] : raw.models.base, root),
       autoBase: auto,
       controlnetUnet: abs(raw.models.controlnet_unet, root),
-      vaeDecoder: raw.models.vae_decoder ?? values.vaeDecoder,
+      // A VAE the user chose decodes too: the preset's tiny decoder only when written.
+      vaeDecoder: raw.models.vae_decoder ?? (raw.models.vae ? "full" : values.vaeDecoder),
       tinyVaeDecoder: abs(raw.models.tiny_vae_decoder, root),
+      vae: raw.models.vae ? abs(raw.models.vae, root) : null,
       lcmLora: abs(raw.models.lcm_lora, root),
       turboLora: abs(raw.models.turbo_lora, root),
     },

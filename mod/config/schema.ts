@@ -67,6 +67,8 @@ const models = z.strictObject({
   // No default: absent means the preset's ([generation] preset, resolve.ts).
   vae_decoder: z.enum(["full", "tiny"]).optional(),
   tiny_vae_decoder: relativePath.default("taesd/vae_decoder/model.onnx"),
+  // No default: absent means the base set's own VAE.
+  vae: relativePath.optional(),
   lcm_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')
     .default("lora/lcm-lora-sdv1-5/pytorch_lora_weights.safetensors"),
   turbo_lora: relativePath.regex(/\.safetensors$/, 'must be a ".safetensors" file')

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { CONVERTERS } from "../convert/mod.ts";
+import { LOCK_CONVERTERS } from "./lock_converters.ts";
 import type { DerivedCheck } from "./derived.ts";
 import { checkLockDerived } from "./derived_lock.ts";
 import { type DerivedEntry, readLock } from "./lock.ts";
@@ -97,7 +97,7 @@ function shellWord(s: string): string {
 function advice(file: NeededFile, state: FileState, root: string, lock: string): string {
   if (file.derived) {
     const d = file.derived;
-    return `made here from ${d.from.join(", ")} (${CONVERTERS[d.converter].describe}): run ` +
+    return `made here from ${d.from.join(", ")} (${LOCK_CONVERTERS[d.converter].describe}): run ` +
       "`deno task models` to build it (the server also builds it at start-up once its inputs " +
       "are in place)";
   }

@@ -47,6 +47,8 @@ import {
 } from "../config/mod.ts";
 import { ADD_COMPONENTS, type AddComponent, AddError, addModels, tomlString } from "./add.ts";
 import { embeddingsEdit } from "./add_embedding.ts";
+import { addCheckpoint, type AddSource, detectSource, writeOutcome } from "./add_checkpoint.ts";
+import { CheckpointError } from "../checkpoint/mod.ts";
 import { addCommand, checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { downloadModelFiles } from "./download.ts";
 import { HostUnreachableError } from "./fetch_failure.ts";
@@ -70,6 +72,8 @@ const HELP: Help = {
     "deno task models check [--config PATH] [--lock PATH] [--root DIR]",
     "deno task models add [--component COMPONENT] [--write-config] [--config PATH] " +
     "[--lock PATH] [--root DIR] PATH",
+    "deno task models add [--component vae] [--ema] [--precision fp32|fp16|both] " +
+    "[--write-config] [--config PATH] [--lock PATH] [--root DIR] CHECKPOINT",
   ],
   summary: "The model files of a configuration. Without a command: downloads the files the " +
     "config needs that are missing or wrong (resumable, sha256-verified against models.lock) " +
@@ -79,7 +83,11 @@ const HELP: Help = {
     "`check` lists each needed file as ok, missing, wrong size, wrong hash, not locked, not " +
     "built or stale, and each LoRA-merged model, building nothing. `add PATH` checks an own " +
     "ONNX export (a diffusers-layout folder, or with --component one file) against the model " +
-    "contract, hashes it and locks it in models.local.lock beside models.lock.",
+    "contract, hashes it and locks it in models.local.lock beside models.lock. `add CHECKPOINT` " +
+    "converts an SD 1.x checkpoint (.safetensors, .ckpt, .pt, .bin; pickle is never run) or a " +
+    "diffusers folder (model_index.json), or with --component vae a standalone VAE, into the " +
+    "ONNX set the server runs, under converted/ in the models root, and locks it as a derived " +
+    "set of its input (a second add of the same file converts nothing).",
   options: [
     [
       "--config PATH",
@@ -96,7 +104,17 @@ const HELP: Help = {
     [
       "--component C",
       "add: one file of this component instead of a whole folder (" +
-      ADD_COMPONENTS.join(", ") + ")",
+      ADD_COMPONENTS.join(", ") + "), or vae: a standalone VAE file or folder, converted " +
+      "([models] vae)",
+    ],
+    [
+      "--ema",
+      "add CHECKPOINT: convert the checkpoint's EMA UNet weights (default: the trained ones)",
+    ],
+    [
+      "--precision P",
+      "add CHECKPOINT: fp32, fp16 or both (default: fp32 for execution_provider cpu, fp16 for " +
+      "cuda and webgpu; the config is pointed at that one)",
     ],
     [
       "--write-config",
@@ -127,6 +145,8 @@ interface Setup {
   lora: ResolvedConfig["lora"];
   /** The resolved `[generation] preset` (which may add a LoRA of its own). */
   preset: ResolvedConfig["generation"]["preset"];
+  /** `[runtime] execution_provider`: the precision a converted set gets by default. */
+  provider: ResolvedConfig["runtime"]["executionProvider"];
 }
 
 /** Moves every configured path from the config's root to `root` (the `--root` override). */
@@ -145,6 +165,7 @@ function rebase(
       controlnetUnet: move(config.models.controlnetUnet),
       vaeDecoder: config.models.vaeDecoder,
       tinyVaeDecoder: move(config.models.tinyVaeDecoder),
+      vae: config.models.vae ? move(config.models.vae) : null,
     },
     controlnet: {
       depth: {
@@ -174,7 +195,13 @@ async function setup(v: { config?: string; lock?: string; root?: string }): Prom
   const config = await loadConfig({ path: configPath, overrides: { transport: "stdio" } });
   const models = rebase(config, v.root !== undefined ? resolve(v.root) : config.models.root);
   if (v.lock !== undefined) models.models.lock = resolve(v.lock);
-  return { config: models, configPath, lora: models.lora, preset: config.generation.preset };
+  return {
+    config: models,
+    configPath,
+    lora: models.lora,
+    preset: config.generation.preset,
+    provider: config.runtime.executionProvider,
+  };
 }
 
 /** Runs the command with `args`; returns the process exit status. */
@@ -191,6 +218,8 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
         all: { type: "boolean" },
         component: { type: "string" },
         "write-config": { type: "boolean" },
+        ema: { type: "boolean" },
+        precision: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -207,11 +236,14 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
     log("error", "models", `${problem}\n${usageText(HELP)}`);
     return 2;
   };
-  const addOnly = v.component !== undefined || v["write-config"];
+  const addOnly = v.component !== undefined || v["write-config"] || v.ema ||
+    v.precision !== undefined;
   const downloadOnly = v.only !== undefined || v.all;
   try {
     if (command === undefined) {
-      if (addOnly) return usage("--component and --write-config belong to `models add`");
+      if (addOnly) {
+        return usage("--component, --write-config, --ema and --precision belong to `models add`");
+      }
       return await download(v, signal);
     }
     if (command === "check") {
@@ -221,12 +253,18 @@ export async function main(args: string[], signal?: AbortSignal): Promise<number
     if (command === "add") {
       if (rest.length !== 1) return usage("`models add` takes exactly one PATH");
       if (downloadOnly) return usage("--only and --all belong to the download");
-      return await add(rest[0], v);
+      return await add(rest[0], v, signal);
     }
     return usage(`unknown command "${command}"`);
   } catch (e) {
     if (signal?.aborted) {
-      log("warn", "models", "interrupted; run `deno task models` again to resume");
+      log(
+        "warn",
+        "models",
+        command === "add"
+          ? "interrupted; nothing was written (a conversion in progress is removed)"
+          : "interrupted; run `deno task models` again to resume",
+      );
       return 130;
     }
     if (e instanceof HostUnreachableError) {
@@ -379,26 +417,48 @@ async function check(v: { config?: string; lock?: string; root?: string }): Prom
 
 async function add(
   target: string,
-  v: {
-    config?: string;
-    lock?: string;
-    root?: string;
-    component?: string;
-    "write-config"?: boolean;
-  },
+  v: AddFlags,
+  signal?: AbortSignal,
 ): Promise<number> {
   let component: AddComponent | undefined;
-  if (v.component !== undefined) {
+  if (v.component !== undefined && v.component !== "vae") {
     if (!(ADD_COMPONENTS as readonly string[]).includes(v.component)) {
       log(
         "error",
         "models",
-        `--component must be one of ${ADD_COMPONENTS.join(", ")} (a base set is added as a ` +
-          `folder, without --component), got "${v.component}"`,
+        `--component must be one of vae, ${ADD_COMPONENTS.join(", ")} (a base set is added as ` +
+          `a folder or a checkpoint file, without --component), got "${v.component}"`,
       );
       return 2;
     }
     component = v.component as AddComponent;
+  }
+  if (
+    v.precision !== undefined && v.precision !== "fp32" && v.precision !== "fp16" &&
+    v.precision !== "both"
+  ) {
+    log("error", "models", `--precision must be fp32, fp16 or both, got "${v.precision}"`);
+    return 2;
+  }
+  if (component === undefined) {
+    let source;
+    try {
+      source = await detectSource(resolve(target), v.component === "vae");
+    } catch (e) {
+      if (!(e instanceof AddError)) throw e;
+      log("error", "models", e.message);
+      return 1;
+    }
+    if (source.kind !== "onnx") return await addConverted(target, source, v, signal);
+  }
+  if (v.ema || v.precision !== undefined) {
+    log(
+      "error",
+      "models",
+      "--ema and --precision apply to a checkpoint, diffusers folder or VAE that is converted; " +
+        `${target} is an ONNX export, added as it is`,
+    );
+    return 2;
   }
   const { config, configPath, lora, preset } = await setup(v);
   const result = await addModels({
@@ -461,6 +521,138 @@ async function add(
     );
   }
   return 0;
+}
+
+/** The flags `models add` reads. */
+interface AddFlags {
+  config?: string;
+  lock?: string;
+  root?: string;
+  component?: string;
+  "write-config"?: boolean;
+  ema?: boolean;
+  precision?: string;
+}
+
+/**
+ * `models add` of a checkpoint, diffusers folder or VAE: converted and
+ * locked (add_checkpoint.ts); a refusal is one line and exit status 1.
+ */
+async function addConverted(
+  target: string,
+  source: Exclude<AddSource, { kind: "onnx" }>,
+  v: AddFlags,
+  signal?: AbortSignal,
+): Promise<number> {
+  if (v.ema && source.kind === "vae") {
+    log("error", "models", "--ema applies to a checkpoint's UNet, not to a VAE");
+    return 2;
+  }
+  const { config, configPath, provider } = await setup(v);
+  // The provider's precision first: the config is pointed at it.
+  const native = provider === "cpu" ? "fp32" : "fp16";
+  const precisions: Array<"fp32" | "fp16"> = v.precision === "both"
+    ? [native, native === "fp32" ? "fp16" : "fp32"]
+    : [(v.precision as "fp32" | "fp16" | undefined) ?? native];
+  const hold = Number(Deno.env.get(HOLD_ENV) ?? "");
+  let result;
+  try {
+    result = await addCheckpoint({
+      target,
+      source,
+      root: config.models.root,
+      lock: config.models.lock,
+      precisions,
+      ema: v.ema,
+      signal,
+      ...(Number.isFinite(hold) && hold > 0 ? { holdMs: hold } : {}),
+    });
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    if (e instanceof CheckpointError || e instanceof AddError) {
+      log("error", "models", oneLine(e.message));
+      return 1;
+    }
+    // A conversion that failed midway left nothing behind (add_checkpoint.ts): say so in one line.
+    log(
+      "error",
+      "models",
+      `${target}: the conversion failed: ${oneLine((e as Error).message)}; nothing was written`,
+    );
+    return 1;
+  }
+  const path = configPath !== undefined ? localOverlayPath(configPath) : "config.toml";
+  let text = "";
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  const newText = v["write-config"] ? editConfigText(text, result.edits) : text;
+  // Synchronously after this check: a signal finds nothing or everything written.
+  if (signal?.aborted) {
+    for (const s of result.sets.filter((s) => s.converted)) {
+      await Deno.remove(join(config.models.root, ...s.path.split("/")), { recursive: true })
+        .catch(() => {});
+    }
+    signal.throwIfAborted();
+  }
+  const wrote = writeOutcome(result, { path, text, newText });
+  await result.saveCache();
+  for (const s of result.sets) {
+    log(
+      "info",
+      "models",
+      s.converted
+        ? `converted ${toLockPath(resolve(target), config.models.root)} into ${s.path} ` +
+          `(${s.precision}, ${s.bytes.toLocaleString("en-US")} bytes)`
+        : `${s.path} already holds this conversion (${s.precision}); nothing converted`,
+    );
+  }
+  if (result.ignored.count > 0) {
+    log(
+      "info",
+      "models",
+      `ignored ${result.ignored.count} keys the conversion does not use: ` +
+        result.ignored.prefixes.join(", "),
+    );
+  }
+  if (wrote.lock) {
+    log("info", "models", `locked ${result.inputs.length} input files and the converted set`, {
+      lock: result.lockFile,
+    });
+  }
+  if (v["write-config"]) {
+    for (const line of configLines(result.edits)) {
+      log("info", "models", `${wrote.config ? "set" : "already set"} in ${path}: ${line}`);
+    }
+  } else {
+    for (const line of snippet(path, text, result.edits)) out(line);
+  }
+  if (!wrote.lock && !wrote.config && result.sets.every((s) => !s.converted)) {
+    log("info", "models", "already converted, locked and configured: nothing was written");
+  }
+  const written = await readWrittenConfig(configPath);
+  if (
+    source.kind === "vae" &&
+    (written.models as { vae_decoder?: string } | undefined)?.vae_decoder === "tiny"
+  ) {
+    log(
+      "info",
+      "models",
+      'images are decoded by the tiny decoder while [models] vae_decoder = "tiny" is set; ' +
+        "the VAE encodes (image-to-image, inpainting, upscale)",
+    );
+  }
+  return 0;
+}
+
+/** The environment variable of the test hook that holds a finished conversion (add_checkpoint.ts). */
+const HOLD_ENV = "SD_MCP_TEST_HOLD_CONVERSION_MS";
+
+/** A message as one line (a refusal is one line). */
+function oneLine(message: string): string {
+  return message.split("\n").map((l) => l.trim()).filter((l) => l !== "").join("; ");
 }
 
 /** A TOML float for a LoRA weight: `1.0`, `0.75` (never rounded). */

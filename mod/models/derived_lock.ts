@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { CONVERTERS } from "../convert/mod.ts";
+import { LOCK_CONVERTERS } from "./lock_converters.ts";
 import {
   checkDerived,
   type DerivedCheck,
@@ -22,8 +22,9 @@ export function lockRecipe(d: DerivedEntry, files: readonly LockEntry[]): Derive
   const byPath = new Map(files.map((f) => [f.path, f]));
   return {
     converter: d.converter,
-    version: CONVERTERS[d.converter].version,
+    version: LOCK_CONVERTERS[d.converter].version,
     inputs: d.from.map((path) => ({ path, sha256: byPath.get(path)!.sha256 })),
+    ...(d.options !== undefined ? { params: d.options } : {}),
   };
 }
 
@@ -49,12 +50,12 @@ export function ensureLockDerived(
   files: readonly LockEntry[],
   signal?: AbortSignal,
 ): Promise<EnsureResult> {
-  const converter = CONVERTERS[d.converter];
+  const converter = LOCK_CONVERTERS[d.converter];
   const inputs = d.from.map((p) => join(root, ...p.split("/")));
   return ensureDerived(
     join(root, d.path),
     lockRecipe(d, files),
-    async (into) => ({ files: await converter.run(inputs, into) }),
+    async (into) => ({ files: await converter.run(inputs, into, d.options, signal) }),
     { names: names(d), signal },
   );
 }

@@ -45,7 +45,7 @@
 
 import { parse as parseToml } from "smol-toml";
 import { localOverlayPath } from "../config/mod.ts";
-import { CONVERTER_NAMES, CONVERTERS } from "../convert/mod.ts";
+import { LOCK_CONVERTER_NAMES, LOCK_CONVERTERS } from "./lock_converters.ts";
 
 /**
  * The components outside a base set (ControlNets, preprocessors, LoRA, textual-inversion
@@ -103,10 +103,12 @@ export interface DerivedEntry {
   component: ModelComponent;
   /** The folder it writes, relative to the models root. */
   path: string;
-  /** A converter name of `mod/convert` (`CONVERTERS`). */
+  /** A converter name of `lock_converters.ts` (`LOCK_CONVERTERS`). */
   converter: string;
   /** Its inputs: paths of `[[file]]` entries of the same lock. */
   from: string[];
+  /** The converter's options (set converters: precision, EMA), part of the recipe. */
+  options?: Record<string, unknown>;
   /** The paths of the files it writes (`path` + the converter's output names). */
   outputs: string[];
 }
@@ -291,6 +293,8 @@ function tables(raw: unknown, source: string, kind: "file" | "derived"): Table[]
 }
 
 const DERIVED_FIELDS = ["component", "path", "converter", "from"] as const;
+/** Fields of a `[[derived]]` table whose converter takes options and lists its outputs. */
+const SET_DERIVED_FIELDS = [...DERIVED_FIELDS, "options", "outputs"] as const;
 
 /**
  * The checks every lock table shares: only `allowed` keys, every `required`
@@ -325,27 +329,51 @@ function checkTable(
 /** Validates each `[[derived]]` table on its own (its inputs are {@link checkLock}'s). */
 function parseDerived(raw: unknown, source: string): PendingDerived[] {
   return tables(raw, source, "derived").map(({ t, label, bad }) => {
-    checkTable(t, label, DERIVED_FIELDS, DERIVED_FIELDS, bad);
-    const path = t.path as string;
-    if (typeof t.converter !== "string" || !CONVERTER_NAMES.includes(t.converter)) {
-      bad("converter", `must be one of ${CONVERTER_NAMES.join("|")}`);
+    // A converter whose outputs depend on what it wrote has them listed (with its options).
+    const named = typeof t.converter === "string" ? LOCK_CONVERTERS[t.converter] : undefined;
+    const listed = named !== undefined && named.outputs([]) === undefined;
+    checkTable(t, label, listed ? SET_DERIVED_FIELDS : DERIVED_FIELDS, DERIVED_FIELDS, bad);
+    if (typeof t.converter !== "string" || !LOCK_CONVERTER_NAMES.includes(t.converter)) {
+      bad("converter", `must be one of ${LOCK_CONVERTER_NAMES.join("|")}`);
     }
+    const converter = LOCK_CONVERTERS[t.converter as string];
+    const from = t.from as string[];
+    const path = t.path as string;
     if (
       !Array.isArray(t.from) || t.from.length === 0 || t.from.some((p) => typeof p !== "string")
     ) {
       bad("from", "must be a non-empty array of [[file]] paths");
     }
-    const from = t.from as string[];
-    const converter = CONVERTERS[t.converter as string];
     const inputProblem = converter.inputProblem(from);
     if (inputProblem) bad("from", `does not fit converter "${t.converter}": ${inputProblem}`);
+    if (
+      t.options !== undefined &&
+      (t.options === null || typeof t.options !== "object" || Array.isArray(t.options))
+    ) bad("options", "must be a table");
+    const options = t.options === undefined
+      ? undefined
+      : { ...(t.options as Record<string, unknown>) };
+    const optionsProblem = converter.optionsProblem(options);
+    if (optionsProblem) bad("options", optionsProblem);
+    let names = converter.outputs(from);
+    if (names === undefined) {
+      const o = t.outputs;
+      if (
+        !Array.isArray(o) || o.length === 0 ||
+        o.some((n) => typeof n !== "string" || relativePathProblem(n) !== undefined)
+      ) {
+        bad("outputs", "must list the file names the converter wrote, relative to path");
+      }
+      names = o as string[];
+    }
     return {
       label,
       component: t.component as ModelComponent,
       path,
       converter: t.converter as string,
       from,
-      outputs: converter.outputs(from).map((name) => `${path}/${name}`),
+      ...(options !== undefined ? { options } : {}),
+      outputs: names.map((name) => `${path}/${name}`),
     };
   });
 }
@@ -433,10 +461,34 @@ export async function readLock(path: string): Promise<ModelsLock> {
   if (text === null && local === null) {
     throw new LockError(`cannot read ${path}: the file does not exist`);
   }
+  return lockWithOverlay(text, local, path);
+}
+
+/**
+ * A models.lock's text with its overlay's text over it, validated as
+ * {@link readLock} validates the files (null: that file does not exist).
+ *
+ * @throws LockError when one is invalid
+ */
+export function lockWithOverlay(
+  text: string | null,
+  local: string | null,
+  path: string,
+): ModelsLock {
   const tables = text === null ? { files: [], derived: [] } : parseTables(text, path);
   return checkLock(
-    local === null ? tables : overlayTables(tables, parseTables(local, overlayPath)),
+    local === null ? tables : overlayTables(tables, parseTables(local, localOverlayPath(path))),
   );
+}
+
+/**
+ * Validates each table of a lock text on its own (an overlay's `from` may
+ * name the lock's files, so they are not held against each other here).
+ *
+ * @throws LockError naming the file, entry, field and value
+ */
+export function checkLockTables(text: string, source: string): void {
+  parseTables(text, source);
 }
 
 /**

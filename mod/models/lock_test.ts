@@ -251,3 +251,63 @@ Deno.test("component lists: parse and select", () => {
   ]);
   strictEqual(selectComponents(entries, []).length, 2);
 });
+
+Deno.test("readLock: a set converter's [[derived]] lists its options and outputs, both checked", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const lock = `${dir}/models.lock`;
+    const ck = { component: "unet", path: "ck/model.safetensors", size: 9, sha256: SHA };
+    const support = ["sd15/tokenizer/vocab.json", "sd15/tokenizer/merges.txt"].map((path) => ({
+      component: "tokenizer",
+      path,
+      size: 1,
+      sha256: SHA,
+    }));
+    const table = (extra: string) =>
+      `\n\n[[derived]]\ncomponent = "unet"\npath = "converted/model-fp32"\n` +
+      `converter = "sd15-checkpoint"\nfrom = ${
+        JSON.stringify([ck.path, ...support.map((s) => s.path)])
+      }\n${extra}`;
+    const files = lockText([ck, ...support]);
+    await Deno.writeTextFile(
+      lock,
+      files + table(
+        `options = { precision = "fp32", ema = false }\n` +
+          `outputs = ["unet/model.onnx", "tokenizer/vocab.json"]\n`,
+      ),
+    );
+    const read = await readLock(lock);
+    deepStrictEqual(read.derived.map((d) => [d.converter, d.options, d.outputs]), [[
+      "sd15-checkpoint",
+      { precision: "fp32", ema: false },
+      ["converted/model-fp32/unet/model.onnx", "converted/model-fp32/tokenizer/vocab.json"],
+    ]]);
+    const refused = async (extra: string, re: RegExp) => {
+      await Deno.writeTextFile(lock, files + table(extra));
+      await rejects(readLock(lock), (e: unknown) => e instanceof LockError && re.test(e.message));
+    };
+    await refused(`outputs = ["unet/model.onnx"]\n`, /field "options" needs options/);
+    await refused(
+      `options = { precision = "fp8" }\noutputs = ["unet/model.onnx"]\n`,
+      /option "precision" must be "fp32" or "fp16", got "fp8"/,
+    );
+    await refused(`options = { precision = "fp16" }\n`, /field "outputs" must list the file names/);
+    await refused(
+      `options = { precision = "fp16" }\noutputs = ["../x"]\n`,
+      /field "outputs" must list/,
+    );
+    // A file converter takes neither.
+    await Deno.writeTextFile(
+      lock,
+      files +
+        `\n\n[[derived]]\ncomponent = "tokenizer"\npath = "t"\nconverter = "copy"\n` +
+        `from = ["sd15/tokenizer/vocab.json"]\noutputs = ["vocab.json"]\n`,
+    );
+    await rejects(
+      readLock(lock),
+      (e: unknown) => e instanceof LockError && /unknown field "outputs"/.test(e.message),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -9,7 +9,8 @@
  */
 
 import { parse as parseToml } from "smol-toml";
-import { type DerivedEntry, type LockEntry, parseModelsLock } from "./lock.ts";
+import { checkLockTables, type DerivedEntry, type LockEntry, parseModelsLock } from "./lock.ts";
+import { LOCK_CONVERTERS } from "./lock_converters.ts";
 
 /** The TOML of one entry (no `url` line for a local file). */
 export function entryToml(e: LockEntry): string {
@@ -23,15 +24,32 @@ export function entryToml(e: LockEntry): string {
   return lines.join("\n") + "\n";
 }
 
-/** The TOML of one `[[derived]]` table (its `outputs` are the converter's, not written). */
-export function derivedToml(d: Omit<DerivedEntry, "outputs">): string {
-  return [
+/**
+ * The TOML of one `[[derived]]` table: its `outputs` are written (relative
+ * to `path`) only for a set converter that lists them, with its `options`.
+ */
+export function derivedToml(
+  d: Omit<DerivedEntry, "outputs"> & { outputs?: readonly string[] },
+): string {
+  const listOutputs = LOCK_CONVERTERS[d.converter]?.outputs([]) === undefined;
+  const lines = [
     "[[derived]]",
     `component = ${JSON.stringify(d.component)}`,
     `path = ${JSON.stringify(d.path)}`,
     `converter = ${JSON.stringify(d.converter)}`,
     `from = ${JSON.stringify(d.from)}`,
-  ].join("\n") + "\n";
+  ];
+  if (d.options !== undefined) lines.push(`options = ${inlineTable(d.options)}`);
+  if (listOutputs && d.outputs) {
+    lines.push(`outputs = ${JSON.stringify(d.outputs.map((o) => o.slice(d.path.length + 1)))}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** A TOML inline table of plain values (strings, numbers, booleans, arrays of them). */
+function inlineTable(o: Record<string, unknown>): string {
+  const entries = Object.entries(o).filter(([, v]) => v !== undefined);
+  return `{ ${entries.map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} }`;
 }
 
 /** The first line of the comment above each group that `models add` appends. */
@@ -42,7 +60,7 @@ const HEADER = `# models.lock — every model file the server may load, pinned (
 # (absent for a local file: verified, never downloaded), size, sha256.
 `;
 
-/** A `[[file]]` table in the text: its line range and path. */
+/** A `[[file]]` or `[[derived]]` table in the text: its line range and path. */
 interface Block {
   start: number;
   end: number;
@@ -52,7 +70,8 @@ interface Block {
 function blocks(lines: string[]): Block[] {
   const out: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
-    if (lines[i].trim() !== "[[file]]") continue;
+    const head = lines[i].trim();
+    if (head !== "[[file]]" && head !== "[[derived]]") continue;
     let end = i + 1;
     while (end < lines.length) {
       const t = lines[end].trim();
@@ -87,8 +106,9 @@ export function updateLockText(
   entries: readonly LockEntry[],
   comment: readonly string[],
   source = "models.lock",
+  derived: ReadonlyArray<Omit<DerivedEntry, "outputs"> & { outputs?: readonly string[] }> = [],
 ): { text: string; replaced: number } {
-  const paths = new Set(entries.map((e) => e.path));
+  const paths = new Set([...entries, ...derived].map((e) => e.path));
   const lines = text === "" ? HEADER.split("\n") : text.split("\n");
   const drop = new Set<number>();
   let replaced = 0;
@@ -103,13 +123,14 @@ export function updateLockText(
   kept = dropEmptyAddedGroups(kept);
   while (kept.length > 0 && kept[kept.length - 1].trim() === "") kept.pop();
   const group = [ADDED_MARK, ...comment.map((c) => `# ${c}`)].join("\n");
-  const body = entries.map(entryToml).join("\n");
+  const body = [...entries.map(entryToml), ...derived.map(derivedToml)].join("\n");
   const out = `${kept.join("\n")}\n\n${group}\n\n${body}`;
-  parseModelsLock(out, source);
+  if (derived.length > 0) checkLockTables(out, source);
+  else parseModelsLock(out, source);
   return { text: out, replaced };
 }
 
-/** Removes `added by` comment groups that no longer have a `[[file]]` after them. */
+/** Removes `added by` comment groups that no longer have a table after them. */
 function dropEmptyAddedGroups(lines: string[]): string[] {
   const out = [...lines];
   for (let i = out.length - 1; i >= 0; i--) {

@@ -25,6 +25,8 @@ export interface ModelPathsConfig {
     vaeDecoder: "full" | "tiny";
     /** Absolute path of the tiny VAE decoder. */
     tinyVaeDecoder: string;
+    /** Absolute folder of the VAE set used instead of the base set's; null/absent = none. */
+    vae?: string | null;
   };
   /** Per-feature enable flags and absolute model paths. */
   controlnet: {
@@ -97,6 +99,8 @@ function keyText(section: string, key: string, abs: string, root: string): strin
  *   component that are not `.onnx` models themselves (its external data).
  * - `[models] tiny_vae_decoder` when `vae_decoder = "tiny"`: as a single model file,
  *   in place of the base folder's `vae_decoder/` (which the engine then never opens).
+ * - `[models] vae` (a VAE set folder): its `vae_encoder/` and, unless the tiny
+ *   decoder is chosen, `vae_decoder/` files, in place of the base folder's.
  * - `[lora] files`: each configured file.
  * - `[prompt] embeddings`: each configured file.
  *
@@ -148,20 +152,40 @@ export function neededFiles(
   if (base !== undefined) {
     const tokenizerJson = byPath.has(`${base}/tokenizer/tokenizer.json`) ||
       byOutput.has(`${base}/tokenizer/tokenizer.json`);
-    // With the tiny decoder chosen the engine never opens the set's own VAE decoder.
+    // With the tiny decoder chosen the engine never opens the set's own VAE decoder,
+    // and with a VAE set configured neither of the base set's VAE models.
     const tiny = config.models.vaeDecoder === "tiny";
+    const ownVae = !!config.models.vae;
+    const skip = (component: string) =>
+      (component === "vae_decoder" && (tiny || ownVae)) ||
+      (component === "vae_encoder" && ownVae);
     for (const f of BASE_FILES) {
       const path = `${base}/${f}`;
       if (tokenizerJson && f.startsWith("tokenizer/") && !byPath.has(path) && !byOutput.has(path)) {
         continue;
       }
-      if (tiny && f.startsWith("vae_decoder/")) continue;
+      if (skip(f.slice(0, f.indexOf("/")))) continue;
       add(path, baseKey);
     }
     for (const e of [...entries, ...derivedEntries]) {
-      if (tiny && e.component === "vae_decoder") continue;
+      if (skip(e.component)) continue;
       if (e.path.startsWith(`${base}/`) && BASE_COMPONENT_SET.has(e.component)) {
         for (const p of "outputs" in e ? e.outputs : [e.path]) add(p, baseKey);
+      }
+    }
+  }
+
+  if (config.models.vae) {
+    const vaeKey = keyText("models", "vae", config.models.vae, root);
+    const vae = lockPathOf(config.models.vae, vaeKey);
+    if (vae !== undefined) {
+      const tiny = config.models.vaeDecoder === "tiny";
+      const wanted = tiny ? ["vae_encoder"] : ["vae_decoder", "vae_encoder"];
+      for (const c of wanted) add(`${vae}/${c}/model.onnx`, vaeKey);
+      for (const e of [...entries, ...derivedEntries]) {
+        if (e.path.startsWith(`${vae}/`) && wanted.includes(e.component)) {
+          for (const p of "outputs" in e ? e.outputs : [e.path]) add(p, vaeKey);
+        }
       }
     }
   }

@@ -116,3 +116,52 @@ Deno.test('neededFiles: vae_decoder = "tiny" needs the tiny decoder instead of t
   ]);
   deepStrictEqual(vae(config("tiny")), ["taesd/vae_decoder/model.onnx"]);
 });
+
+Deno.test("neededFiles: [models] vae replaces the base set's VAE files (the decoder only when not tiny)", () => {
+  const at = (component: LockEntry["component"], path: string): LockEntry => ({
+    ...e(path),
+    component,
+  });
+  const entries = [
+    at("vae_decoder", "sd15/vae_decoder/model.onnx"),
+    at("vae_encoder", "sd15/vae_encoder/model.onnx"),
+    at("vae_decoder", "vae/own.safetensors"),
+  ];
+  const derived = [{
+    component: "vae_decoder" as const,
+    path: "converted/vae/own-fp32",
+    converter: "sd15-vae",
+    from: ["vae/own.safetensors"],
+    options: { precision: "fp32" },
+    outputs: ["vae_decoder/model.onnx", "vae_encoder/model.onnx"].map((n) =>
+      `converted/vae/own-fp32/${n}`
+    ),
+  }];
+  const config = (vaeDecoder: "full" | "tiny") => ({
+    models: {
+      root: "/m",
+      base: "/m/sd15",
+      controlnetUnet: "/m/sd15/controlnet_unet/model.onnx",
+      vaeDecoder,
+      tinyVaeDecoder: "/m/taesd/vae_decoder/model.onnx",
+      vae: "/m/converted/vae/own-fp32",
+    },
+    controlnet: {
+      depth: { enabled: false, model: "/m/x", preprocessor: "/m/y" },
+      openpose: { enabled: false, model: "/m/x", detector: "/m/y", estimator: "/m/z" },
+      inpaint: { enabled: false, model: "/m/x" },
+    },
+  });
+  const vaeKey = '[models] vae = "converted/vae/own-fp32"';
+  const paths = (vaeDecoder: "full" | "tiny") =>
+    neededFiles(config(vaeDecoder), entries, derived).files
+      .filter((f) => /vae/.test(f.path)).map((f) => [f.path, f.key]);
+  deepStrictEqual(paths("full"), [
+    ["vae/own.safetensors", vaeKey],
+    ["converted/vae/own-fp32/vae_decoder/model.onnx", vaeKey],
+    ["converted/vae/own-fp32/vae_encoder/model.onnx", vaeKey],
+  ]);
+  // With the tiny decoder the set's folder is still needed for its encoder (one derived folder).
+  deepStrictEqual(paths("tiny").filter(([p]) => p.startsWith("sd15/")), []);
+  ok(paths("tiny").some(([p]) => p === "taesd/vae_decoder/model.onnx"));
+});

@@ -25,6 +25,12 @@ export interface EngineConfig {
     /** Absolute path of the tiny VAE decoder. */
     tinyVaeDecoder?: string;
     /**
+     * Absolute folder of a VAE set (`vae_decoder/`, `vae_encoder/`) decoding
+     * (unless the tiny decoder is chosen) and encoding instead of the base
+     * set's; absent = the base set's own (`[models] vae`).
+     */
+    vae?: string;
+    /**
      * Models with the configured LoRAs already merged in (the on-disk cache
      * of `mod/models` `prepareMergedModels`), opened instead of the base
      * set's; `lora` is then empty.
@@ -99,6 +105,7 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
       controlnetUnet: config.models.controlnetUnet,
       vaeDecoder: config.models.vaeDecoder,
       tinyVaeDecoder: config.models.tinyVaeDecoder,
+      ...(config.models.vae ? { vae: config.models.vae } : {}),
       ...(merged ? { merged: { ...merged } } : {}),
     },
     runtime: { ...config.runtime },
@@ -131,9 +138,10 @@ export function engineConfigOf(config: ResolvedConfig, merged?: MergedModels): E
 
 /**
  * File locations inside the SD 1.5 folder (diffusers ONNX layout, as the
- * Hugging Face SD 1.5 ONNX repositories publish it).
+ * Hugging Face SD 1.5 ONNX repositories publish it); the VAE's inside `vae`
+ * when a VAE set is configured (`[models] vae`).
  */
-export function basePaths(base: string): {
+export function basePaths(base: string, vae?: string): {
   textEncoder: string;
   unet: string;
   vaeDecoder: string;
@@ -144,8 +152,8 @@ export function basePaths(base: string): {
   return {
     textEncoder: join(base, "text_encoder", "model.onnx"),
     unet: join(base, "unet", "model.onnx"),
-    vaeDecoder: join(base, "vae_decoder", "model.onnx"),
-    vaeEncoder: join(base, "vae_encoder", "model.onnx"),
+    vaeDecoder: join(vae ?? base, "vae_decoder", "model.onnx"),
+    vaeEncoder: join(vae ?? base, "vae_encoder", "model.onnx"),
     tokenizer: join(base, "tokenizer"),
     schedulerConfig: join(base, "scheduler", "scheduler_config.json"),
   };

@@ -158,7 +158,7 @@ export async function loadModels(
   openBytes: BytesOpener = defaultBytesOpener,
   openCached: RewriteCacheOpener = defaultRewriteCacheOpener,
 ): Promise<ModelSet> {
-  const paths = basePaths(config.models.base);
+  const paths = basePaths(config.models.base, config.models.vae);
   const provider = config.runtime.executionProvider;
   // Before any model: a provider that cannot start fails here with its cause and fix.
   const device = await checkExecutionProvider(provider, {
