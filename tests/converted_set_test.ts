@@ -12,7 +12,7 @@ import { convertSd15 } from "../mod/convert/mod.ts";
 import { randomTestModels, randomTestWeights, TEST_UNET } from "../mod/convert/sd15_testing.ts";
 import { buildSd15ControlNet, OPSET, Rng } from "../mod/graph/mod.ts";
 import { kohyaModules, parseSafetensors, patchModel } from "../mod/lora/mod.ts";
-import { buildTinyLora, type TinyLoraModule } from "../mod/model_builder/mod.ts";
+import { buildTinyLora, type TinyLoraModule } from "./fixtures/builder/mod.ts";
 import { differingBytes, testPicture, tinyConfig } from "../mod/pipeline/_testing.ts";
 import { createEngine } from "../mod/pipeline/engine.ts";
 import type { EngineConfig } from "../mod/pipeline/engine_config.ts";

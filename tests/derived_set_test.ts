@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodePng, readPngText } from "../mod/image/mod.ts";
-import { lockText, parseLock as parseBuilderLock } from "../mod/model_builder/mod.ts";
+import { lockText, parseLock as parseBuilderLock } from "./fixtures/builder/mod.ts";
 import { derivedToml, parseLock, readDerivedRecord } from "../mod/models/mod.ts";
 import { copyDir } from "./helpers/copy_dir.ts";
 import { ROOT } from "./helpers/paths.ts";

@@ -8,7 +8,7 @@
  * `max_connections` 512) stand between one client and the rest.
  *
  * One client (127.0.0.1) floods `tools/list` from 300, then 1,000
- * concurrent loops (a Worker: `mod/auth/flood_attacker.ts`), half of them
+ * concurrent loops (a Worker: `bench/flood_attacker.ts`), half of them
  * with a valid key and half with well-formed keys of unknown prefixes,
  * while a second client (127.0.0.2, its own key) makes sequential
  * `tools/list` calls: every one of them must be served (no 503, no closed

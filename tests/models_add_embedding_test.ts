@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { loadConfig } from "../mod/config/mod.ts";
 import { torchFileBytes } from "../mod/checkpoint/testing.ts";
-import { encodeSafetensors } from "../mod/model_builder/lora.ts";
+import { encodeSafetensors } from "./fixtures/builder/lora.ts";
 import { modelsTask } from "./helpers/models_cli.ts";
 
 function embedding(name: string, shape: number[]): Uint8Array {

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadConfig } from "../mod/config/mod.ts";
-import { buildTinyLora } from "../mod/model_builder/mod.ts";
+import { buildTinyLora } from "./fixtures/builder/mod.ts";
 import { MERGED_DIR, readDerivedRecord } from "../mod/models/mod.ts";
 import { layOutFastModels, LCM_LORA } from "./helpers/fast_models.ts";
 import { modelsTask } from "./helpers/models_cli.ts";

@@ -17,7 +17,7 @@ import {
 } from "../mod/checkpoint/testing.ts";
 import { encodePng } from "../mod/image/mod.ts";
 import type { RgbImage } from "../mod/pipeline/types.ts";
-import { lockEntry } from "../mod/model_builder/mod.ts";
+import { lockEntry } from "./fixtures/builder/mod.ts";
 import { entryToml } from "../mod/models/mod.ts";
 import {
   add,

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { encodeSafetensors } from "../mod/model_builder/lora.ts";
+import { encodeSafetensors } from "./fixtures/builder/lora.ts";
 import { ROOT } from "./helpers/paths.ts";
 
 const TINY_MODELS = join(ROOT, "tests/fixtures/tiny/models");

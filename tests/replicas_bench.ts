@@ -16,9 +16,9 @@
 
 import { join } from "node:path";
 import { createKey } from "../mod/auth/create_key.ts";
-import { benchCacheDir } from "../mod/bench/full_models.ts";
-import { buildTinyModelSet } from "../mod/model_builder/model_set.ts";
-import type { ModelDims } from "../mod/model_builder/options.ts";
+import { benchCacheDir } from "../bench/full_models.ts";
+import { buildTinyModelSet } from "./fixtures/builder/model_set.ts";
+import type { ModelDims } from "./fixtures/builder/options.ts";
 import type { Client } from "../mod/mcp/client_sdk.ts";
 import { connectHttp } from "./helpers/http_client.ts";
 import { openTestDatabase, type TestDatabase, usingPostgresServer } from "./helpers/postgres.ts";

@@ -18,7 +18,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import onnx from "onnx-proto";
-import { lockText, parseLock as parseBuilderLock } from "../mod/model_builder/mod.ts";
+import { lockText, parseLock as parseBuilderLock } from "./fixtures/builder/mod.ts";
 import { derivedToml, parseLock, sha256File } from "../mod/models/mod.ts";
 import { followStderr } from "./helpers/child_stderr.ts";
 import { copyDir } from "./helpers/copy_dir.ts";

@@ -17,7 +17,7 @@
 
 import assert from "node:assert/strict";
 import type net from "node:net";
-import { paddedScanFlood, scanFloodJpeg } from "../mod/image/jpeg_fixtures.ts";
+import { paddedScanFlood, scanFloodJpeg } from "./fixtures/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "../mod/image/sharp.ts";
 import { mcpPostFrom, openFrom, type RawResponse } from "./helpers/from_address.ts";
 import { createTestKey as createKey } from "./helpers/log_secrets.ts";

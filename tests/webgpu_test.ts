@@ -14,7 +14,7 @@
  *   the CPU provider; the real server serving generate_image and
  *   transform_image on webgpu; an fp16 set, or only an fp16 VAE encoder, on
  *   a device without shader-f16 refused at start-up; `--check` naming the
- *   provider; the GPU measurement script (`mod/bench/gpu.ts`) on the tiny
+ *   provider; the GPU measurement script (`bench/gpu.ts`) on the tiny
  *   set; and the ONNX Runtime Conv + Tanh fusion bug docs/gpu.md describes.
  *   SwiftShader renders on the CPU: these prove the path, not its speed.
  */
@@ -23,7 +23,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { Client, StdioClientTransport } from "../mod/mcp/client_sdk.ts";
 import { decodeImageInput, toRgbImage } from "../mod/image/mod.ts";
-import type { GpuReport } from "../mod/bench/gpu.ts";
+import type { GpuReport } from "../bench/gpu.ts";
 import { teeChildLog } from "./helpers/log_secrets.ts";
 import { ROOT } from "./helpers/paths.ts";
 import { pngs, texts } from "./helpers/results.ts";
@@ -330,7 +330,7 @@ Deno.test({
         [
           "-P=test",
           "--quiet",
-          "mod/bench/gpu.ts",
+          "bench/gpu.ts",
           ...["--provider", "webgpu", "--runs", "1", "--steps", "2", "--agreement-steps", "2"],
           ...["--out", out],
         ],

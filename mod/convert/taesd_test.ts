@@ -8,7 +8,7 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { encodeSafetensors, type SafetensorsEntry } from "../model_builder/lora.ts";
+import { encodeSafetensors, type SafetensorsEntry } from "../../tests/fixtures/builder/lora.ts";
 import { checkComponentFile } from "../models/mod.ts";
 import { checkSession, createSessionFromBytes, floatTensor, toFloat32 } from "../onnx/mod.ts";
 import { recordingOpener, tinyConfig, tinyModels } from "../pipeline/_testing.ts";

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { encodeSafetensors, type SafetensorsEntry } from "../model_builder/lora.ts";
+import { encodeSafetensors, type SafetensorsEntry } from "../../tests/fixtures/builder/lora.ts";
 import { Rng } from "../graph/mod.ts";
 
 /** A module of the decoder's `nn.Sequential`; conv entries give in/out channels and bias. */

@@ -12,7 +12,7 @@ import {
   holdSpareDecoders,
   spareDecoderPids,
 } from "./decode_process.ts";
-import { scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { scanFloodJpeg } from "../../tests/fixtures/jpeg_fixtures.ts";
 import { sharpLib as sharp } from "./sharp.ts";
 import { ignoredFor } from "../../tests/helpers/ignore.ts";
 

@@ -1,6 +1,6 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import { BAND_BYTES, resizeLanczos } from "./lanczos.ts";
-import { maxDiff, readPilCases, sourceImage } from "./pil_fixtures.ts";
+import { maxDiff, readPilCases, sourceImage } from "../../tests/fixtures/pil_fixtures.ts";
 
 const pil = readPilCases();
 const cases = pil.cases.filter((c) => c.filter === "lanczos");

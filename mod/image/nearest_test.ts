@@ -1,6 +1,6 @@
 import { deepStrictEqual, ok, strictEqual, throws } from "node:assert";
 import { resizeNearest } from "./nearest.ts";
-import { maxDiff, readPilCases, sourceImage } from "./pil_fixtures.ts";
+import { maxDiff, readPilCases, sourceImage } from "../../tests/fixtures/pil_fixtures.ts";
 
 const pil = readPilCases();
 const cases = pil.cases.filter((c) => c.filter === "nearest");

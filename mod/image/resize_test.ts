@@ -1,6 +1,6 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { decodeImageInput, toMask, toRgbImage } from "./decode.ts";
-import { maxDiff, readPilCases, sourceImage } from "./pil_fixtures.ts";
+import { maxDiff, readPilCases, sourceImage } from "../../tests/fixtures/pil_fixtures.ts";
 import { resizeRgb } from "./resize.ts";
 import { type RawPixels, sharpLib } from "./sharp.ts";
 

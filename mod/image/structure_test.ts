@@ -5,7 +5,7 @@ import { decodeImageInput, toRgbImage } from "./decode.ts";
 import { concatBytes } from "../bytes/mod.ts";
 import { pngChunk as chunk } from "./png.ts";
 import { sharpLib as sharp } from "./sharp.ts";
-import { paddedScanFlood, scanFloodJpeg } from "./jpeg_fixtures.ts";
+import { paddedScanFlood, scanFloodJpeg } from "../../tests/fixtures/jpeg_fixtures.ts";
 import { CorruptJpeg, countJpegScans, MAX_JPEG_SCANS, prunePngChunks } from "./structure.ts";
 
 const pixels = new Uint8Array(64 * 64 * 3).map((_, i) => (i * 37) % 251);

@@ -16,6 +16,7 @@ export {
   type DeliveryOptions,
   INLINE_IMAGE_BUDGET,
   RESOURCE_LINK_REVISION,
+  type StoredPreview,
   takesResourceLinks,
 } from "./delivery.ts";
 export {

@@ -14,7 +14,7 @@ import {
   parseLock,
   TEXT_ENCODER_SCOPES,
   UNET_SCOPES,
-} from "../model_builder/mod.ts";
+} from "../../tests/fixtures/builder/mod.ts";
 import { verifyConfiguredModels } from "../models/mod.ts";
 import { fill, tmpfsUnavailable } from "../../tests/helpers/tmpfs.ts";
 import { createSession, type Feeds, type Session, Tensor } from "../onnx/mod.ts";

@@ -5,7 +5,7 @@
  */
 import { deepStrictEqual, notDeepStrictEqual, ok, throws } from "node:assert";
 import { join } from "node:path";
-import { buildTinyLora } from "../model_builder/mod.ts";
+import { buildTinyLora } from "../../tests/fixtures/builder/mod.ts";
 import { createSession, type Feeds, type Session, Tensor } from "../onnx/mod.ts";
 import { tinyModels } from "../pipeline/_testing.ts";
 import { loraModules } from "./lora_layout.ts";

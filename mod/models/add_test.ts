@@ -1,7 +1,7 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
 import onnx from "onnx-proto";
-import { buildTinyLora, parseLock } from "../model_builder/mod.ts";
+import { buildTinyLora, parseLock } from "../../tests/fixtures/builder/mod.ts";
 import { AddError, addModels } from "./add.ts";
 import { readModelsLock } from "./lock.ts";
 import { ADDED_MARK } from "./lock_write.ts";

@@ -2,7 +2,7 @@ import { deepStrictEqual, match, ok, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { main } from "./cli.ts";
-import { startFixtureServer } from "./fixture_server.ts";
+import { startFixtureServer } from "../../tests/helpers/fixture_server.ts";
 import { modelsTask } from "../../tests/helpers/models_cli.ts";
 
 Deno.test("cli: downloads what the lock lists, then finds it present", async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { FP32_CONVERTER_VERSION } from "../convert/mod.ts";
 import { writeSmallModel } from "../convert/testing.ts";
-import { lockEntry, lockText } from "../model_builder/mod.ts";
+import { lockEntry, lockText } from "../../tests/fixtures/builder/mod.ts";
 import { randomTaesdWeights, taesdSafetensors } from "../convert/taesd_testing.ts";
 import { checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { DERIVED_RECORD, readDerivedRecord } from "./derived.ts";

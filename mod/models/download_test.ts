@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { downloadModelFiles, type DownloadOptions } from "./download.ts";
 import { HostUnreachableError } from "./fetch_failure.ts";
-import { type Behavior, startFixtureServer } from "./fixture_server.ts";
+import { type Behavior, startFixtureServer } from "../../tests/helpers/fixture_server.ts";
 import type { LockEntry } from "./lock.ts";
 
 /** Deterministic pseudo-random bytes (xorshift32), so the content has no structure. */

@@ -6,7 +6,7 @@ import {
   lockEntry,
   lockText,
   parseLock,
-} from "../model_builder/mod.ts";
+} from "../../tests/fixtures/builder/mod.ts";
 import { copyDir } from "../../tests/helpers/copy_dir.ts";
 import { readDerivedRecord } from "./derived.ts";
 import {

@@ -1,6 +1,6 @@
 import { deepStrictEqual, notStrictEqual, ok, strictEqual } from "node:assert";
 import { join } from "node:path";
-import { buildUnet, TINY_DIMS } from "../model_builder/mod.ts";
+import { buildUnet, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
 import {
   type CacheOutcome,
   type CacheRuntime,

@@ -1,5 +1,5 @@
 import { deepStrictEqual, ok, rejects, strictEqual, throws } from "node:assert";
-import { buildUnet, buildVaeDecoder, TINY_DIMS } from "../model_builder/mod.ts";
+import { buildUnet, buildVaeDecoder, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
 import {
   createSession,
   createSessionFromBytes,

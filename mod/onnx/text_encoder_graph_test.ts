@@ -1,7 +1,7 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
-import { buildTextEncoder, CLIP_VOCAB_SIZE, TINY_DIMS } from "../model_builder/mod.ts";
-import type { ExportOptions } from "../model_builder/options.ts";
-import { maxAbsDiff } from "../model_builder/testing.ts";
+import { buildTextEncoder, CLIP_VOCAB_SIZE, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
+import type { ExportOptions } from "../../tests/fixtures/builder/options.ts";
+import { maxAbsDiff } from "../../tests/fixtures/builder/testing.ts";
 import { createSessionFromBytes, intTensor, toFloat32 } from "./mod.ts";
 import {
   rewriteTextEncoder,

@@ -1,5 +1,5 @@
 import { deepStrictEqual, strictEqual, throws } from "node:assert";
-import { buildVaeDecoder, TINY_DIMS } from "../model_builder/mod.ts";
+import { buildVaeDecoder, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
 import { createSessionFromBytes, ortSessionOptions } from "./runtime.ts";
 import { sessionThreads, threadsText } from "./threads.ts";
 import { readSystemText } from "./system_files.ts";

@@ -6,7 +6,7 @@ import {
   type ExportOptions,
   LOGVAR_BIAS,
   TINY_DIMS,
-} from "../model_builder/mod.ts";
+} from "../../tests/fixtures/builder/mod.ts";
 import { checkSession } from "./contract.ts";
 import { createSessionFromBytes, type Session } from "./runtime.ts";
 import { floatTensor, toFloat32 } from "./tensors.ts";
@@ -16,7 +16,7 @@ const SEED = 77;
 const SIZE = 256; // latent 32×32: 4096 samples of the in-graph noise
 const N = 4 * (SIZE / 8) ** 2;
 
-/** The real exports' encoders, as mod/model_builder builds them (same weights for one seed). */
+/** The real exports' encoders, as tests/fixtures/builder builds them (same weights for one seed). */
 const FLAVOURS: Array<{ name: string; options: ExportOptions; rewritten?: string }> = [
   {
     name: "diffusers script (latent_sample, two-Slice chunk, noise Cast)",

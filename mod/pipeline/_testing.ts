@@ -1,6 +1,6 @@
 /**
  * Test support for the pipeline tests: the tiny model set built by
- * `mod/model_builder` into a per-suite temp folder (idempotent, so reruns
+ * `tests/fixtures/builder` into a per-suite temp folder (idempotent, so reruns
  * reuse it), engine configs pointing at it, and a session opener that records
  * every run.
  *
@@ -9,7 +9,7 @@
 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildTinyModelSet } from "../model_builder/mod.ts";
+import { buildTinyModelSet } from "../../tests/fixtures/builder/mod.ts";
 import { createSession, createSessionFromBytes, type Feeds, type Tensor } from "../onnx/mod.ts";
 import type { EngineConfig, GenerationSettings } from "./engine_config.ts";
 import type { BytesOpener, ModelSession, SessionOpener } from "./model_session.ts";

@@ -5,7 +5,7 @@
  */
 
 import { deepStrictEqual, strictEqual, throws } from "node:assert";
-import { SCHEDULER_CONFIG } from "../model_builder/mod.ts";
+import { SCHEDULER_CONFIG } from "../../tests/fixtures/builder/mod.ts";
 import { createScheduler, type LcmScheduler, type SchedulerName } from "../schedulers/mod.ts";
 import { cutTimesteps, imageToImageSchedule } from "./image_to_image.ts";
 

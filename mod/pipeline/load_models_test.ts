@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { OPTIMIZED_RECORD } from "../onnx/optimized_cache.ts";
 import { tinyConfig, tinyModels } from "./_testing.ts";
 import { createSession, createSessionFromBytes, type SessionOptions } from "../onnx/mod.ts";
-import { TINY_VAE_DECODER_PATH } from "../model_builder/mod.ts";
+import { TINY_VAE_DECODER_PATH } from "../../tests/fixtures/builder/mod.ts";
 import { createEngine } from "./engine.ts";
 import { checkSequenceAxis } from "./load_models.ts";
 import type { EngineConfig } from "./engine_config.ts";

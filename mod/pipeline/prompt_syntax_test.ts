@@ -2,8 +2,12 @@
 // reach the image.
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
-import { buildTextEncoder, TINY_DIMS } from "../model_builder/mod.ts";
-import { buildTinyLora, encodeSafetensors, tinyLoraModules } from "../model_builder/lora.ts";
+import { buildTextEncoder, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
+import {
+  buildTinyLora,
+  encodeSafetensors,
+  tinyLoraModules,
+} from "../../tests/fixtures/builder/lora.ts";
 import { createHash } from "node:crypto";
 import {
   differingBytes,

@@ -6,7 +6,7 @@
  */
 import { deepStrictEqual, notDeepStrictEqual, ok, strictEqual } from "node:assert";
 import { join } from "node:path";
-import { buildTinyLora, TINY_VAE_DECODER_PATH } from "../model_builder/mod.ts";
+import { buildTinyLora, TINY_VAE_DECODER_PATH } from "../../tests/fixtures/builder/mod.ts";
 import { checkSession, createSession, floatTensor } from "../onnx/mod.ts";
 import { differingBytes, recordingOpener, tinyConfig, tinyModels } from "./_testing.ts";
 import { createEngine } from "./engine.ts";

@@ -2,7 +2,7 @@ import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { safetensorsBytes, torchFileBytes } from "../checkpoint/testing.ts";
-import { encodeSafetensors } from "../model_builder/lora.ts";
+import { encodeSafetensors } from "../../tests/fixtures/builder/lora.ts";
 import {
   EmbeddingFileError,
   embeddingStem,

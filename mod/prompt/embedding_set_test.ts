@@ -1,6 +1,6 @@
 import { deepStrictEqual, rejects, strictEqual } from "node:assert";
 import { join } from "node:path";
-import { encodeSafetensors } from "../model_builder/lora.ts";
+import { encodeSafetensors } from "../../tests/fixtures/builder/lora.ts";
 import { loadEmbeddings } from "./embedding_set.ts";
 
 async function write(path: string, shape: number[], start: number): Promise<Float32Array> {

@@ -1,7 +1,7 @@
 /**
  * An HTTP server listing only the six design-code tools (no models needed;
  * their backend, `http://127.0.0.1:9`, is never called by `tools/list`), for
- * the authentication benchmarks (mod/auth/auth_bench.ts, auth_flood_bench.ts).
+ * the authentication benchmarks (bench/auth_bench.ts, auth_flood_bench.ts).
  *
  * @module
  */

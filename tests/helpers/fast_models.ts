@@ -18,7 +18,7 @@ import {
   lockEntry,
   lockText,
   parseLock,
-} from "../../mod/model_builder/mod.ts";
+} from "../fixtures/builder/mod.ts";
 import { derivedToml } from "../../mod/models/mod.ts";
 import { copyDir } from "./copy_dir.ts";
 import { ROOT } from "./paths.ts";

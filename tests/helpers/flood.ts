@@ -1,11 +1,11 @@
 /**
- * Drives the `tools/list` flood of `mod/auth/flood_attacker.ts` (a Worker,
+ * Drives the `tools/list` flood of `bench/flood_attacker.ts` (a Worker,
  * so the flood's client work is on its own thread) from a test or bench.
  *
  * @module
  */
 
-import type { AttackDone, AttackStart } from "../../mod/auth/flood_attacker.ts";
+import type { AttackDone, AttackStart } from "../../bench/flood_attacker.ts";
 
 /** A running flood. */
 export interface Flood {
@@ -16,7 +16,7 @@ export interface Flood {
 /** Starts a flood of `start` (see {@link AttackStart}); resolves once every loop runs. */
 export async function startFlood(start: Omit<AttackStart, "type">): Promise<Flood> {
   const worker = new Worker(
-    new URL("../../mod/auth/flood_attacker.ts", import.meta.url),
+    new URL("../../bench/flood_attacker.ts", import.meta.url),
     { type: "module" },
   );
   const says = (type: string) =>

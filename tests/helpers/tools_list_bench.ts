@@ -1,6 +1,6 @@
 /**
- * What the HTTP benchmarks (mod/auth/auth_bench.ts, auth_flood_bench.ts,
- * mod/http/http_bench.ts) share: a raw, timed `tools/list` POST, requests run
+ * What the HTTP benchmarks (bench/auth_bench.ts, auth_flood_bench.ts,
+ * bench/http_bench.ts) share: a raw, timed `tools/list` POST, requests run
  * a fixed number of times with a bounded number in flight, and the
  * nearest-rank percentile their summaries report.
  *

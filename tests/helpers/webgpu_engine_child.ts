@@ -29,7 +29,7 @@ import {
 } from "../../mod/onnx/mod.ts";
 import { createEngine, type GenerationRequest, type ModelSession } from "../../mod/pipeline/mod.ts";
 import { testPicture, tinyConfig } from "../../mod/pipeline/_testing.ts";
-import { imageAgreement } from "../../mod/bench/gpu.ts";
+import { imageAgreement } from "../../bench/gpu.ts";
 import { ROOT } from "./paths.ts";
 
 const root = join(ROOT, "tests/fixtures/tiny/models");

@@ -27,7 +27,7 @@ checkout:
 
 The few modules diffusers imports at package level but never uses here
 (huggingface_hub, tqdm, filelock, regex, packaging) are stubbed in a
-temporary folder when they are missing (`mod/bench/diffusers_offline.py`);
+temporary folder when they are missing (`bench/diffusers_offline.py`);
 the package `__init__` is replaced
 by one that defines only `__version__`, so no model class is imported.
 Arrays are base64 of little-endian float32.

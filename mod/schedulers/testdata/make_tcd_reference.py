@@ -35,7 +35,7 @@ rounding rather than asking for equal bits:
 
 The modules diffusers imports at package level but never uses here are
 stubbed in a temporary folder when they are missing
-(`mod/bench/diffusers_offline.py`), and the package `__init__` is replaced by
+(`bench/diffusers_offline.py`), and the package `__init__` is replaced by
 one that defines only `__version__`. Arrays are base64 of little-endian
 float32.
 """
