@@ -11,7 +11,6 @@
 import { createHash } from "node:crypto";
 import onnx from "onnx-proto";
 import { float32ToFloat16Bits } from "../onnx/fp16.ts";
-import { numel } from "./weights.ts";
 import { concatBytes } from "../bytes/mod.ts";
 
 const P = onnx.onnx;
@@ -31,6 +30,11 @@ export type Attr =
   | { s: string };
 
 /** Typed data of an initializer. */
+/** Element count of a shape. */
+export function numel(dims: readonly number[]): number {
+  return dims.reduce((a, b) => a * b, 1);
+}
+
 export type InitData =
   | Float32Array
   | Float64Array

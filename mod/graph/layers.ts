@@ -11,7 +11,8 @@
 
 import { type Attr, type Dim, type ElemType, Graph } from "./graph.ts";
 import { Rng } from "./rng.ts";
-import { numel, RandomWeights, type WeightRequest, type WeightSource } from "./weights.ts";
+import { numel } from "./graph.ts";
+import { RandomWeights, type WeightRequest, type WeightSource } from "./weights.ts";
 
 /** Opset used by every built model. */
 export const OPSET = 17;

@@ -20,6 +20,7 @@ export {
   type ExternalDataOptions,
   Graph,
   type InitData,
+  numel,
   type StreamedFile,
   type StreamWriteOptions,
   type WriteOptions,
@@ -55,7 +56,6 @@ export {
 } from "./sd15_config.ts";
 export {
   MapWeights,
-  numel,
   RandomWeights,
   transpose,
   type WeightData,

@@ -15,7 +15,7 @@
  * @module
  */
 
-import type { InitData } from "./graph.ts";
+import { type InitData, numel } from "./graph.ts";
 import { Rng } from "./rng.ts";
 
 /** One tensor a graph builder needs. */
@@ -43,11 +43,6 @@ export type WeightData = InitData | (() => InitData) | (() => Promise<InitData>)
 export interface WeightSource {
   /** The values of `request` (see {@link WeightData}). */
   tensor(request: WeightRequest): WeightData;
-}
-
-/** Element count of a shape. */
-export function numel(dims: readonly number[]): number {
-  return dims.reduce((a, b) => a * b, 1);
 }
 
 /**

@@ -32,7 +32,7 @@ import {
   type Sd15Component,
   type Sd15Progress,
 } from "../convert/mod.ts";
-import type { LockConverter } from "./lock_converters.ts";
+import type { LockConverter } from "./lock_converter.ts";
 
 /** File extensions of a single-file checkpoint (or VAE) `models add` converts. */
 export const CHECKPOINT_EXTENSIONS: readonly string[] = [".safetensors", ".ckpt", ".pt", ".bin"];

@@ -13,29 +13,8 @@
  */
 
 import { CONVERTERS } from "../convert/mod.ts";
-import type { WrittenFile } from "../convert/mod.ts";
 import { SET_CONVERTERS } from "./checkpoint_set.ts";
-
-/** One converter as a `[[derived]]` table uses it. */
-export interface LockConverter {
-  /** Part of the derived files' key: a new version rebuilds them. */
-  version: number;
-  /** What it does, for `models check` and logs. */
-  describe: string;
-  /** A problem with the inputs (lock paths) it is given, or undefined. */
-  inputProblem(inputs: readonly string[]): string | undefined;
-  /** A problem with the table's `options`, or undefined (none allowed: `options` is undefined). */
-  optionsProblem(options: Record<string, unknown> | undefined): string | undefined;
-  /** Its output names for these inputs; undefined: the table lists them (`outputs`). */
-  outputs(inputs: readonly string[]): string[] | undefined;
-  /** Writes the outputs into `outDir` (empty, existing) from the inputs (absolute paths). */
-  run(
-    inputs: readonly string[],
-    outDir: string,
-    options: Record<string, unknown> | undefined,
-    signal?: AbortSignal,
-  ): Promise<ReadonlyArray<Partial<WrittenFile> & { name: string }>>;
-}
+import type { LockConverter } from "./lock_converter.ts";
 
 const fileConverters: Record<string, LockConverter> = Object.fromEntries(
   Object.entries(CONVERTERS).map(([name, c]) => [
