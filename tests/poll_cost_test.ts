@@ -1,8 +1,10 @@
 /**
  * Polling a finished result is cheap, whatever its size: the previews of a
  * result over the inline budget are made once, when its job ends, and kept
- * with it, so `get_generation` (and `tasks/get`, `tasks/result`, which
- * deliver through the same path) of a large finished result costs about what
+ * with it, and a finished result's content, once read, is kept in the
+ * server's memory (only who may see it is asked of the database again), so
+ * `get_generation` (and `tasks/get`, `tasks/result`, which deliver through
+ * the same path) of a large finished result costs about what
  * a small one's does, and a tenant polling one does not slow another
  * tenant's images. The app over real HTTP (tiny models, real ONNX Runtime),
  * jobs in a real PostgreSQL (`DATABASE_URL`, else embedded), a real SDK
@@ -74,8 +76,12 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.le
 
 Deno.test("polls of a finished result over the inline budget cost at most 2x a result within it, and another tenant's images are not held up while it is polled", async () => {
   const tdb = await openTestDatabase("poll_cost");
+  // Each request is one connection, and a poll of a finished result takes a few ms: the 200
+  // polls back to back would pass the default 50 new connections a second of one client.
   const temp = await writeTinyConfig(
-    `[generation]\nsteps = 40\nmax_wait_seconds = 120\nmax_count = 30\n[jobs]\nmax_images_per_key = 40\nmax_images_per_project = 60\n`,
+    `[generation]\nsteps = 40\nmax_wait_seconds = 120\nmax_count = 30\n` +
+      `[jobs]\nmax_images_per_key = 40\nmax_images_per_project = 60\n`,
+    { client_connections_per_second: 1000 },
   );
   const app = await startAppFromConfig(temp.path, tdb.url);
   const port = app.http!.port;
@@ -148,6 +154,8 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     await image();
     const alone: number[] = [];
     const polled: number[] = [];
+    /** Polls a second achieved during each polled image (40 asked). */
+    const rates: number[] = [];
     const whilePolled = async () => {
       let polling = true;
       let polls = 0;
@@ -163,6 +171,7 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
       polling = false;
       await pollLoop;
       assert.ok(polls > 0);
+      rates.push((polls * 1000) / ms);
       return ms;
     };
     // Alternating which comes first, so a drift in the machine's load falls on both alike.
@@ -178,12 +187,20 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     const ratio = median(polled) / median(alone);
     console.log(
       `other tenant's image: alone ${alone.map(Math.round).join(" ")} ms, while polled ` +
-        `${polled.map(Math.round).join(" ")} ms: ${ratio.toFixed(2)}x by median`,
+        `${polled.map(Math.round).join(" ")} ms: ${ratio.toFixed(2)}x by median; ` +
+        `${rates.map(Math.round).join(" ")} polls a second`,
     );
-    // The aim is 1.3x; medians of six alternating rounds of about 1 s images measured 1.20x,
-    // 1.24x and 1.33x on a 2-core VM shared with other tests, so 1.3x would fail for the
-    // machine's load rather than for the product. Asserted: under 2x, which polls that made the
-    // previews again each time exceeded (2.2-3.3 s images took 5.8-6.8 s).
+    // The aim is 1.3x. With finished results' content kept in memory (a poll reads only the
+    // job's row), a poll of this result costs about 7 ms of this process's CPU (the test's
+    // client included) against 3 to 4 ms for a `list_generations` call: what is left is moving
+    // 1 MB through the SDK, the HTTP front and the client, and the fixed cost of a request.
+    // The loop now gets 21 to 40 of its 40 polls a second (reading the result from the database
+    // held it near 9), a quarter of a core; medians of six alternating rounds measured 1.27x,
+    // 1.38x, 1.39x, 1.43x and 1.57x on a 2-core VM shared with other tests, and 2.00x with another test
+    // beside it (1.15x to 1.55x before, at the slower rate), so
+    // 1.3x would fail for the machine's load rather than for the product. Asserted: at most 2x,
+    // which polls that made the previews again each time exceeded (2.2-3.3 s images took
+    // 5.8-6.8 s).
     assert.ok(
       ratio <= 2,
       `the other tenant's image took ${ratio.toFixed(2)}x its time alone by median (at most 2x)`,

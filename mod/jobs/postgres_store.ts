@@ -25,6 +25,7 @@ import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
 import { previewBytes, type StoredPreview } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
+import { FinishedCache } from "./finished_cache.ts";
 import { itemBytes } from "./memory_store.ts";
 import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
@@ -32,6 +33,7 @@ import { trimOrder } from "./trim.ts";
 import {
   type CancelResult,
   type ClaimedJob,
+  isTerminal,
   type JobClaim,
   type JobEvent,
   type JobItem,
@@ -171,6 +173,8 @@ export class PostgresJobStore implements JobStore {
   readonly #db: Database;
   readonly #limits: StoreLimits;
   readonly #events = new JobEvents();
+  /** Finished jobs' delivered content, so a repeated poll reads only the job's row (finished_cache.ts). */
+  readonly #finished = new FinishedCache();
   readonly #pendingProgress = new Map<string, JobProgress>();
   readonly #writing = new Set<string>();
   readonly #writes = new Set<Promise<void>>();
@@ -352,8 +356,13 @@ export class PostgresJobStore implements JobStore {
     viewer: JobOwner,
     delivery?: { budget: number },
   ): Promise<JobRecord | null> {
+    // Who may see the job is asked of the database on every read, cached content or not.
     const summary = await this.summary(id, viewer);
     if (!summary) return null;
+    // (Kept by the budget it was read for: an image with a preview for it is read empty.)
+    const keep = delivery && isTerminal(summary.state) ? delivery.budget : null;
+    const cached = keep === null ? undefined : this.#finished.get(id, keep);
+    if (cached) return { ...summary, items: [...cached.items], previews: [...cached.previews] };
     // An image with a preview for the delivery's budget is not read: its preview is sent instead.
     const rows = await this.#db.query<
       { text: string | null; mime_type: string | null; data: string | null }
@@ -385,10 +394,9 @@ export class PostgresJobStore implements JobStore {
          FROM mcp_generation_previews WHERE job_id = $1 ORDER BY image`,
       [id],
     );
-    return {
-      ...summary,
+    const content = {
       items,
-      previews: previews.map((r) => ({
+      previews: previews.map((r): StoredPreview => ({
         image: Number(r.image),
         budget: Number(r.budget),
         mimeType: r.mime_type,
@@ -402,6 +410,10 @@ export class PostgresJobStore implements JobStore {
         },
       })),
     };
+    // A finished job's items and previews are written only while it runs (under its claim), so
+    // what was read now stays right for every later read of it.
+    if (keep !== null) this.#finished.set(id, keep, content);
+    return { ...summary, ...content };
   }
 
   /** The job without items, when `viewer` may see it. */
@@ -740,6 +752,7 @@ export class PostgresJobStore implements JobStore {
         RETURNING id`,
       [JSON.stringify(drop)],
     );
+    for (const row of deleted) this.#finished.delete(row.id);
     if (deleted.length) {
       log("info", "jobs", "dropped old results to stay under the result caps", {
         jobs: deleted.length,
@@ -860,6 +873,7 @@ export class PostgresJobStore implements JobStore {
     const rows = await this.#db.query(
       `DELETE FROM mcp_generation_jobs WHERE expires_at <= now() RETURNING id`,
     );
+    for (const row of rows) this.#finished.delete(String(row.id));
     return rows.length;
   }
 

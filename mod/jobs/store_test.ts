@@ -666,3 +666,52 @@ Deno.test({
     }
   },
 });
+
+Deno.test("postgres store: a finished result's delivered content is read once; who may see it is asked on every read", async () => {
+  const tdb = await openTestDatabase("jobs_finished_cache");
+  const store = new PostgresJobStore(tdb.db, LIMITS, { leaseMs: 60_000 });
+  // Another replica on the same database (its own process memory).
+  const replica = new PostgresJobStore(tdb.db, LIMITS, { leaseMs: 60_000 });
+  try {
+    const job = await store.create({ id: newJobId(), owner: "o", project: 7, request: text() });
+    const { claim } = (await store.claim("w"))!;
+    const first: JobItem[] = [{ type: "image", data: "AAAA", mimeType: "image/png" }];
+    assert.equal(await store.append(claim, 0, first), true);
+    // A running job's items are read each time: they still grow.
+    assert.deepEqual((await store.get(job.id, as("o"), { budget: 5 }))?.items, first);
+    const second: JobItem = { type: "image", data: "BBBB", mimeType: "image/png" };
+    assert.equal(await store.append(claim, 1, [second]), true);
+    await store.finish(claim, { state: "succeeded", error: null });
+    const items = [...first, second];
+    assert.deepEqual((await store.get(job.id, as("o"), { budget: 5 }))?.items, items);
+    // Changed behind the store's back (nothing in the server does: a finished job's items are
+    // written only under its claim), the content read again comes from this process...
+    await tdb.db.query(
+      `UPDATE mcp_generation_items SET data = decode('Q0NDQw==', 'base64') WHERE job_id = $1`,
+      [job.id],
+    );
+    assert.deepEqual((await store.get(job.id, as("o"), { budget: 5 }))?.items, items);
+    // ...for another key of the project as well, while a read within another budget, a
+    // resource read (no budget) and another replica read the database.
+    assert.deepEqual((await store.get(job.id, as("k", 7), { budget: 5 }))?.items, items);
+    const changed = items.map((i) => ({ ...i, data: "Q0NDQw==" }));
+    assert.deepEqual((await store.get(job.id, as("o"), { budget: 6 }))?.items, changed);
+    assert.deepEqual((await store.get(job.id, as("o")))?.items, changed);
+    assert.deepEqual((await replica.get(job.id, as("o"), { budget: 5 }))?.items, changed);
+    // Who may see it is the database's answer every time: another project's key, an owner
+    // without the project, and everyone once the result expired or was deleted, read nothing.
+    assert.equal(await store.get(job.id, as("k", 8), { budget: 5 }), null);
+    assert.equal(await store.get(job.id, as("other"), { budget: 5 }), null);
+    await tdb.db.query(
+      `UPDATE mcp_generation_jobs SET expires_at = now() - interval '1 second' WHERE id = $1`,
+      [job.id],
+    );
+    assert.equal(await store.get(job.id, as("o"), { budget: 5 }), null);
+    assert.equal(await store.purgeExpired(), 1);
+    assert.equal(await store.get(job.id, as("o"), { budget: 5 }), null);
+  } finally {
+    await store.close();
+    await replica.close();
+    await tdb.close();
+  }
+});
