@@ -29,12 +29,12 @@ export type Attr =
   | { floats: readonly number[] }
   | { s: string };
 
-/** Typed data of an initializer. */
 /** Element count of a shape. */
 export function numel(dims: readonly number[]): number {
   return dims.reduce((a, b) => a * b, 1);
 }
 
+/** Typed data of an initializer. */
 export type InitData =
   | Float32Array
   | Float64Array

@@ -31,7 +31,7 @@
 import { pngDimensions, previewWithin } from "../image/mod.ts";
 import type { ImageContent, ResourceLinkContent, TextContent, ToolResult } from "../mcp/tool.ts";
 import { jobImageUri } from "./image_resource.ts";
-import type { JobSummary } from "./types.ts";
+import type { JobSummary, StoredPreview } from "./types.ts";
 
 /**
  * Most bytes of images one result carries inline (decoded): 750,000 bytes
@@ -67,28 +67,6 @@ export function sizeText(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KiB`;
   return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
-}
-
-/**
- * The preview of one image of a result that is over the inline budget, made
- * once when its job ends (the runner, through {@link planPreviews}) and kept
- * with the result, so a poll of a finished result encodes nothing.
- */
-export interface StoredPreview {
-  /** Which image of the result it stands for (1-based, in result order). */
-  image: number;
-  /** The inline budget it was planned for (a server started with another plans again). */
-  budget: number;
-  /** The preview's type. */
-  mimeType: "image/jpeg" | "image/png";
-  /** Preview width in pixels. */
-  width: number;
-  /** Preview height in pixels. */
-  height: number;
-  /** The preview, base64. */
-  data: string;
-  /** The full-size PNG it stands for: its size in pixels and bytes. */
-  full: { width: number; height: number; bytes: number };
 }
 
 /**

@@ -21,7 +21,7 @@
  * @module
  */
 
-import type { StoredPreview } from "./delivery.ts";
+import type { StoredPreview } from "./types.ts";
 import type { JobItem } from "./types.ts";
 
 /**

@@ -7,7 +7,7 @@
  */
 
 import type { ImageRequest } from "../generation/request.ts";
-import { previewBytes, type StoredPreview } from "./delivery.ts";
+import { previewBytes } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
 import { queueRefusal } from "./queue_full.ts";
 import { type OwnerUsage, quotaError } from "./quota.ts";
@@ -26,6 +26,7 @@ import type {
   JobSummary,
   QueueCounts,
   QueuePosition,
+  StoredPreview,
   StoreLimits,
   Usage,
   WorkAhead,

@@ -16,7 +16,6 @@ export {
   type DeliveryOptions,
   INLINE_IMAGE_BUDGET,
   RESOURCE_LINK_REVISION,
-  type StoredPreview,
   takesResourceLinks,
 } from "./delivery.ts";
 export {
@@ -38,4 +37,4 @@ export { StepTimer } from "./estimate.ts";
 export type { WorkLeft } from "./estimate.ts";
 export * from "./types.ts";
 export { JobTasks } from "./tasks.ts";
-export { QueueFullError, type QueueShares, queueShares } from "./queue_full.ts";
+export { QueueFullError, queueShares } from "./queue_full.ts";

@@ -23,7 +23,7 @@ import { type Database, DatabaseError, type Queryable, type Row } from "../db/mo
 import type { ImageRequest } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import { JOB_CHANNEL, JobBus } from "./bus.ts";
-import { previewBytes, type StoredPreview } from "./delivery.ts";
+import { previewBytes } from "./delivery.ts";
 import { JobEvents } from "./events.ts";
 import { FinishedCache } from "./finished_cache.ts";
 import { itemBytes } from "./memory_store.ts";
@@ -49,6 +49,7 @@ import {
   MIN_TASK_TTL_MS,
   type QueueCounts,
   type QueuePosition,
+  type StoredPreview,
   type StoreLimits,
   type WorkAhead,
 } from "./types.ts";

@@ -20,20 +20,7 @@
  */
 
 import { ToolError } from "../mcp/tool.ts";
-import type { QueueCounts, Usage } from "./types.ts";
-
-/** The queue shares of one store (absent over stdio: one owner). */
-export interface QueueShares {
-  /** Slots one API key may hold before the reserve applies (`generation.queue_share_per_key`). */
-  perKey: number;
-  /** Slots one project's keys may hold together before it applies (`generation.queue_share_per_project`). */
-  perProject: number;
-  /**
-   * Slots a job past its share must leave free: the larger share, so that one
-   * more tenant can still take its whole share.
-   */
-  reserve: number;
-}
+import type { QueueCounts, QueueShares, Usage } from "./types.ts";
 
 /** The shares of `[generation] queue_share_per_key` / `queue_share_per_project`. */
 export function queueShares(perKey: number, perProject: number): QueueShares {

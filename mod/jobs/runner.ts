@@ -20,7 +20,7 @@
 import type { ImageRequest, RunHooks, RunOutcome } from "../generation/request.ts";
 import { log } from "../log/mod.ts";
 import type { ImageContent } from "../mcp/tool.ts";
-import type { StoredPreview } from "./delivery.ts";
+import type { StoredPreview } from "./types.ts";
 import { StepTimer } from "./estimate.ts";
 import {
   type ClaimedJob,

@@ -25,12 +25,7 @@ import { type Scope, type ToolContext, ToolError, type ToolResult } from "../mcp
 import { callerOf } from "./caller.ts";
 export { callerOf, ownerOf } from "./caller.ts";
 import { newJobId } from "./job_id.ts";
-import {
-  deliverResult,
-  INLINE_IMAGE_BUDGET,
-  planPreviews,
-  type StoredPreview,
-} from "./delivery.ts";
+import { deliverResult, INLINE_IMAGE_BUDGET, planPreviews } from "./delivery.ts";
 import { type HeldJob, QuotaError, retryHint } from "./quota.ts";
 import { QueueFullError } from "./queue_full.ts";
 import { jobResult, listResult, notFoundResult, statusResult } from "./result.ts";
@@ -41,6 +36,7 @@ import type {
   JobStore,
   JobSummary,
   QueuePosition,
+  StoredPreview,
   WorkAhead,
 } from "./types.ts";
 import { errorResult } from "../mcp/tool.ts";

@@ -12,7 +12,7 @@ import { newJobId } from "./job_id.ts";
 import { MemoryJobStore } from "./memory_store.ts";
 import { PostgresJobStore } from "./postgres_store.ts";
 import { QueueFullError, queueShares } from "./queue_full.ts";
-import type { StoredPreview } from "./delivery.ts";
+import type { StoredPreview } from "./types.ts";
 import {
   type JobEvent,
   type JobItem,

@@ -15,8 +15,6 @@
 
 import type { ImageRequest, ImageToolName, RequestProgress } from "../generation/request.ts";
 import type { ImageContent, TextContent } from "../mcp/tool.ts";
-import type { QueueShares } from "./queue_full.ts";
-import type { StoredPreview } from "./delivery.ts";
 
 /** Where a job is in its life. */
 export type JobState = "queued" | "running" | "succeeded" | "failed" | "cancelled";
@@ -370,4 +368,39 @@ export interface LeaseRenewal {
   held: boolean;
   /** A cancellation was asked for (a fallback for a missed notification). */
   cancelRequested: boolean;
+}
+
+/**
+ * The preview of one image of a result that is over the inline budget, made
+ * once when its job ends (the runner, through `planPreviews` in delivery.ts) and kept
+ * with the result, so a poll of a finished result encodes nothing.
+ */
+export interface StoredPreview {
+  /** Which image of the result it stands for (1-based, in result order). */
+  image: number;
+  /** The inline budget it was planned for (a server started with another plans again). */
+  budget: number;
+  /** The preview's type. */
+  mimeType: "image/jpeg" | "image/png";
+  /** Preview width in pixels. */
+  width: number;
+  /** Preview height in pixels. */
+  height: number;
+  /** The preview, base64. */
+  data: string;
+  /** The full-size PNG it stands for: its size in pixels and bytes. */
+  full: { width: number; height: number; bytes: number };
+}
+
+/** The queue shares of one store (absent over stdio: one owner; see queue_full.ts). */
+export interface QueueShares {
+  /** Slots one API key may hold before the reserve applies (`generation.queue_share_per_key`). */
+  perKey: number;
+  /** Slots one project's keys may hold together before it applies (`generation.queue_share_per_project`). */
+  perProject: number;
+  /**
+   * Slots a job past its share must leave free: the larger share, so that one
+   * more tenant can still take its whole share.
+   */
+  reserve: number;
 }
