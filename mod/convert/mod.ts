@@ -34,4 +34,3 @@ export {
   type Sd15Progress,
   type Sd15WeightMaps,
 } from "./sd15.ts";
-export { SD15_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG_JSON } from "./sd15_scheduler.ts";

@@ -55,7 +55,7 @@ import {
 } from "../graph/mod.ts";
 import { processAlive } from "../lora/mod.ts";
 import { writeClipTokenizerFiles } from "../tokenizer/mod.ts";
-import { SD15_SCHEDULER_CONFIG_JSON } from "./sd15_scheduler.ts";
+import { SD15_SCHEDULER_CONFIG_JSON } from "../schedulers/mod.ts";
 
 /** Bumped whenever {@link convertSd15} writes different bytes for the same weights and options. */
 export const SD15_CONVERTER_VERSION = 1;

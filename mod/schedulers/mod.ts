@@ -27,3 +27,4 @@ export { DpmSolverMultistepScheduler } from "./dpmpp_2m.ts";
 export { LcmScheduler } from "./lcm.ts";
 export { TcdScheduler } from "./tcd.ts";
 export type { TcdOptions } from "./tcd.ts";
+export { SD15_SCHEDULER_CONFIG, SD15_SCHEDULER_CONFIG_JSON } from "./sd15_config.ts";

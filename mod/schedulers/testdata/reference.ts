@@ -7,7 +7,7 @@
  */
 
 import { ok } from "node:assert";
-import { SD15_SCHEDULER_CONFIG } from "../../convert/sd15_scheduler.ts";
+import { SD15_SCHEDULER_CONFIG } from "../sd15_config.ts";
 
 /**
  * runwayml/stable-diffusion-v1-5 `scheduler/scheduler_config.json` as
