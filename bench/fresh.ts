@@ -38,7 +38,7 @@ import { randomTaesdWeights, taesdSafetensors } from "../mod/convert/taesd_testi
 import { benchCacheDir, type FullSet } from "./full_models.ts";
 import { processAlive } from "../mod/lora/mod.ts";
 import { sampleRss } from "./proc_memory.ts";
-import { sha256File } from "../mod/models/mod.ts";
+import { sha256File } from "../mod/bytes/mod.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 

@@ -28,7 +28,7 @@ import {
   TAESD_CHANNELS,
   TINY_VAE_DECODER_PATH,
 } from "../tests/fixtures/builder/mod.ts";
-import { sha256File } from "../mod/models/mod.ts";
+import { sha256File } from "../mod/bytes/mod.ts";
 import { writeClipTokenizerFiles } from "../mod/tokenizer/mod.ts";
 
 /**

@@ -21,7 +21,7 @@ import { EXTRA_COMPONENTS, type LockEntry, type ModelComponent } from "./lock.ts
 import { updateLockText, writeAtomically } from "./lock_write.ts";
 import { ProgressLine, type ProgressOptions } from "./progress.ts";
 import { toLockPath } from "./required.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 
 /**

@@ -46,7 +46,7 @@ import { type DerivedEntry, type LockEntry, type ModelComponent, readLock } from
 import { updateLockText } from "./lock_write.ts";
 import { ProgressLine, type ProgressOptions } from "./progress.ts";
 import { toLockPath } from "./required.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 
 /** Where converted sets go, under the models root. */

@@ -32,7 +32,7 @@ import { basename, dirname, join } from "node:path";
 import type { WrittenFile } from "../convert/mod.ts";
 import { log } from "../log/mod.ts";
 import { processAlive } from "../lora/mod.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { buildDone, buildStarted, untilAborted } from "./unfinished.ts";
 
 /** The record's file name inside a derived folder. */

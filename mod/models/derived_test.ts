@@ -7,7 +7,7 @@ import { randomTaesdWeights, taesdSafetensors } from "../convert/taesd_testing.t
 import { checkConfiguredFiles, type CheckedConfig } from "./check.ts";
 import { DERIVED_RECORD, readDerivedRecord } from "./derived.ts";
 import { parseLock } from "./lock.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { verifyConfiguredModels } from "./startup.ts";
 
 const BASE = "sd15-fp32-derived";

@@ -32,7 +32,7 @@ import {
   TransientError,
 } from "./fetch_failure.ts";
 import { type ProxyChoice, proxyFor, readEnv } from "./proxy.ts";
-import { hashFileInto, sha256File } from "./sha256_file.ts";
+import { hashFileInto, sha256File } from "../bytes/mod.ts";
 import {
   cachedSha256,
   loadVerifyCache,

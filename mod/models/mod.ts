@@ -84,7 +84,6 @@ export {
 } from "./export_check.ts";
 export { ADDED_MARK, derivedToml, entryToml, updateLockText } from "./lock_write.ts";
 export { formatBytes, formatDuration, ProgressLine, type ProgressOptions } from "./progress.ts";
-export { sha256File } from "./sha256_file.ts";
 export {
   assertConfiguredLorasOnce,
   buildDerivedFiles,

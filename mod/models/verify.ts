@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import type { LockEntry } from "./lock.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { cachedSha256, loadVerifyCache, saveVerifyCache } from "./verify_cache.ts";
 import { log } from "../log/mod.ts";
 import { ProgressLine, type ProgressOptions } from "./progress.ts";

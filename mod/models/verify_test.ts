@@ -2,7 +2,7 @@ import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import type { LockEntry } from "./lock.ts";
-import { sha256File } from "./sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { checkModelFiles, ModelFilesError, verifyModelFiles } from "./verify.ts";
 
 const enc = new TextEncoder();

@@ -39,7 +39,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { log } from "../log/mod.ts";
-import { sha256File } from "../models/sha256_file.ts";
+import { sha256File } from "../bytes/mod.ts";
 import { readModelInfo } from "./model_info.ts";
 import type { ExternalDataFile, SessionOptions } from "./session_options.ts";
 import { processExists, readSystemText } from "./system_files.ts";
