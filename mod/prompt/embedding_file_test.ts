@@ -172,11 +172,11 @@ Deno.test("loadEmbeddingFile: refuses what is not one SD 1.x embedding, naming w
     /not a valid safetensors file/,
   );
   await refused("x.ckpt", new Uint8Array(8), /ends in \.safetensors, \.pt, \.bin; got "\.ckpt"/);
-  // Told apart by its first bytes: neither zip nor pickle, so read as a safetensors header.
+  // Told apart by its first bytes: neither a safetensors header, a zip nor a pickle.
   await refused(
     "junk.pt",
     new TextEncoder().encode("not a pickle"),
-    /junk\.pt: not a valid safetensors file/,
+    /junk\.pt: not a weights file \(its first bytes are neither/,
   );
   await refused(
     "ids.safetensors",
