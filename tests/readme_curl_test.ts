@@ -8,6 +8,7 @@
  * `portrait_512` size (384×512) that the examples ask for.
  */
 
+import { ignoredFor } from "./helpers/ignore.ts";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { createKey } from "../mod/auth/create_key.ts";
@@ -51,10 +52,10 @@ const missing = ["bash", "curl", "jq", "base64"].filter((tool) =>
 );
 
 Deno.test({
-  name: missing.length
-    ? `README curl examples: ignored, ${missing.join(", ")} not installed`
-    : "README: the curl examples run as printed and each writes the image it promises",
-  ignore: missing.length > 0,
+  ...ignoredFor(
+    missing.length ? `${missing.join(", ")} not installed (.ci/run installs them)` : undefined,
+    "README: the curl examples run as printed and each writes the image it promises",
+  ),
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
