@@ -15,7 +15,8 @@
  * CFG) on the plain UNet: the merged Hyper-SD LoRA costs nothing per step.
  * `--chunks K` (with `--syntax a1111`, the engine's `[prompt] syntax`) makes
  * the positive prompt K of AUTOMATIC1111's 75-token chunks long
- * ({@link chunkedPrompt}): K text-encoder runs and a UNet cross-attention over
+ * ({@link chunkedPrompt}): K chunks through the text encoder (one run, batch K: the
+ * engine encodes every chunk in one batch) and a UNet cross-attention over
  * 77·K positions.
  *
  * `--guided depth` runs guided generation with the set's full-size depth
