@@ -10,6 +10,7 @@
 import { type Help, printHelp, wantsHelp } from "../mod/cli/mod.ts";
 import { runFullBench } from "./full.ts";
 import { runDiffusersCheck } from "./full_diffusers.ts";
+import { runPromptCheck } from "./full_prompt_check.ts";
 import { runPeersBench, splitPeersArgs } from "./peers.ts";
 
 const HELP: Help = {
@@ -20,6 +21,8 @@ const HELP: Help = {
     "[--peers-images N] [--peers-threads N] [--peers-out FILE]]",
     "deno task bench --diffusers-check --export DIR --diffusers SRC --tcd SRC [--runs turbo-1,turbo-2,fast-4] " +
     "[--eta E] [--seed N] [--python PATH] [--out FILE]",
+    "deno task bench --prompt-check --export DIR --diffusers SRC [--steps N] [--seed N] " +
+    "[--python PATH] [--out FILE]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -40,7 +43,8 @@ const HELP: Help = {
       "full: only these scenarios, by number (1-based, as listed) or name; `fresh` = the " +
       "fresh-defaults scenario (the shipped config.toml and models.lock over full-size " +
       "stand-ins), `startup` = the start-up run, `models-add` = `deno task models add` of a " +
-      "full-size fp16 checkpoint (2.1 GB, written once), `peers` = the project against " +
+      "full-size fp16 checkpoint (2.1 GB, written once), `chunks` = the fast and turbo presets " +
+      "with prompts of 1, 2 and 4 75-token chunks, `peers` = the project against " +
       "stable-diffusion.cpp and diffusers on the same weights",
     ],
     ["--lpb N", "full: a reduced-depth UNet (layers per block), for development"],
@@ -95,13 +99,23 @@ const HELP: Help = {
     ["--tcd SRC", "diffusers-check: a diffusers v0.27.2 checkout, for its TCDScheduler"],
     ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
     ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
-    ["--seed N", "diffusers-check: the seed of every run (default 42)"],
+    ["--seed N", "diffusers-check, prompt-check: the seed of every run (default 42)"],
+    [
+      "--prompt-check",
+      "a textual-inversion embedding and clip skip against diffusers' load_textual_inversion " +
+      "and clip_skip on a diffusers-script export (bench/full_prompt_check.ts; --export, " +
+      "--diffusers as for diffusers-check; --steps N: LCM steps, default 1); results in " +
+      "docs/performance.md",
+    ],
     ["-h, --help", "print this help and exit"],
   ],
 };
 
 async function main(args: string[]): Promise<number> {
   if (wantsHelp(args)) return printHelp(HELP);
+  if (args.includes("--prompt-check")) {
+    return await runPromptCheck(args.filter((a) => a !== "--prompt-check"));
+  }
   if (args.includes("--diffusers-check")) {
     return await runDiffusersCheck(args.filter((a) => a !== "--diffusers-check"));
   }

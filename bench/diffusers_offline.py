@@ -59,3 +59,54 @@ def stub_missing(work):
 
         os.symlink(os.path.dirname(vendored.__file__), os.path.join(work, "packaging"))
     sys.path.insert(0, work)
+
+
+TRANSFORMERS = '''__version__ = "4.36.0"
+class _StandIn:
+    def __init__(self, *a, **k):
+        pass
+    @classmethod
+    def from_pretrained(cls, *a, **k):
+        raise NotImplementedError(cls.__name__)
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return type(name, (_StandIn,), {})
+'''
+TRANSFORMERS_UTILS = '''def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return name.lower() if name.isupper() else (lambda *a, **k: None)
+'''
+# The names the pipeline modules import from safetensors exist and fail only when
+# called (the scripts read LoRA, TAESD and embedding files with numpy).
+CALL_FAILS = '''def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    def unused(*a, **k):
+        raise NotImplementedError(name)
+    return unused
+'''
+
+
+def stand_in_transformers(work):
+    """For the scripts that import diffusers' pipeline modules (`diffusers_pipeline.py`,
+    `diffusers_prompt.py`), after `stub_missing(work)`: a `transformers` stand-in in `work`
+    (the classes those modules import, never used by the scripts; with a package record so
+    diffusers counts it as installed) and a safetensors stand-in whose names exist and fail
+    only when called."""
+    import importlib
+
+    if os.path.isdir(os.path.join(work, "safetensors")):
+        for name in ("__init__.py", "torch.py"):
+            with open(os.path.join(work, "safetensors", name), "w") as f:
+                f.write(('__version__ = "0.4.1"\n' if name == "__init__.py" else "") + CALL_FAILS)
+    os.makedirs(os.path.join(work, "transformers"), exist_ok=True)
+    with open(os.path.join(work, "transformers", "__init__.py"), "w") as f:
+        f.write(TRANSFORMERS)
+    with open(os.path.join(work, "transformers", "utils.py"), "w") as f:
+        f.write(TRANSFORMERS_UTILS)
+    os.makedirs(os.path.join(work, "transformers-4.36.0.dist-info"), exist_ok=True)
+    with open(os.path.join(work, "transformers-4.36.0.dist-info", "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: transformers\nVersion: 4.36.0\n")
+    importlib.invalidate_caches()

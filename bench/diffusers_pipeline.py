@@ -62,50 +62,13 @@ import torch
 SRC, TCD_SRC, JOB, OUT = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diffusers_export as dx  # noqa: E402
+import diffusers_offline  # noqa: E402
 import sd15_torch  # noqa: E402
 
 work = dx.setup(SRC)
 torch.set_num_threads(os.cpu_count() or 1)
 
-TRANSFORMERS = '''__version__ = "4.36.0"
-class _StandIn:
-    def __init__(self, *a, **k):
-        pass
-    @classmethod
-    def from_pretrained(cls, *a, **k):
-        raise NotImplementedError(cls.__name__)
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return type(name, (_StandIn,), {})
-'''
-UTILS = '''def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return name.lower() if name.isupper() else (lambda *a, **k: None)
-'''
-# The names the pipeline modules import from safetensors exist and fail only when
-# called (the LoRA and TAESD files are read with numpy below).
-CALL_FAILS = '''def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    def unused(*a, **k):
-        raise NotImplementedError(name)
-    return unused
-'''
-if os.path.isdir(os.path.join(work, "safetensors")):
-    for name in ("__init__.py", "torch.py"):
-        with open(os.path.join(work, "safetensors", name), "w") as f:
-            f.write(('__version__ = "0.4.1"\n' if name == "__init__.py" else "") + CALL_FAILS)
-os.makedirs(os.path.join(work, "transformers"), exist_ok=True)
-with open(os.path.join(work, "transformers", "__init__.py"), "w") as f:
-    f.write(TRANSFORMERS)
-with open(os.path.join(work, "transformers", "utils.py"), "w") as f:
-    f.write(UTILS)
-os.makedirs(os.path.join(work, "transformers-4.36.0.dist-info"), exist_ok=True)
-with open(os.path.join(work, "transformers-4.36.0.dist-info", "METADATA"), "w") as f:
-    f.write("Metadata-Version: 2.1\nName: transformers\nVersion: 4.36.0\n")
-importlib.invalidate_caches()
+diffusers_offline.stand_in_transformers(work)
 
 import diffusers  # noqa: E402
 import diffusers.schedulers  # noqa: E402

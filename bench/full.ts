@@ -9,7 +9,8 @@
  * 25-step time is extrapolated from the per-step median; `--steps 25` measures
  * the whole default image, about 7 more minutes on 2 cores), `--size S`
  * (512), `--only a,b` (scenario numbers or names; `fresh` = the fresh-defaults
- * scenario of `fresh.ts`, `startup` = the start-up run), `--lpb 1`
+ * scenario of `fresh.ts`, `startup` = the start-up run, `chunks` = the long-prompt
+ * scenarios), `--lpb 1`
  * (reduced-depth UNet for development), `--out FILE` (JSON; default
  * `.cache/bench/full.json`). The "fp32 DERIVED" scenario runs on the set the
  * fresh-defaults scenario derived, so choosing it runs that one first;
@@ -54,6 +55,40 @@ interface Scenario {
   extras?: boolean;
   /** The runner script (default `bench/full_run.ts`; image scenarios: `full_image_run.ts`). */
   runner?: string;
+  /** A name `--only` picks the scenario's whole group by (`chunks`). */
+  group?: string;
+}
+
+/**
+ * Long prompts: the `fast` and `turbo` presets' sampling with a positive
+ * prompt of 1, 2 and 4 of AUTOMATIC1111's 75-token chunks (`[prompt] syntax
+ * = "a1111"`; `full_run.ts` `chunkedPrompt`): k chunks through the text encoder
+ * (one run at batch k) and a UNet cross-attention over 77·k positions, timed
+ * after one untimed image. `--only chunks` runs these alone.
+ */
+function chunkScenarios(common: readonly string[]): Scenario[] {
+  return (["fast", "turbo"] as const).flatMap((preset) =>
+    [1, 2, 4].map((k) => ({
+      name: `${preset} preset, fp32, tiny VAE, a1111 prompt of ${k} chunk${k === 1 ? "" : "s"}`,
+      precision: "fp32" as const,
+      // One untimed image first: a session's first run plans its memory (turbo's only UNet
+      // call would be that one), which a warmed-up server has done before its first request.
+      args: [
+        ...common,
+        "--preset",
+        preset,
+        "--vae",
+        "tiny",
+        "--syntax",
+        "a1111",
+        "--chunks",
+        `${k}`,
+        "--warmup",
+        "1",
+      ],
+      group: "chunks",
+    }))
+  );
 }
 
 /** The test-sized depth annotator (`deno task fixtures`): guided runs need one, its cost is not measured. */
@@ -285,10 +320,14 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       extras: true,
     },
     ...imageScenarios(),
+    ...chunkScenarios(common),
   ];
   const only = v.only?.split(",").map((s) => s.trim());
   const chosen = only
-    ? scenarios.filter((s, i) => only.includes(String(i + 1)) || only.includes(s.name))
+    ? scenarios.filter((s, i) =>
+      only.includes(String(i + 1)) || only.includes(s.name) ||
+      (s.group !== undefined && only.includes(s.group))
+    )
     : scenarios;
   const sets: Partial<Record<"fp32" | "fp16" | "derived", FullSet>> = {};
   const report: Record<string, unknown> = {
@@ -412,7 +451,7 @@ export async function runFullBench(args: readonly string[]): Promise<number> {
       `UNet step ${fmtMs(median(unet))} (${fmtMs(Math.min(...unet))}–${
         fmtMs(Math.max(...unet))
       }, n=${unet.length})`,
-      `text ${fmtMs(median(r.runs.text_encoder ?? []))}`,
+      `text ${fmtMs(median(r.runs.text_encoder ?? []))}, n=${(r.runs.text_encoder ?? []).length}`,
       ...(r.runs.controlnet
         ? [
           `ControlNet ${fmtMs(median(r.runs.controlnet))}, n=${r.runs.controlnet.length}`,

@@ -90,7 +90,10 @@ export function compareImages(a: Uint8Array, b: Uint8Array): {
 }
 
 /** Largest absolute difference of two float32 arrays, and the largest |value| of the first. */
-function compareLatents(a: Float32Array, b: Float32Array): { maxAbs: number; scale: number } {
+export function compareLatents(
+  a: Float32Array,
+  b: Float32Array,
+): { maxAbs: number; scale: number } {
   let maxAbs = 0, scale = 0;
   for (let i = 0; i < a.length; i++) {
     maxAbs = Math.max(maxAbs, Math.abs(a[i] - b[i]));
@@ -99,10 +102,12 @@ function compareLatents(a: Float32Array, b: Float32Array): { maxAbs: number; sca
   return { maxAbs, scale };
 }
 
-const f32 = (bytes: Uint8Array) =>
+/** The bytes of a little-endian float32 file as floats. */
+export const f32 = (bytes: Uint8Array) =>
   new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
 
-async function run(
+/** Runs `cmd` from the repository with its RSS sampled; throws with its stderr's tail when it fails. */
+export async function runSampled(
   cmd: string,
   args: string[],
   what: string,
@@ -118,6 +123,44 @@ async function run(
     throw new Error(`${what} failed (exit ${out.code}):\n${err}`);
   }
   return { stdout, peakRss };
+}
+
+/**
+ * Lays the diffusers-script export out as a models root under `work/models`
+ * (hard links, the project's tokenizer files, SD 1.5's scheduler config) with
+ * a random-weight TAESD decoder in the published file's layout
+ * (`work/taesd_decoder.safetensors`, seeded by `seed`) converted by the
+ * project's converter: what both sides of the diffusers checks run on.
+ */
+export async function layOutExport(
+  exportDir: string,
+  work: string,
+  seed: number,
+): Promise<{ root: string; base: string; taesd: string }> {
+  const root = join(work, "models");
+  const base = join(root, "sd15-fp32");
+  for (const folder of ["text_encoder", "unet", "vae_decoder", "vae_encoder"]) {
+    await Deno.mkdir(join(base, folder), { recursive: true });
+    for await (const e of Deno.readDir(join(exportDir, folder))) {
+      if (e.isFile) await Deno.link(join(exportDir, folder, e.name), join(base, folder, e.name));
+    }
+  }
+  await writeClipTokenizerFiles(join(base, "tokenizer"));
+  await Deno.mkdir(join(base, "scheduler"));
+  await Deno.writeTextFile(
+    join(base, "scheduler", "scheduler_config.json"),
+    JSON.stringify(SD15_CONFIG),
+  );
+  // TAESD: random weights in the published file's layout, converted by the project's converter.
+  const taesd = join(work, "taesd_decoder.safetensors");
+  const taesdBytes = taesdSafetensors(randomTaesdWeights(seed));
+  await Deno.writeFile(taesd, taesdBytes);
+  await Deno.mkdir(join(root, "taesd", "vae_decoder"), { recursive: true });
+  await Deno.writeFile(
+    join(root, "taesd", "vae_decoder", "model.onnx"),
+    taesdDecoderToOnnx(taesdBytes),
+  );
+  return { root, base, taesd };
 }
 
 /** Runs the check with command-line `args`; returns the exit code. */
@@ -151,30 +194,8 @@ export async function runDiffusersCheck(args: readonly string[]): Promise<number
   const size = Number(v.size);
   const runs = v.runs!.split(",").map((r) => presetRun(r.trim(), Number(v.eta)));
   const work = join(benchCacheDir(), "diffusers-check");
-  const root = join(work, "models");
   await Deno.remove(work, { recursive: true }).catch(() => {});
-  const base = join(root, "sd15-fp32");
-  for (const folder of ["text_encoder", "unet", "vae_decoder", "vae_encoder"]) {
-    await Deno.mkdir(join(base, folder), { recursive: true });
-    for await (const e of Deno.readDir(join(exportDir, folder))) {
-      if (e.isFile) await Deno.link(join(exportDir, folder, e.name), join(base, folder, e.name));
-    }
-  }
-  await writeClipTokenizerFiles(join(base, "tokenizer"));
-  await Deno.mkdir(join(base, "scheduler"));
-  await Deno.writeTextFile(
-    join(base, "scheduler", "scheduler_config.json"),
-    JSON.stringify(SD15_CONFIG),
-  );
-  // TAESD: random weights in the published file's layout, converted by the project's converter.
-  const taesd = join(work, "taesd_decoder.safetensors");
-  const taesdBytes = taesdSafetensors(randomTaesdWeights(seed));
-  await Deno.writeFile(taesd, taesdBytes);
-  await Deno.mkdir(join(root, "taesd", "vae_decoder"), { recursive: true });
-  await Deno.writeFile(
-    join(root, "taesd", "vae_decoder", "model.onnx"),
-    taesdDecoderToOnnx(taesdBytes),
-  );
+  const { root, base, taesd } = await layOutExport(exportDir, work, seed);
   // LoRAs of the published layouts. Their values are large enough to move the image well
   // past a grey level (the report says by how much), so a merge that missed would show.
   const modules = lcmLoraModules(buildFullUnet(seed));
@@ -212,7 +233,7 @@ export async function runDiffusersCheck(args: readonly string[]): Promise<number
     JSON.stringify({ export: exportDir, input_ids: ids, seed, size, taesd, groups }),
   );
   const t0 = performance.now();
-  const py = await run(v.python!, [
+  const py = await runSampled(v.python!, [
     join(REPO, "bench/diffusers_pipeline.py"),
     resolve(v.diffusers),
     resolve(v.tcd),
@@ -229,7 +250,7 @@ export async function runDiffusersCheck(args: readonly string[]): Promise<number
   for (const lora of ["turbo", "fast"] as const) {
     const mine = runs.filter((r) => r.lora === lora);
     if (mine.length === 0) continue;
-    const { stdout, peakRss } = await run(Deno.execPath(), [
+    const { stdout, peakRss } = await runSampled(Deno.execPath(), [
       "run",
       "-P=test",
       "--quiet",

@@ -9,7 +9,13 @@
  * deno run -P=test bench/full_diffusers_run.ts --root DIR --base sd15-fp32 --out DIR
  *   --prompt TEXT --seed 42 --size 512 [--lora PATH] [--vae tiny|full]
  *   --run NAME:SCHEDULER:STEPS:ETA:GUIDANCE [--run …]
+ *   [--syntax plain|a1111] [--clip-skip N] [--embedding PATH] [--prompt-of NAME=TEXT …]
  * ```
+ *
+ * `--syntax`, `--clip-skip` and `--embedding` are the engine's `[prompt]`
+ * (default: plain, 1, none; the embedding's word is its file's stem);
+ * `--prompt-of` gives a run its own prompt. Each run also writes what the
+ * UNet's first call was conditioned on (`NAME.embeds`, float32).
  *
  * @module
  */
@@ -18,6 +24,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createSession, type Feeds, type Tensor, toFloat32 } from "../mod/onnx/mod.ts";
 import { createEngine, type EngineConfig, type ModelSession } from "../mod/pipeline/mod.ts";
+import { embeddingStem } from "../mod/prompt/mod.ts";
 import type { SchedulerName } from "../mod/schedulers/mod.ts";
 
 /** One generation to make: its name and sampling. */
@@ -58,6 +65,10 @@ async function main(): Promise<void> {
       lora: { type: "string" },
       vae: { type: "string", default: "tiny" },
       run: { type: "string", multiple: true },
+      syntax: { type: "string", default: "plain" },
+      "clip-skip": { type: "string", default: "1" },
+      embedding: { type: "string" },
+      "prompt-of": { type: "string", multiple: true },
     },
   });
   const root = v.root!;
@@ -104,17 +115,31 @@ async function main(): Promise<void> {
       inpaint: { enabled: false, model: "", conditioningScale: 0.5 },
     },
     lora: { files: v.lora ? [{ path: v.lora, weight: 1 }] : [] },
+    prompt: {
+      syntax: v.syntax === "a1111" ? "a1111" : "plain",
+      clipSkip: Number(v["clip-skip"]),
+      embeddingFiles: v.embedding ? [{ path: v.embedding, name: embeddingStem(v.embedding) }] : [],
+    },
   };
-  // The decoder's input is the latents the engine decodes: keep the last one.
+  const prompts = new Map(
+    (v["prompt-of"] ?? []).map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]),
+  );
+  // The decoder's input is the latents the engine decodes: keep the last one; and what the
+  // UNet's first call of a run is conditioned on.
   let decoded: Float32Array | undefined;
+  const seen: { conditioned?: Float32Array } = {};
   const openSession = async (path: string, options: Parameters<typeof createSession>[1]) => {
     const session = await createSession(path, options);
-    if (!/vae_decoder/.test(path)) return session;
+    const decoder = /vae_decoder/.test(path);
+    if (!decoder && !/unet/.test(path)) return session;
     const wrapped: ModelSession = {
       inputs: session.inputs,
       outputs: session.outputs,
       async run(feeds: Feeds, names?: readonly string[]): Promise<Record<string, Tensor>> {
-        decoded = Float32Array.from(toFloat32(Object.values(feeds)[0]));
+        if (decoder) decoded = Float32Array.from(toFloat32(Object.values(feeds)[0]));
+        else if (!seen.conditioned && feeds.encoder_hidden_states) {
+          seen.conditioned = Float32Array.from(toFloat32(feeds.encoder_hidden_states));
+        }
         return await session.run(feeds, names);
       },
       release: () => session.release(),
@@ -126,11 +151,12 @@ async function main(): Promise<void> {
   const loadMs = performance.now() - t0;
   const report: Record<string, unknown> = { loadMs, runs: {} };
   for (const run of runs) {
+    seen.conditioned = undefined;
     const s = performance.now();
     const { image } = await engine.generate(
       {
         mode: "text_to_image",
-        positive: v.prompt!,
+        positive: prompts.get(run.name) ?? v.prompt!,
         negative: "",
         width: size,
         height: size,
@@ -151,6 +177,13 @@ async function main(): Promise<void> {
       join(v.out!, `${run.name}.latents`),
       new Uint8Array(decoded!.buffer, decoded!.byteOffset, decoded!.byteLength),
     );
+    const c = seen.conditioned as Float32Array | undefined; // set by the UNet wrapper
+    if (c) {
+      await Deno.writeFile(
+        join(v.out!, `${run.name}.embeds`),
+        new Uint8Array(c.buffer, c.byteOffset, c.byteLength),
+      );
+    }
     (report.runs as Record<string, unknown>)[run.name] = { ...run, ms };
   }
   await engine.release();

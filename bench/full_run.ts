@@ -8,8 +8,16 @@
  * ```sh
  * deno run -P=test bench/full_run.ts --root DIR [--base sd15] [--steps 25] [--preset default|fast]
  *   [--vae full|tiny] [--arena on|off] [--pattern on|off] [--size 512] [--runs 1] [--lora PATH]
- *   [--guided depth --annotator PATH]
+ *   [--guided depth --annotator PATH] [--syntax plain|a1111] [--chunks K]
  * ```
+ *
+ * `--preset turbo` samples as the turbo preset does (tcd, 1 step, eta 1, no
+ * CFG) on the plain UNet: the merged Hyper-SD LoRA costs nothing per step.
+ * `--chunks K` (with `--syntax a1111`, the engine's `[prompt] syntax`) makes
+ * the positive prompt K of AUTOMATIC1111's 75-token chunks long
+ * ({@link chunkedPrompt}): K chunks through the text encoder (one run, batch K: the
+ * engine encodes every chunk in one batch) and a UNet cross-attention over
+ * 77·K positions.
  *
  * `--guided depth` runs guided generation with the set's full-size depth
  * ControlNet and residual UNet (`buildFullExtras`); the depth annotator is
@@ -73,6 +81,33 @@ export function timedSession(
   };
 }
 
+/**
+ * A prompt that AUTOMATIC1111's reading splits into exactly `k` chunks: `k`
+ * descriptive passages of 60-odd words (under 75 tokens each, so no comma
+ * back-off moves words) joined by `BREAK`, as a long agent-written prompt
+ * with sections would be. `k = 1` is the first passage alone.
+ */
+export function chunkedPrompt(k: number): string {
+  const passages = [
+    "a lighthouse on a cliff at sunset, dramatic sky with towering clouds lit orange and " +
+    "purple, waves crashing against dark rocks below, spray catching the light, a narrow path " +
+    "winding up the grassy slope, seabirds circling the lamp room, detailed, sharp focus",
+    "oil painting in the style of a nineteenth century romantic landscape, thick impasto " +
+    "brushstrokes, warm glazes over a cool underpainting, golden hour light raking across the " +
+    "scene, deep shadows in the crevices of the cliff, a small boat on the horizon",
+    "wide angle composition with the lighthouse on the right third, leading lines from the " +
+    "path and the shoreline, atmospheric perspective fading the distant headlands into haze, " +
+    "high dynamic range, rich colour, cinematic mood, masterpiece, best quality",
+    "foreground of wild flowers and tall grass bending in the wind, weathered wooden fence " +
+    "posts, a stone cottage with smoke rising from its chimney, lanterns glowing in its " +
+    "windows, the first stars appearing in the darkening eastern sky",
+  ];
+  if (!Number.isInteger(k) || k < 1 || k > passages.length) {
+    throw new Error(`--chunks: 1 to ${passages.length}, got ${k}`);
+  }
+  return passages.slice(0, k).join(" BREAK ");
+}
+
 function timingOpener(runs: Record<string, number[]>, active: { on: boolean; sum: number }) {
   return async (path: string, options: Parameters<typeof createSession>[1]) =>
     timedSession(await createSession(path, options), options?.label ?? path, runs, active);
@@ -95,13 +130,17 @@ async function main(): Promise<void> {
       lora: { type: "string" },
       guided: { type: "string" },
       annotator: { type: "string" },
+      syntax: { type: "string", default: "plain" },
+      chunks: { type: "string" },
     },
   });
   const guided = v.guided === "depth";
   const root = v.root!;
   const size = Number(v.size);
-  const fast = v.preset === "fast";
-  const steps = fast ? 4 : Number(v.steps);
+  const turbo = v.preset === "turbo";
+  const fast = v.preset === "fast" || turbo;
+  const steps = turbo ? 1 : v.preset === "fast" ? 4 : Number(v.steps);
+  const scheduler = turbo ? "tcd" : fast ? "lcm" : "pndm";
   const config: EngineConfig = {
     models: {
       base: join(root, v.base!),
@@ -124,11 +163,11 @@ async function main(): Promise<void> {
     },
     generation: {
       steps,
-      guidanceScale: fast ? 1 : 7.5,
-      scheduler: fast ? "lcm" : "pndm",
+      guidanceScale: turbo ? 0 : fast ? 1 : 7.5,
+      scheduler,
       timestepSpacing: undefined,
       karras: false,
-      eta: 0,
+      eta: turbo ? 1 : 0,
     },
     controlnet: {
       depth: {
@@ -142,6 +181,7 @@ async function main(): Promise<void> {
       inpaint: { enabled: false, model: "", conditioningScale: 0.5 },
     },
     lora: { files: v.lora ? [{ path: v.lora, weight: 1 }] : [] },
+    prompt: { syntax: v.syntax === "a1111" ? "a1111" : "plain", clipSkip: 1 },
   };
   const runs: Record<string, number[]> = {};
   const active = { on: false, sum: 0 };
@@ -150,7 +190,9 @@ async function main(): Promise<void> {
   const loadMs = performance.now() - t0;
   const rssAfterLoad = procMemory().rss;
   const base = {
-    positive: "a lighthouse on a cliff at sunset, detailed, dramatic sky",
+    positive: v.chunks
+      ? chunkedPrompt(Number(v.chunks))
+      : "a lighthouse on a cliff at sunset, detailed, dramatic sky",
     negative: "blurry, low quality",
     width: size,
     height: size,
@@ -203,7 +245,7 @@ async function main(): Promise<void> {
       tokenizer.encode(request.negative);
     });
     await time("scheduler (whole run)", () => {
-      const s = createScheduler(fast ? "lcm" : "pndm", schedulerConfig, {});
+      const s = createScheduler(scheduler, schedulerConfig, {});
       s.setTimesteps(steps);
       const g = new TorchGenerator(1);
       let x: Float32Array = latent;
