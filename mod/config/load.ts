@@ -13,7 +13,8 @@ import { join, resolve } from "node:path";
 import type { ZodIssue } from "../mcp/tool.ts";
 import { localOverlayPath, mergeTables, setsPath } from "./overlay.ts";
 import { RawConfigSchema } from "./schema.ts";
-import { ConfigError, resolveConfig, type ResolvedConfig } from "./resolve.ts";
+import { ConfigError } from "./error.ts";
+import { resolveConfig, type ResolvedConfig } from "./resolve.ts";
 
 /** Command-line values that override the file (validated like the file). */
 export interface ConfigOverrides {

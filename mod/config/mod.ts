@@ -1,8 +1,8 @@
 /**
  * Configuration: `config.toml`, the user's `config.local.toml` over it, plus
  * secrets from the environment, validated and resolved once at start-up. The
- * raw schema (`schema.ts`) and the resolution step (`resolve.ts`) are
- * internal: the rest of the program sees only {@link loadConfig} and the
+ * raw schema (`schema.ts`) and the resolution step (`resolve.ts` and its
+ * parts) are internal: the rest of the program sees only {@link loadConfig} and the
  * {@link ResolvedConfig} it returns.
  *
  * @module
@@ -16,22 +16,11 @@ export {
   loadConfig,
 } from "./load.ts";
 export type { ConfigOverrides, LoadConfigOptions } from "./load.ts";
-export {
-  AUTO_BASE,
-  autoPreset,
-  ConfigError,
-  PRESETS,
-  samplingSummary,
-  samplingText,
-} from "./resolve.ts";
-export type {
-  ControlNetConfig,
-  PresetName,
-  PresetValues,
-  PromptSyntax,
-  ResolvedConfig,
-  SamplingSummary,
-  SchedulerName,
-} from "./resolve.ts";
+export { ConfigError } from "./error.ts";
+export { AUTO_BASE } from "./models.ts";
+export { autoPreset, PRESETS, samplingSummary, samplingText } from "./presets.ts";
+export type { PresetName, PresetValues, SamplingSummary } from "./presets.ts";
+export type { PromptSyntax } from "./prompt.ts";
+export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
 export { type ConfigEdit, ConfigEditError, editConfigText, readWrittenConfig } from "./edit.ts";
 export { localOverlayPath, mergeTables } from "./overlay.ts";

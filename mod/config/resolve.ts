@@ -3,14 +3,24 @@
  * are read from the environment, cross-key rules are checked; nothing
  * downstream re-checks any of it.
  *
+ * This file holds the shape of the resolved config and composes it; its
+ * parts live beside it: `server.ts` (transport, HTTP limits, API keys,
+ * backend), `presets.ts` (sampling presets), `models.ts` (`base = "auto"`),
+ * `prompt.ts` (prompt syntax, embeddings, LoRA files).
+ *
  * @module
  */
 
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { type AddressRange, parseAddressRange } from "../http/client_address.ts";
+import type { AddressRange } from "../http/client_address.ts";
 import type { SizeId } from "../pipeline/types.ts";
 import type { SchedulerName } from "../schedulers/mod.ts";
+import { ConfigError } from "./error.ts";
+import { AUTO_FOLDER, autoBase } from "./models.ts";
+import { choosePreset, type PresetName, sessionMemory } from "./presets.ts";
+import { type PromptSyntax, resolveEmbeddings, resolveLoraFiles } from "./prompt.ts";
 import type { RawConfig } from "./schema.ts";
+import { resolveServer } from "./server.ts";
 
 /** The scheduler names accepted by `generation.scheduler`. */
 export type { SchedulerName } from "../schedulers/mod.ts";
@@ -248,179 +258,11 @@ export interface ResolvedConfig {
   };
 }
 
-/** A resolved `[generation] preset`. */
-export type PresetName = "fast" | "turbo" | "quality" | "custom";
-
-/** How prompts are read (`[prompt] syntax`). */
-export type PromptSyntax = "a1111" | "plain";
-
-/** What a preset sets; the keys written in the config win over it. */
-export interface PresetValues {
-  /** Denoising steps. */
-  steps: number;
-  /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
-  guidanceScale: number;
-  /** Scheduler name. */
-  scheduler: SchedulerName;
-  /** η of ddim and tcd (0 for the schedulers that have none). */
-  eta: number;
-  /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
-  vaeDecoder: "full" | "tiny";
-  /**
-   * The distillation LoRA merged in, and the only scheduler it samples with:
-   * the LCM LoRA (`[models] lcm_lora`) or Hyper-SD's (`[models] turbo_lora`).
-   */
-  lora: { key: "lcm_lora" | "turbo_lora"; scheduler: SchedulerName } | null;
-}
-
-/**
- * The presets. "fast": LCM-LoRA sampling as diffusers' LCM-LoRA guide runs it
- * (`LCMScheduler`, 4 steps, guidance_scale 1.0, so no unconditional batch)
- * with the tiny VAE decoder: 17–30 s per 512² image on 2 CPU cores.
- * "turbo": ByteDance's Hyper-SD unified 1-step LoRA as its publisher runs it
- * (`TCDScheduler`, 1 step, guidance_scale 0, eta 1.0) with the tiny VAE
- * decoder: one UNet call instead of four, less detail and prompt adherence.
- * "quality": SD 1.5's own sampling (PNDM, 25 steps, CFG 7.5, the full VAE):
- * 4–7 minutes on 2 CPU cores, seconds on a GPU. "custom" (also the old
- * "default"): the keys as written, with quality's values for those left out.
- * docs/performance.md measures each; README "Presets" compares them.
- */
-export const PRESETS: Readonly<Record<PresetName, PresetValues>> = {
-  fast: {
-    steps: 4,
-    guidanceScale: 1,
-    scheduler: "lcm",
-    eta: 0,
-    vaeDecoder: "tiny",
-    lora: { key: "lcm_lora", scheduler: "lcm" },
-  },
-  turbo: {
-    steps: 1,
-    guidanceScale: 0,
-    scheduler: "tcd",
-    eta: 1,
-    vaeDecoder: "tiny",
-    lora: { key: "turbo_lora", scheduler: "tcd" },
-  },
-  quality: {
-    steps: 25,
-    guidanceScale: 7.5,
-    scheduler: "pndm",
-    eta: 0,
-    vaeDecoder: "full",
-    lora: null,
-  },
-  custom: {
-    steps: 25,
-    guidanceScale: 7.5,
-    scheduler: "pndm",
-    eta: 0,
-    vaeDecoder: "full",
-    lora: null,
-  },
-};
-
-/** What ran: the preset and the sampling it resolved to (PNG metadata, result texts, `/healthz`). */
-export interface SamplingSummary {
-  /** The resolved preset. */
-  preset: PresetName;
-  /** "auto" when `preset = "auto"` chose it by execution provider. */
-  chosenBy: "auto" | "config";
-  /** Denoising steps. */
-  steps: number;
-  /** Scheduler name. */
-  scheduler: SchedulerName;
-  /** Classifier-free guidance scale (≤ 1: no unconditional pass). */
-  guidanceScale: number;
-  /** η, only for the schedulers that read it (ddim, tcd). */
-  eta?: number;
-  /** The VAE decoder: the base set's ("full") or TAESD ("tiny"). */
-  vaeDecoder: "full" | "tiny";
-}
-
-/** The {@link SamplingSummary} of a resolved config. */
-export function samplingSummary(
-  config: Pick<ResolvedConfig, "generation" | "models">,
-): SamplingSummary {
-  const g = config.generation;
-  return {
-    preset: g.preset,
-    chosenBy: g.presetSource,
-    steps: g.steps,
-    scheduler: g.scheduler,
-    guidanceScale: g.guidanceScale,
-    ...(g.scheduler === "ddim" || g.scheduler === "tcd" ? { eta: g.eta } : {}),
-    vaeDecoder: config.models.vaeDecoder,
-  };
-}
-
-/**
- * One line for people and models: `fast preset (lcm, 4 steps, guidance 1, tiny VAE)`,
- * `turbo preset (tcd, 1 step, eta 1, guidance 0, tiny VAE)`.
- */
-export function samplingText(s: SamplingSummary): string {
-  const eta = s.eta === undefined ? "" : `, eta ${s.eta}`;
-  return `${s.preset} preset (${s.scheduler}, ${s.steps} step${s.steps === 1 ? "" : "s"}${eta}, ` +
-    `guidance ${s.guidanceScale}, ${s.vaeDecoder} VAE)`;
-}
-
-/**
- * `cpu_mem_arena = "auto"`: whether the sessions every image runs keep their
- * working memory between runs under a preset. Kept under `fast` and `turbo`:
- * with it given back after each run, an image asked after the server idled
- * 20 s took 1.5× a steady one (turbo) on a 2-core Firecracker VM, whose
- * memory freed and asked for again after an idle period is backed anew,
- * against 1.04–1.06× when it is kept, for the same steady images and peak
- * RSS (the UNet's working memory is the peak either way) and 1.3 GB more
- * held while idle (docs/performance.md, "Warm starts"). Not under `quality`
- * and `custom`: CFG doubles the UNet's batch and the full VAE decoder's
- * working memory at 512² is larger than the UNet's, so keeping them raises
- * the peak.
- */
-export function imageSessionMemory(preset: PresetName): boolean {
-  return preset === "fast" || preset === "turbo";
-}
-
-/**
- * The arena and memory-pattern settings per kind of session. A value written
- * in the config applies to every session; "auto" keeps the arena only for the
- * sessions every image runs, under the presets {@link imageSessionMemory}
- * names, and plans a memory pattern only where the arena is off: with both
- * on, a session's second run asks the arena for its planned block on top of
- * the first run's chunks (the full-size UNet held 2.3 GB, against 1.1 GB with
- * the pattern off).
- */
-function sessionMemory(
-  arena: boolean | "auto",
-  pattern: boolean | "auto",
-  preset: PresetName,
-): Pick<ResolvedConfig["runtime"], "cpuMemArena" | "memoryPattern" | "imageSessions"> {
-  const of = (keep: boolean) => {
-    const cpuMemArena = arena === "auto" ? keep : arena;
-    return { cpuMemArena, memoryPattern: pattern === "auto" ? !cpuMemArena : pattern };
-  };
-  return { ...of(false), imageSessions: of(imageSessionMemory(preset)) };
-}
-
 /** `warm_up = "auto"` warms up sampling of at most this many steps (the fast and one-step presets). */
 export const WARM_UP_AUTO_STEPS = 8;
 
 /** The folder of ONNX Runtime's optimised graphs under the models root (`[runtime] optimized_cache`). */
 export const OPTIMIZED_DIR = ".optimized";
-
-/** `preset = "auto"`: fast on the CPU provider, quality on GPU providers. */
-export function autoPreset(provider: "cpu" | "cuda" | "webgpu"): "fast" | "quality" {
-  return provider === "cpu" ? "fast" : "quality";
-}
-
-/** A config problem: names the file and the key. */
-export class ConfigError extends Error {
-  /** Creates an error whose message already names file and key. */
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
 
 /**
  * Turns a validated raw config into the resolved one.
@@ -443,61 +285,7 @@ export function resolveConfig(
   const abs = (p: string, from = base) => isAbsolute(p) ? p : resolve(from, p);
   const root = abs(raw.models.root);
   const auto = autoBase(raw.models.base, raw.runtime.execution_provider, root, exists);
-  const nonEmpty = (v: string | undefined) => v === undefined || v === "" ? undefined : v;
-
-  const environment = nonEmpty(env.MCP_ENV) ?? raw.server.environment;
-  const cloudfrontSecret = nonEmpty(env.CLOUDFRONT_SECRET_HEADER);
-  if (raw.server.transport === "http" && environment !== "local" && !cloudfrontSecret) {
-    throw new ConfigError(
-      `${where}: server.environment is "${environment}" but CLOUDFRONT_SECRET_HEADER is not set; ` +
-        `set it (X-MCP-Token is required outside "local"), or set MCP_ENV=local for local use`,
-    );
-  }
-
-  if (raw.server.role !== "all") {
-    if (raw.server.transport !== "http") {
-      throw new ConfigError(
-        `${where}: server.role = "${raw.server.role}" needs server.transport = "http", got "${raw.server.transport}"`,
-      );
-    }
-    if (!nonEmpty(env.DATABASE_URL)) {
-      throw new ConfigError(
-        `${where}: server.role = "${raw.server.role}" needs DATABASE_URL: fronts and workers share ` +
-          `the job queue through a PostgreSQL server (the embedded database serves one replica)`,
-      );
-    }
-  }
-
-  const trustedProxies = raw.server.trusted_proxies.map((entry, i) => {
-    try {
-      return parseAddressRange(entry);
-    } catch (error) {
-      throw new ConfigError(
-        `${where}: server.trusted_proxies[${i}]: ${(error as Error).message} ` +
-          `(write an address such as "10.0.0.7" or a range such as "10.0.0.0/8")`,
-      );
-    }
-  });
-
-  let backend: ResolvedConfig["backend"];
-  const backendUrl = nonEmpty(env.BACKEND_INTERNAL_URL);
-  if (backendUrl) {
-    let parsed: URL;
-    try {
-      parsed = new URL(backendUrl);
-    } catch {
-      throw new ConfigError(`BACKEND_INTERNAL_URL is not a valid URL: "${backendUrl}"`);
-    }
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-      throw new ConfigError(`BACKEND_INTERNAL_URL must be http(s), got "${parsed.protocol}"`);
-    }
-    backend = {
-      url: backendUrl.replace(/\/+$/, ""),
-      apiKey: nonEmpty(env.BACKEND_INTERNAL_API_KEY),
-      timeoutMs: raw.backend.timeout_ms,
-      maxResponseBytes: raw.backend.max_response_bytes,
-    };
-  }
+  const { server, auth, backend } = resolveServer(raw, env, where, abs);
 
   const t = raw.transform;
   if (!(t.subtle <= t.moderate && t.moderate <= t.strong)) {
@@ -509,65 +297,13 @@ export function resolveConfig(
 
   const cn = raw.controlnet;
   const g = raw.generation;
-  const presetSource = g.preset === "auto" ? "auto" : "config";
-  const preset: PresetName = g.preset === "auto"
-    ? autoPreset(raw.runtime.execution_provider)
-    : g.preset === "default"
-    ? "custom"
-    : g.preset;
-  const values = PRESETS[preset];
+  const { preset, presetSource, values } = choosePreset(raw, where);
   const presetLora = values.lora;
-  if (presetLora && g.scheduler !== undefined && g.scheduler !== presetLora.scheduler) {
-    const which = presetLora.key === "lcm_lora" ? "LCM LoRA" : "Hyper-SD LoRA";
-    throw new ConfigError(
-      `${where}: generation.scheduler = "${g.scheduler}" does not go with the ${preset} preset ` +
-        `(generation.preset = "${g.preset}"${
-          presetSource === "auto"
-            ? `, ${preset} on the ${raw.runtime.execution_provider} provider`
-            : ""
-        }): its ${which} samples with the ${presetLora.scheduler} scheduler. Remove scheduler ` +
-        `(and steps, guidance_scale) to run the ${preset} preset, or set generation.preset = ` +
-        `"quality" or "custom"`,
-    );
-  }
   const presetLoraPath = presetLora ? abs(raw.models[presetLora.key], root) : undefined;
   return {
     file,
-    server: {
-      transport: raw.server.transport,
-      host: raw.server.host,
-      port: raw.server.port,
-      environment,
-      allowedOrigins: raw.server.allowed_origins.map((o) => new URL(o).origin),
-      shutdownGraceMs: raw.server.shutdown_grace_seconds * 1000,
-      dataDir: abs(raw.server.data_dir),
-      headerTimeoutMs: raw.server.header_timeout_seconds * 1000,
-      bodyMinBytesPerSecond: raw.server.body_min_bytes_per_second,
-      idleTimeoutMs: raw.server.idle_timeout_seconds * 1000,
-      maxConnections: raw.server.max_connections,
-      // Shares of max_connections: a smaller max_connections lowers them with it.
-      maxConnectionsPerClient: Math.min(
-        raw.server.max_connections_per_client,
-        raw.server.max_connections,
-      ),
-      clientConnectionsPerSecond: raw.server.client_connections_per_second,
-      maxPendingHeads: Math.min(raw.server.max_pending_heads, raw.server.max_connections),
-      trustedProxies,
-      forwardedHeader: raw.server.forwarded_header,
-      maxRequestsPerKey: raw.server.max_requests_per_key,
-      role: raw.server.role,
-    },
-    auth: {
-      cacheTtlMs: raw.auth.cache_seconds * 1000,
-      dbTimeoutMs: raw.auth.db_timeout_ms,
-      lastUsedIntervalMs: raw.auth.last_used_interval_seconds * 1000,
-      scryptConcurrency: raw.auth.scrypt_concurrency,
-      verifyQueueLimit: raw.auth.verify_queue_limit,
-      failuresPerMinute: raw.auth.failures_per_minute,
-      unknownPrefixCacheMs: raw.auth.unknown_prefix_cache_ms,
-      databaseUrl: nonEmpty(env.DATABASE_URL),
-      cloudfrontSecret,
-    },
+    server,
+    auth,
     backend,
     models: {
       root,
@@ -646,10 +382,7 @@ export function resolveConfig(
       },
     },
     lora: {
-      files: [
-        ...raw.lora.files.map((f) => ({ path: abs(f.path, root), weight: f.weight })),
-        ...(presetLoraPath ? [{ path: presetLoraPath, weight: 1 }] : []),
-      ],
+      files: resolveLoraFiles(raw.lora.files, root, presetLoraPath),
     },
     transform: { subtle: t.subtle, moderate: t.moderate, strong: t.strong },
     upscale: { strength: raw.upscale.strength },
@@ -671,75 +404,7 @@ export function resolveConfig(
   };
 }
 
-/**
- * `[prompt] embeddings`: absolute paths and the word of each (the name, else the file's stem, as
- * AUTOMATIC1111 names an embedding); two embeddings called by the same word are an error.
- */
-function resolveEmbeddings(
-  entries: RawConfig["prompt"]["embeddings"],
-  root: string,
-  where: string,
-): { path: string; name: string }[] {
-  const out: { path: string; name: string }[] = [];
-  for (const entry of entries) {
-    const { path, name } = typeof entry === "string" ? { path: entry, name: undefined } : entry;
-    const file = path.split(/[\\/]/).pop()!;
-    const word = name ?? file.slice(0, file.lastIndexOf("."));
-    const other = out.find((e) => e.name === word);
-    if (other !== undefined) {
-      throw new ConfigError(
-        `${where}: [prompt] embeddings calls two files "${word}" (${other.path} and ${path}); ` +
-          `give one of them another name: { path = ${JSON.stringify(path)}, name = "…" }`,
-      );
-    }
-    out.push({ path: isAbsolute(path) ? path : resolve(root, path), name: word });
-  }
-  return out;
-}
-
 /** A limit where 0 means none. */
 function unlimitedIfZero(n: number): number {
   return n === 0 ? Infinity : n;
 }
-
-/**
- * The SD 1.5 sets `[models] base = "auto"` picks from. On the CPU provider an
- * fp32 set, where fp32 runs 1.5× (idle machine) to 7× (contended) faster per
- * UNet call than fp16 and peaks at 1.35× instead of 3.5× its files (ONNX
- * Runtime's CPU provider has few float16 kernels; docs/performance.md): the
- * pinned fp32 export (runwayml/stable-diffusion-v1-5, whose host is gone)
- * when it is in place, else the fp32 set that `deno task models` derives
- * from the downloaded fp16 one (`models.lock` `[[derived]]`). GPU providers:
- * the fp16 set (half the download and memory).
- */
-export const AUTO_BASE = {
-  /** The pinned fp32 export's folder under the models root. */
-  fp32: "sd15-fp32",
-  /** The folder of the fp32 set derived from the fp16 one. */
-  fp32Derived: "sd15-fp32-derived",
-  /** The fp16 set's folder under the models root. */
-  fp16: "sd15",
-  /** The file whose presence says the pinned fp32 export is in place (its largest). */
-  fp32Marker: "sd15-fp32/unet/weights.pb",
-} as const;
-
-/**
- * Which set `[models] base = "auto"` picks by {@link AUTO_BASE} (asking
- * `exists` once about the fp32 export's marker); null for a named folder.
- */
-function autoBase(
-  base: string,
-  provider: "cpu" | "cuda" | "webgpu",
-  root: string,
-  exists: (path: string) => boolean,
-): "fp32" | "fp32-derived" | "fp16" | null {
-  if (base !== "auto") return null;
-  if (provider !== "cpu") return "fp16";
-  return exists(join(root, ...AUTO_BASE.fp32Marker.split("/"))) ? "fp32" : "fp32-derived";
-}
-
-const AUTO_FOLDER = {
-  "fp32": AUTO_BASE.fp32,
-  "fp32-derived": AUTO_BASE.fp32Derived,
-  "fp16": AUTO_BASE.fp16,
-};

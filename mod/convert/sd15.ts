@@ -3,7 +3,7 @@
  * at a time. The weights are diffusers-named maps (a `UNet2DConditionModel`,
  * a transformers `CLIPTextModel`, an `AutoencoderKL`, as `mod/checkpoint`
  * reads them from single-file checkpoints, diffusers folders and VAE files);
- * the graphs are the project's one SD 1.x architecture (`mod/graph/sd15.ts`)
+ * the graphs are the project's one SD 1.x architecture (`mod/graph/sd15*.ts`)
  * at the config the weights' shapes give, so the real SD 1.5 and test-sized
  * checkpoints convert alike.
  *

@@ -1,7 +1,8 @@
 /**
  * The project's one ONNX graph builder: a protobuf graph writer that streams
  * weights one tensor at a time (`graph.ts`), layer helpers over it
- * (`layers.ts`), the SD 1.x architecture (`sd15.ts`) at any width an
+ * (`layers.ts`), the SD 1.x architecture (`sd15.ts` and, one file each,
+ * `sd15_unet.ts`, `sd15_text_encoder.ts`, `sd15_vae.ts`) at any width an
  * architecture config gives (`sd15_config.ts`, inferred from a checkpoint's
  * shapes), and where weights come from (`weights.ts`: a diffusers-named map
  * of a checkpoint, or a seeded random stream for test and bench stand-ins).
@@ -27,18 +28,10 @@ export {
 } from "./graph.ts";
 export { type IoFloat, Layers, OPSET } from "./layers.ts";
 export { fnv1a, Rng } from "./rng.ts";
-export {
-  buildSd15ControlNet,
-  buildSd15TextEncoder,
-  buildSd15Unet,
-  buildSd15VaeDecoder,
-  buildSd15VaeEncoder,
-  sampleInGraph,
-  type Sd15Model,
-  type Sd15Module,
-  type Sd15Weights,
-  type UnetBuildOptions,
-} from "./sd15.ts";
+export { type Sd15Model, type Sd15Module, type Sd15Weights } from "./sd15.ts";
+export { buildSd15ControlNet, buildSd15Unet, type UnetBuildOptions } from "./sd15_unet.ts";
+export { buildSd15TextEncoder } from "./sd15_text_encoder.ts";
+export { buildSd15VaeDecoder, buildSd15VaeEncoder, sampleInGraph } from "./sd15_vae.ts";
 export {
   ArchitectureError,
   clipHeads,
