@@ -21,6 +21,6 @@ export { AUTO_BASE } from "./models.ts";
 export { autoPreset, PRESETS, samplingSummary, samplingText } from "./presets.ts";
 export type { PresetName, PresetValues, SamplingSummary } from "./presets.ts";
 export type { PromptSyntax } from "./prompt.ts";
-export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolve.ts";
+export type { ControlNetConfig, ResolvedConfig, SchedulerName } from "./resolved.ts";
 export { type ConfigEdit, ConfigEditError, editConfigText, readWrittenConfig } from "./edit.ts";
 export { localOverlayPath, mergeTables } from "./overlay.ts";

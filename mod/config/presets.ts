@@ -9,7 +9,7 @@
 
 import type { SchedulerName } from "../schedulers/mod.ts";
 import { ConfigError } from "./error.ts";
-import type { ResolvedConfig } from "./resolve.ts";
+import type { ResolvedConfig } from "./resolved.ts";
 import type { RawConfig } from "./schema.ts";
 
 /** A resolved `[generation] preset`. */

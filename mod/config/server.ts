@@ -10,7 +10,7 @@
 
 import { parseAddressRange } from "../http/client_address.ts";
 import { ConfigError } from "./error.ts";
-import type { ResolvedConfig } from "./resolve.ts";
+import type { ResolvedConfig } from "./resolved.ts";
 import type { RawConfig } from "./schema.ts";
 
 /**
