@@ -9,11 +9,10 @@
 
 import type { SchedulerName } from "../schedulers/mod.ts";
 import { ConfigError } from "./error.ts";
-import type { ResolvedConfig } from "./resolved.ts";
+import type { PresetName, ResolvedConfig } from "./resolved.ts";
 import type { RawConfig } from "./schema.ts";
 
-/** A resolved `[generation] preset`. */
-export type PresetName = "fast" | "turbo" | "quality" | "custom";
+export type { PresetName } from "./resolved.ts";
 
 /** What a preset sets; the keys written in the config win over it. */
 export interface PresetValues {

@@ -9,8 +9,10 @@
 
 import type { AddressRange } from "../http/client_address.ts";
 import type { SizeId } from "../pipeline/types.ts";
-import type { PresetName } from "./presets.ts";
 import type { PromptSyntax } from "./prompt.ts";
+
+/** A resolved `[generation] preset`. */
+export type PresetName = "fast" | "turbo" | "quality" | "custom";
 
 /** The scheduler names accepted by `generation.scheduler`. */
 export type { SchedulerName } from "../schedulers/mod.ts";
