@@ -66,6 +66,7 @@
  * @module
  */
 
+import { concatBytes } from "../bytes/mod.ts";
 import { log } from "../log/mod.ts";
 import {
   type AddressRange,
@@ -76,7 +77,7 @@ import {
 } from "./client_address.ts";
 import { type FairDecision, FairShare } from "./fair_share.ts";
 import { PeerLimits } from "./peer_limits.ts";
-import { bodyLength, concat, forwardedHead, parseRequestHead } from "./request_head.ts";
+import { bodyLength, forwardedHead, parseRequestHead } from "./request_head.ts";
 import {
   findHeadEnd,
   type LateBytes,
@@ -575,7 +576,7 @@ export class ConnectionGuard {
         return;
       }
       const from = Math.max(0, head.length - 3);
-      head = c.head = concat(head, buffer.subarray(0, n));
+      head = c.head = concatBytes([head, buffer.subarray(0, n)]);
       found = findHeadEnd(head, from);
       if (!found && head.length > MAX_HEAD_BYTES) {
         this.#refuseHeadTooLarge(c);

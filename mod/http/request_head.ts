@@ -40,14 +40,6 @@ function latin1Bytes(text: string): Uint8Array {
   return out;
 }
 
-/** `a` then `b`, in a new array. */
-export function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
 /** The header lines of a head (after the request line), or null when one is folded. */
 function headerLines(lines: string[]): Array<[string, string]> | null {
   const out: Array<[string, string]> = [];

@@ -27,6 +27,7 @@
  * @module
  */
 
+import { concatBytes } from "../bytes/mod.ts";
 import { log } from "../log/mod.ts";
 import { clientKey } from "./client_address.ts";
 import { CLIENT_ADDRESS_HEADER } from "./request_head.ts";
@@ -146,14 +147,7 @@ async function readBodyCapped(request: Request, limit: number): Promise<Uint8Arr
     }
     chunks.push(value);
   }
-  if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.length;
-  }
-  return out;
+  return chunks.length === 1 ? chunks[0] : concatBytes(chunks);
 }
 
 /**
