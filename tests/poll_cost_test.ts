@@ -147,7 +147,7 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
     // alternating rounds.
     const image = async () => {
       const start = performance.now();
-      const r = await call(o, "generate_image", { positive_prompt: "other tenant", count: 3 });
+      const r = await call(o, "generate_image", { positive_prompt: "other tenant", count: 4 });
       assert.equal(r.isError, undefined);
       return performance.now() - start;
     };
@@ -175,7 +175,7 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
       return ms;
     };
     // Alternating which comes first, so a drift in the machine's load falls on both alike.
-    for (let round = 0; round < 6; round++) {
+    for (let round = 0; round < 8; round++) {
       if (round % 2) {
         polled.push(await whilePolled());
         alone.push(await image());
@@ -190,20 +190,15 @@ Deno.test("polls of a finished result over the inline budget cost at most 2x a r
         `${polled.map(Math.round).join(" ")} ms: ${ratio.toFixed(2)}x by median; ` +
         `${rates.map(Math.round).join(" ")} polls a second`,
     );
-    // The aim is 1.3x. With finished results' content kept in memory (a poll reads only the
-    // job's row), a poll of this result costs about 7 ms of this process's CPU (the test's
-    // client included) against 3 to 4 ms for a `list_generations` call: what is left is moving
-    // 1 MB through the SDK, the HTTP front and the client, and the fixed cost of a request.
-    // The loop now gets 21 to 40 of its 40 polls a second (reading the result from the database
-    // held it near 9), a quarter of a core; medians of six alternating rounds measured 1.27x,
-    // 1.38x, 1.39x, 1.43x and 1.57x on a 2-core VM shared with other tests, and 2.00x with another test
-    // beside it (1.15x to 1.55x before, at the slower rate), so
-    // 1.3x would fail for the machine's load rather than for the product. Asserted: at most 2x,
-    // which polls that made the previews again each time exceeded (2.2-3.3 s images took
-    // 5.8-6.8 s).
+    // A poll of this result costs about 7 ms of this process's CPU (the test's client included),
+    // so the loop's 40 polls a second take about a quarter of a core, beside an image that runs
+    // on one intra-op thread. On an idle 2-core x86-64 VM the medians of alternating rounds
+    // measured 1.04x to 1.15x (polls that made the previews again each time: 2.2-3.3 s images
+    // took 5.8-6.8 s). Another process keeping both cores busy pushes the ratio past 1.3x
+    // whatever the server does, which is why the rounds alternate and the medians are taken.
     assert.ok(
-      ratio <= 2,
-      `the other tenant's image took ${ratio.toFixed(2)}x its time alone by median (at most 2x)`,
+      ratio <= 1.3,
+      `the other tenant's image took ${ratio.toFixed(2)}x its time alone by median (at most 1.3x)`,
     );
   } finally {
     await p.close();
