@@ -54,6 +54,7 @@ function recordingRuntime(): CacheRuntime<Session> & {
       calls.push({ path: "(bytes)", o });
       return createSessionFromBytes(bytes, externalData, { ...o, optimizedCache: undefined });
     },
+    release: (session) => session.release(),
   };
 }
 
@@ -239,6 +240,7 @@ Deno.test("optimised-graph cache: written beside its final name and moved there 
     const watching: CacheRuntime<Session> = {
       version: runtime.version,
       openBytes: runtime.openBytes,
+      release: runtime.release,
       open: async (path, o) => {
         const session = await runtime.open(path, o);
         if (o.saveOptimized) {
