@@ -498,7 +498,7 @@ Deno.test("optimised-graph cache: pre-packed weights ONNX Runtime writes off the
     ) as OptimizedRecord;
     ok(
       record.withoutPrepacked?.includes(`off a ${PREPACKED_ALIGNMENT}-byte boundary`),
-      record.withoutPrepacked,
+      String(record.withoutPrepacked),
     );
     strictEqual(record.key.prepacked, true, "the key is what was asked: found again next time");
     deepStrictEqual((await readModelInfo(join(outcome.folder, OPTIMIZED_MODEL))).prepacked, []);
