@@ -81,6 +81,7 @@ export {
   type ExternalDataRef,
   ModelFormatError,
   type ModelInfo,
+  type PrepackedBlob,
   readModelInfo,
 } from "./model_info.ts";
 export {

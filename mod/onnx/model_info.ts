@@ -28,6 +28,28 @@ export interface ExternalDataRef {
   tensors: number;
 }
 
+/**
+ * One weight buffer a CPU kernel pre-packed, as ONNX Runtime writes it into
+ * the external data of an optimised graph saved with
+ * `session.save_external_prepacked_constant_initializers`: an entry
+ * `prepacked_<n>` of the initializer's `external_data` whose value is
+ * `<kernel key>|<offset>;<length>;<checksum>[|…]` (onnxruntime
+ * `onnxruntime/core/framework/tensor_external_data_info.cc`,
+ * `AddPrepackedEntriesToProto` and `ExternalDataInfo::Create`).
+ */
+export interface PrepackedBlob {
+  /** The initializer it was packed from. */
+  tensor: string;
+  /** The kernel's key, e.g. `MatMul+1175…`. */
+  key: string;
+  /** The file it is in (the initializer's `location`). */
+  location: string;
+  /** Its first byte in that file. */
+  offset: number;
+  /** Its size in bytes. */
+  length: number;
+}
+
 /** What {@link readModelInfo} found. */
 export interface ModelInfo {
   /** Graph inputs that are not initializers (what ONNX Runtime lists as inputs), in order. */
@@ -36,6 +58,8 @@ export interface ModelInfo {
   outputs: IoMeta[];
   /** External-data files, in the order first referenced. */
   externalData: ExternalDataRef[];
+  /** Pre-packed weight buffers (only in a graph ONNX Runtime saved with them), in file order. */
+  prepacked: PrepackedBlob[];
 }
 
 /** A model file that is not a readable ONNX protobuf (truncated, or not ONNX at all). */
@@ -289,12 +313,15 @@ function valueInfo(b: Buf): IoMeta {
 async function tensorHeader(
   r: FileReader,
   end: number,
-): Promise<{ name: string; location?: string; offset: number; length?: number }> {
+): Promise<
+  { name: string; location?: string; offset: number; length?: number; prepacked: string[] }
+> {
   let name = "";
   let external = false;
   let elemType = 0;
   const dims: number[] = [];
   const kv: Record<string, string> = {};
+  const prepacked: string[] = [];
   while (r.pos < end) {
     const tag = await r.varint();
     const field = Math.floor(tag / 8);
@@ -310,7 +337,8 @@ async function tensorHeader(
         else if (f === 2 && w === WIRE_LEN) value = b.string();
         else b.skip(w);
       }
-      kv[key] = value;
+      if (key.startsWith("prepacked")) prepacked.push(value);
+      else kv[key] = value;
     } else if (field === 14 && wt === WIRE_VARINT) {
       external = (await r.varint()) === 1;
     } else if (field === 1 && wt === WIRE_VARINT) {
@@ -322,7 +350,7 @@ async function tensorHeader(
       elemType = await r.varint();
     } else await r.skipValue(wt);
   }
-  if (!external || kv.location === undefined) return { name, offset: 0 };
+  if (!external || kv.location === undefined) return { name, offset: 0, prepacked: [] };
   const offset = Number(kv.offset ?? "0");
   // Without a recorded length ORT reads the tensor's own byte size.
   const length = kv.length !== undefined
@@ -330,7 +358,23 @@ async function tensorHeader(
     : ELEM_BYTES[elemType] !== undefined
     ? dims.reduce((n, d) => n * d, 1) * ELEM_BYTES[elemType]
     : undefined;
-  return { name, location: kv.location, offset, length };
+  return { name, location: kv.location, offset, length, prepacked };
+}
+
+/** The blobs of `prepacked_<n>` values (`key|offset;length;checksum|…`); malformed parts are skipped, as ONNX Runtime skips them. */
+function prepackedBlobs(tensor: string, location: string, values: string[]): PrepackedBlob[] {
+  const out: PrepackedBlob[] = [];
+  for (const value of values) {
+    const [key, ...blobs] = value.split("|");
+    for (const blob of blobs) {
+      const fields = blob.split(";");
+      const [offset, length] = fields.map(Number);
+      if (fields.length === 3 && Number.isSafeInteger(offset) && Number.isSafeInteger(length)) {
+        out.push({ tensor, key, location, offset, length });
+      }
+    }
+  }
+  return out;
 }
 
 /**
@@ -348,6 +392,7 @@ export async function readModelInfo(path: string): Promise<ModelInfo> {
   const outputs: IoMeta[] = [];
   const initializers = new Set<string>();
   const external = new Map<string, ExternalDataRef>();
+  const prepacked: PrepackedBlob[] = [];
   let sawGraph = false;
   while (r.pos < size) {
     const tag = await r.varint();
@@ -381,6 +426,7 @@ export async function readModelInfo(path: string): Promise<ModelInfo> {
           ref.end = Math.max(ref.end, t.offset + (t.length ?? 0));
           ref.tensors++;
           external.set(t.location, ref);
+          prepacked.push(...prepackedBlobs(t.name, t.location, t.prepacked));
         }
       } else await r.skipValue(gwt);
     }
@@ -391,5 +437,6 @@ export async function readModelInfo(path: string): Promise<ModelInfo> {
     inputs: inputs.filter((m) => !initializers.has(m.name)),
     outputs,
     externalData: [...external.values()],
+    prepacked: prepacked.sort((a, b) => a.offset - b.offset),
   };
 }

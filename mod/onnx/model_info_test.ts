@@ -46,6 +46,33 @@ Deno.test("readModelInfo: external data files and how far into them the model re
   );
 });
 
+Deno.test("readModelInfo: the pre-packed weight buffers of a graph ONNX Runtime saved with them", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "model_info_" });
+  try {
+    const path = join(dir, "model.onnx");
+    const session = await createSession(join(ROOT, "sd15/unet/model.onnx"), {
+      intraOpThreads: 1,
+      saveOptimized: { path, externalData: "model.onnx.data", prepacked: true },
+    });
+    await session.release();
+    const info = await readModelInfo(path);
+    const size = (await Deno.stat(join(dir, "model.onnx.data"))).size;
+    ok(info.prepacked.length > 0);
+    let end = 0;
+    for (const blob of info.prepacked) {
+      strictEqual(blob.location, "model.onnx.data");
+      ok(/^[A-Za-z]+\+\d+$/.test(blob.key), blob.key);
+      ok(blob.length > 0 && blob.offset >= end, `${blob.tensor}: no overlap`);
+      end = blob.offset + blob.length;
+    }
+    ok(end <= size, `the last buffer ends at ${end}, in a file of ${size} bytes`);
+    // Without them: none.
+    deepStrictEqual((await readModelInfo(join(ROOT, "sd15/unet/model.onnx"))).prepacked, []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("readModelInfo: a truncated or foreign file is refused with the byte counts", async () => {
   const dir = await Deno.makeTempDir({ prefix: "model_info_" });
   try {

@@ -33,6 +33,30 @@
  * current one and the most recently used other one stay, and a folder whose
  * model file is gone goes.
  *
+ * Pre-packed weights are kept only where a later start can read them.
+ * ONNX Runtime (1.30) pads its data file to a 4096-byte boundary only before
+ * a buffer of more than 1 MiB (`align_threshold` and
+ * `on_disk_alignment_factor` of `ModelSavingOptions`, onnxruntime
+ * `include/onnxruntime/core/graph/model_saving_options.h`; the padding in
+ * `AddPrepackedEntriesToProto`,
+ * `onnxruntime/core/framework/tensor_external_data_info.cc`), and a later
+ * start uses each pre-packed buffer in place in the mapped file, where the
+ * CPU's SGEMM kernel reads packed weights with aligned loads (AVX-512
+ * `vmovaps`) that need the 64 bytes of MLAS's
+ * `MLAS_DEFAULT_PREFERRED_BUFFER_ALIGNMENT`
+ * (`onnxruntime/core/mlas/lib/mlasi.h`). A smaller buffer written after an
+ * initializer whose size is not a multiple of 64 bytes lands off that
+ * boundary, and the first run of the reopened graph dies with SIGSEGV: a
+ * converted CLIP text encoder narrower than 768 (its 77×77 float causal mask
+ * is 23,716 bytes; its projections, under 1 MiB each, follow it) did, under
+ * `gdb` at a `vmovaps` from an address 804 bytes into a page, the offset of
+ * its first projection's pre-packed buffer in the data file modulo 4096. So
+ * the cache reads the offsets of every written graph's pre-packed buffers
+ * ({@link misplacedPrepacked}); when one is off a 64-byte boundary, the
+ * model is optimised again and its graph written without pre-packed weights
+ * (its kernels pack them at each start, in memory they allocate aligned),
+ * and the record says why (`withoutPrepacked`).
+ *
  * @module
  */
 
@@ -45,7 +69,15 @@ import type { ExternalDataFile, SessionOptions } from "./session_options.ts";
 import { processExists, readSystemText } from "./system_files.ts";
 
 /** Version of the cache layout and key; a change makes every cached graph stale. */
-export const OPTIMIZED_CACHE_VERSION = 1;
+export const OPTIMIZED_CACHE_VERSION = 2;
+
+/**
+ * The boundary every pre-packed weight buffer of a cached graph must start
+ * on: MLAS's `MLAS_DEFAULT_PREFERRED_BUFFER_ALIGNMENT`, 64 bytes (onnxruntime
+ * `onnxruntime/core/mlas/lib/mlasi.h`). Version 1 of the cache kept graphs
+ * whose buffers were off it (see the module's notes); version 2 checks.
+ */
+export const PREPACKED_ALIGNMENT = 64;
 
 /** The record of a cached graph, written last. */
 export const OPTIMIZED_RECORD = "optimized.json";
@@ -71,6 +103,8 @@ export interface CacheRuntime<S> {
     externalData: readonly ExternalDataFile[],
     options: SessionOptions,
   ): Promise<S>;
+  /** Frees a session the cache opened and does not hand back. */
+  release(session: S): Promise<void>;
   /** The ONNX Runtime build, for the key. */
   version: string;
 }
@@ -104,7 +138,11 @@ export interface OptimizedKey {
   provider: string;
   /** The optimisation level the graph was optimised at. */
   graphOptimization: string;
-  /** Whether the CPU kernels' pre-packed weights are saved with it. */
+  /**
+   * Whether the CPU kernels' pre-packed weights are asked to be saved with
+   * it (a graph whose buffers ONNX Runtime writes off their boundary is kept
+   * without them; its record says so).
+   */
   prepacked: boolean;
   /** sha256 of the CPU's identity (see {@link cpuIdentity}). */
   cpu: string;
@@ -124,12 +162,17 @@ export interface OptimizedRecord {
   builtAt: string;
   /** Milliseconds the optimising open took. */
   buildMs: number;
+  /**
+   * Why the pre-packed weights the key asks for were left out of the data
+   * file ({@link misplacedPrepacked}); absent when they are in it.
+   */
+  withoutPrepacked?: string;
 }
 
 /** What happened when a model was opened through the cache. */
 export type CacheOutcome =
   | { state: "hit"; folder: string; ms: number }
-  | { state: "built"; folder: string; ms: number; bytes: number }
+  | { state: "built"; folder: string; ms: number; bytes: number; prepacked: boolean }
   | { state: "bypassed"; why: string };
 
 /**
@@ -208,7 +251,7 @@ export async function openThroughCache<S>(
   }
 
   const hit = await openHit(plan, plain, runtime, onOutcome);
-  return hit ?? await build(openSource, plan, plain, onOutcome);
+  return hit ?? await build(openSource, runtime, plan, plain, onOutcome);
 }
 
 /**
@@ -401,6 +444,7 @@ async function checkFolder(
 
 async function build<S>(
   openSource: (options: SessionOptions) => Promise<S>,
+  runtime: CacheRuntime<S>,
   plan: Plan,
   plain: SessionOptions,
   onOutcome?: (outcome: CacheOutcome) => void,
@@ -422,16 +466,36 @@ async function build<S>(
     return await openSource(plain);
   }
   const t0 = performance.now();
+  const saving = (prepacked: boolean): SessionOptions => ({
+    ...plain,
+    saveOptimized: {
+      path: join(scratch, OPTIMIZED_MODEL),
+      externalData: OPTIMIZED_DATA,
+      prepacked,
+    },
+  });
   let session: S;
+  let withoutPrepacked: string | undefined;
   try {
-    session = await openSource({
-      ...plain,
-      saveOptimized: {
-        path: join(scratch, OPTIMIZED_MODEL),
-        externalData: OPTIMIZED_DATA,
-        prepacked: plan.key.prepacked,
-      },
-    });
+    session = await openSource(saving(plan.key.prepacked));
+    const misplaced = plan.key.prepacked
+      ? await misplacedPrepacked(join(scratch, OPTIMIZED_MODEL))
+      : null;
+    if (misplaced !== null) {
+      // Kept as written, the graph would crash the first run of a later start (module notes).
+      withoutPrepacked = misplaced;
+      log(
+        "info",
+        "onnx",
+        `${label}: optimising again to keep its graph without pre-packed weights`,
+        {
+          why: misplaced,
+        },
+      );
+      await runtime.release(session);
+      await emptyFolder(scratch);
+      session = await openSource(saving(false));
+    }
   } catch (e) {
     await removeFolder(scratch);
     log(
@@ -464,6 +528,7 @@ async function build<S>(
       files,
       builtAt: new Date().toISOString(),
       buildMs: ms,
+      ...(withoutPrepacked === undefined ? {} : { withoutPrepacked }),
     };
     const recordPath = join(scratch, OPTIMIZED_RECORD);
     await Deno.writeTextFile(recordPath, JSON.stringify(record, null, 2) + "\n");
@@ -482,7 +547,13 @@ async function build<S>(
       ms,
       bytes,
     });
-    onOutcome?.({ state: "built", folder: plan.folder, ms, bytes });
+    onOutcome?.({
+      state: "built",
+      folder: plan.folder,
+      ms,
+      bytes,
+      prepacked: plan.key.prepacked && withoutPrepacked === undefined,
+    });
   } catch (e) {
     await removeFolder(scratch);
     log("warn", "onnx", `${label}: the optimised graph could not be kept`, {
@@ -492,6 +563,34 @@ async function build<S>(
     onOutcome?.({ state: "bypassed", why: errorText(e) });
   }
   return session;
+}
+
+/**
+ * Why the pre-packed weights of the graph ONNX Runtime wrote at `path`
+ * cannot be trusted at a later start, or null when every buffer starts on a
+ * {@link PREPACKED_ALIGNMENT}-byte boundary of its file (or there are none).
+ * A graph whose buffers cannot be read is not trusted either.
+ */
+export async function misplacedPrepacked(path: string): Promise<string | null> {
+  let blobs;
+  try {
+    blobs = (await readModelInfo(path)).prepacked;
+  } catch (e) {
+    return `its pre-packed weights cannot be read: ${errorText(e)}`;
+  }
+  const off = blobs.filter((b) => b.offset % PREPACKED_ALIGNMENT !== 0);
+  if (off.length === 0) return null;
+  const first = off[0];
+  return `ONNX Runtime wrote ${off.length} of its ${blobs.length} pre-packed weight buffers off a ` +
+    `${PREPACKED_ALIGNMENT}-byte boundary (the first: ${first.tensor} at byte ${first.offset} of ` +
+    `${first.location}), where its kernels' aligned loads would crash a later start`;
+}
+
+/** Removes everything inside `folder` (an attempt's files), keeping the folder. */
+async function emptyFolder(folder: string): Promise<void> {
+  for await (const e of Deno.readDir(folder)) {
+    await Deno.remove(join(folder, e.name), { recursive: true });
+  }
 }
 
 /**

@@ -1,22 +1,28 @@
 import { deepStrictEqual, notStrictEqual, ok, strictEqual } from "node:assert";
 import { join } from "node:path";
 import { buildUnet, TINY_DIMS } from "../../tests/fixtures/builder/mod.ts";
+import { buildSd15TextEncoder, OPSET, Rng } from "../graph/mod.ts";
+import { TEST_TEXT_ENCODER } from "../convert/sd15_testing.ts";
+import { readModelInfo } from "./model_info.ts";
 import {
   type CacheOutcome,
   type CacheRuntime,
   cpuIdentity,
+  misplacedPrepacked,
   openCachedRewrite,
   openThroughCache,
   OPTIMIZED_DATA,
   OPTIMIZED_MODEL,
   OPTIMIZED_RECORD,
   type OptimizedRecord,
+  PREPACKED_ALIGNMENT,
 } from "./optimized_cache.ts";
 import {
   createSession,
   createSessionFromBytes,
   type Session,
   type SessionOptions,
+  Tensor,
 } from "./runtime.ts";
 import { toFloat32 } from "./tensors.ts";
 import { tinyUnetFeeds } from "./testing.ts";
@@ -54,6 +60,7 @@ function recordingRuntime(): CacheRuntime<Session> & {
       calls.push({ path: "(bytes)", o });
       return createSessionFromBytes(bytes, externalData, { ...o, optimizedCache: undefined });
     },
+    release: (session) => session.release(),
   };
 }
 
@@ -112,6 +119,13 @@ Deno.test("optimised-graph cache: the first open writes it, the next opens it un
       ["weights.pb", unet.external!.data.length],
     ]);
     strictEqual(record.key.graphOptimization, "all");
+
+    // The UNet's pre-packed weights are kept: ONNX Runtime wrote each on a 64-byte boundary.
+    strictEqual(first.outcome.state === "built" && first.outcome.prepacked, true);
+    strictEqual(record.withoutPrepacked, undefined);
+    const blobs = (await readModelInfo(join(cache, folder, OPTIMIZED_MODEL))).prepacked;
+    ok(blobs.length > 0, "the data file holds pre-packed weights");
+    strictEqual(await misplacedPrepacked(join(cache, folder, OPTIMIZED_MODEL)), null);
 
     const second = await open(model, cache, runtime);
     strictEqual(second.outcome.state, "hit");
@@ -239,6 +253,7 @@ Deno.test("optimised-graph cache: written beside its final name and moved there 
     const watching: CacheRuntime<Session> = {
       version: runtime.version,
       openBytes: runtime.openBytes,
+      release: runtime.release,
       open: async (path, o) => {
         const session = await runtime.open(path, o);
         if (o.saveOptimized) {
@@ -434,6 +449,72 @@ Deno.test("optimised-graph cache: a named rewrite of a file is keyed by the file
     const changed = unet.external!.data.map((v, i) => (i === 0 ? v ^ 1 : v));
     await Deno.writeFile(join(dir, "unet", "weights.pb"), changed);
     strictEqual(await openCachedRewrite({ from: model, rewrite }, options, runtime), null);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("optimised-graph cache: pre-packed weights ONNX Runtime writes off their 64-byte boundary are left out; the second start runs, same numbers", async () => {
+  // The SD 1.x text encoder as the converter builds it, 32 wide: its 77×77 float causal mask
+  // (23,716 bytes) puts every smaller pre-packed projection after it off the boundary MLAS's
+  // aligned loads need. Kept as written, the reopened graph died with SIGSEGV at its first run.
+  const dir = await Deno.makeTempDir({ prefix: "optimized_cache_te_" });
+  try {
+    const model = join(dir, "text_encoder", "model.onnx");
+    await Deno.mkdir(join(dir, "text_encoder"));
+    await buildSd15TextEncoder(new Rng(5, "narrow text encoder"), TEST_TEXT_ENCODER).graph
+      .writeModel(model, { opset: OPSET });
+    const cache = join(dir, "cache");
+    const ids = new Int32Array(77).fill(49407);
+    ids.set([49406, 320, 1929, 530, 518, 3240]);
+    const run = async (session: Session) => {
+      const out = await session.run({ input_ids: new Tensor("int32", ids, [1, 77]) });
+      return [toFloat32(out.last_hidden_state), toFloat32(out.pooler_output)];
+    };
+    const options: SessionOptions = { intraOpThreads: 1, label: "text_encoder" };
+    const plain = await createSession(model, options);
+    const expected = await run(plain);
+    await plain.release();
+
+    const runtime = recordingRuntime();
+    let outcome: CacheOutcome | undefined;
+    const first = await openThroughCache(
+      { path: model },
+      { ...options, optimizedCache: cache },
+      runtime,
+      (o) => outcome = o,
+    );
+    deepStrictEqual(await run(first), expected);
+    await first.release();
+    strictEqual(outcome?.state, "built");
+    deepStrictEqual(
+      runtime.calls.map((c) => [c.path, c.o.saveOptimized?.prepacked]),
+      [[model, true], [model, false]],
+      "optimised once with pre-packed weights, then again without them",
+    );
+    strictEqual(outcome.prepacked, false);
+    const record = JSON.parse(
+      await Deno.readTextFile(join(outcome.folder, OPTIMIZED_RECORD)),
+    ) as OptimizedRecord;
+    ok(
+      record.withoutPrepacked?.includes(`off a ${PREPACKED_ALIGNMENT}-byte boundary`),
+      String(record.withoutPrepacked),
+    );
+    strictEqual(record.key.prepacked, true, "the key is what was asked: found again next time");
+    deepStrictEqual((await readModelInfo(join(outcome.folder, OPTIMIZED_MODEL))).prepacked, []);
+
+    let again: CacheOutcome | undefined;
+    const second = await openThroughCache(
+      { path: model },
+      { ...options, optimizedCache: cache },
+      runtime,
+      (o) => again = o,
+    );
+    strictEqual(again?.state, "hit");
+    strictEqual(runtime.calls.length, 3);
+    strictEqual(runtime.calls[2].path, join(outcome.folder, OPTIMIZED_MODEL));
+    deepStrictEqual(await run(second), expected);
+    await second.release();
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

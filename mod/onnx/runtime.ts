@@ -163,6 +163,7 @@ export async function createSession(path: string, options: SessionOptions = {}):
 const CACHE_RUNTIME: CacheRuntime<Session> = {
   open: (path, options) => openPath(path, options),
   openBytes: (bytes, externalData, options) => openBytes(bytes, externalData, options),
+  release: (session) => session.release(),
   version: `onnxruntime-node ${ort.env.versions.node ?? "?"}, ` +
     `onnxruntime-common ${ort.env.versions.common}`,
 };

@@ -66,12 +66,7 @@ export async function checkpointWorkspace(
     config,
     `[server]\nenvironment = "local"\ndata_dir = ${JSON.stringify(join(dir, "data"))}\n\n` +
       `[models]\nroot = "models"\nbase = "sd15"\n\n` +
-      // No optimised-graph cache: a second start that opens the cached, pre-packed graph of a
-      // converted text encoder narrower than SD 1.x's 768 (32 to 512 tried, this one is 32) dies
-      // with SIGSEGV inside ONNX Runtime; at 768 wide (1 or 12 layers) and without pre-packed
-      // weights it does not. Reported, not yet fixed.
-      `[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\nwarm_up = false\n` +
-      `optimized_cache = false\n\n` +
+      `[runtime]\nintra_op_threads = 1\ninter_op_threads = 1\nwarm_up = false\n\n` +
       `[generation]\n${generation}\n${extra}`,
   );
   return { dir, models, config, remove: () => Deno.remove(dir, { recursive: true }) };
