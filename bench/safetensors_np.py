@@ -15,18 +15,22 @@ NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
 
 
 def read(path):
-    """`{name: numpy array}` of a file (a copy of each tensor, little-endian)."""
+    """`{name: numpy array}` of a file (a copy of each tensor, little-endian). The data is
+    memory-mapped, so a file is held once (its tensors), not twice."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
-        data = f.read()
     out = {}
+    if all(name == "__metadata__" for name in header):
+        return out
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
     for name, info in header.items():
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
         dtype = np.dtype(DTYPES[info["dtype"]]).newbyteorder("<")
-        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"]).copy()
+        out[name] = np.array(data[begin:end].view(dtype).reshape(info["shape"]))
+    del data
     return out
 
 
