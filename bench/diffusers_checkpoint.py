@@ -57,8 +57,9 @@ same files can be held against them.
 `safe_open`, which diffusers and the script call, are given here by
 `safetensors_np.py` (numpy, the format's README). Writes OUT_DIR/NAME.rgb
 (uint8 H×W×3), NAME.latents (float32, what the VAE decoded), result.json.
-Full size: about 10 GB of memory at the peak and 15–20 minutes on 2 cores.
+Every run writes the same files (the models are seeded before they are constructed).
 """
+import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -151,6 +152,7 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion import (  # 
 )
 from diffusers.schedulers.scheduling_lcm import LCMScheduler  # noqa: E402
 
+MODEL_SEED = 1234  # diffusers_export.py's `randomized` seed
 SD15_SCHEDULER = {
     "_class_name": "PNDMScheduler",
     "_diffusers_version": "0.6.0",
@@ -316,6 +318,9 @@ def write_forms(job, folder, unet_config, vae_config, convert_script):
     for sub in ("unet", "vae", "text_encoder", "tokenizer", "scheduler"):
         (folder / sub).mkdir(parents=True)
     with torch.no_grad():
+        # Seeded before the text encoder is constructed too (its default-initialised biases and
+        # norms are drawn then), so every run writes the same files.
+        torch.manual_seed(MODEL_SEED)
         text = dx.randomized(new_text_encoder(small))
         save_file(sd15_torch.clip_transformers_state_dict(text), folder / "text_encoder" / "model.safetensors")
         del text
@@ -401,28 +406,38 @@ def read_single_file(path, small, unet_config, vae_config, parts=("text_encoder"
     return out, dtypes
 
 
+def digests(model):
+    """`{name: sha256 of its bytes}` of every parameter and buffer of a model."""
+    return {k: hashlib.sha256(v.detach().contiguous().numpy().tobytes()).hexdigest()
+            for k, v in model.state_dict().items()}
+
+
 def read_folder(folder, small):
-    """The models diffusers' from_pretrained makes of the folder (UNet, VAE), and its text
-    encoder file under transformers' names."""
+    """The digests of the models diffusers' from_pretrained makes of the folder (UNet, VAE), and
+    of its text encoder file read under transformers' names; one model in memory at a time."""
     out = {}
     with torch.no_grad():
-        out["unet"] = UNet2DConditionModel.from_pretrained(str(folder / "unet"), use_safetensors=True).eval()
-        out["vae"] = AutoencoderKL.from_pretrained(str(folder / "vae"), use_safetensors=True).eval()
+        for part, cls in (("unet", UNet2DConditionModel), ("vae", AutoencoderKL)):
+            model = cls.from_pretrained(str(folder / part), use_safetensors=True)
+            out[part] = digests(model)
+            del model
         text = new_text_encoder(small)
         TransformersNames(text).load_state_dict(load_file(str(folder / "text_encoder" / "model.safetensors")))
-        out["text_encoder"] = text
+        out["text_encoder"] = digests(text)
     return out
 
 
-def same_weights(a, b):
-    """Every parameter and buffer of two models equal, bit for bit: how many."""
-    sa, sb = a.state_dict(), b.state_dict()
-    if sa.keys() != sb.keys():
-        raise SystemExit(f"the folder's and the fp32 file's models have other names: {sorted(sa.keys() ^ sb.keys())[:5]}")
-    for k in sa:
-        if not torch.equal(sa[k], sb[k]):
+def same_weights(folder_digests, model):
+    """Every parameter and buffer diffusers reads from the folder equal, bit for bit, to the one
+    it reads from the fp32 file: how many."""
+    mine = digests(model)
+    if mine.keys() != folder_digests.keys():
+        raise SystemExit(f"the folder's and the fp32 file's models have other names: "
+                         f"{sorted(mine.keys() ^ folder_digests.keys())[:5]}")
+    for k, d in mine.items():
+        if d != folder_digests[k]:
             raise SystemExit(f"{k}: diffusers reads another value from the folder than from the fp32 file")
-    return len(sa)
+    return len(mine)
 
 
 def generate(name, models, job, out):
@@ -473,15 +488,17 @@ def main():
     result["written"] = write_forms(job, folder, unet_config, vae_config, convert_script)
     print(f"written: {result['written']}", flush=True)
 
+    # The folder: the same weights as the fp32 file, read as diffusers reads a folder.
+    t0 = time.time()
+    from_folder = read_folder(folder, small)
+    result["read_folder_s"] = time.time() - t0
     t0 = time.time()
     models, result["fp32_file_dtypes"] = read_single_file(files / "sd15-random-fp32.safetensors", small,
                                                           unet_config, vae_config)
-    # The folder: the same weights as the fp32 file, read as diffusers reads a folder.
-    from_folder = read_folder(folder, small)
+    result["read_fp32_s"] = time.time() - t0
     result["folder_equals_fp32_file"] = {
         part: same_weights(from_folder[part], models[part]) for part in ("text_encoder", "unet", "vae")}
     del from_folder
-    result["read_fp32_s"] = time.time() - t0
     result["runs"]["fp32"] = generate("fp32", models, job, OUT)
     vae2, _ = read_single_file(files / "vae-random.safetensors", small, unet_config, vae_config,
                                parts=("vae",))
