@@ -71,7 +71,6 @@ import time
 import types
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
