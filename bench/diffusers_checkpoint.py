@@ -57,7 +57,8 @@ same files can be held against them.
 `safe_open`, which diffusers and the script call, are given here by
 `safetensors_np.py` (numpy, the format's README). Writes OUT_DIR/NAME.rgb
 (uint8 H×W×3), NAME.latents (float32, what the VAE decoded), result.json.
-Every run writes the same files (the models are seeded before they are constructed).
+Every run writes the same files (the models are seeded before they are constructed). Full
+size: about 10 minutes and 18–21 GB peak RSS on a 2-core x86-64 VM (docs/performance.md).
 """
 import hashlib
 import importlib.machinery

@@ -1,7 +1,8 @@
 /**
  * The full-size check of `deno task models add` against diffusers itself
- * (not a test: it needs two diffusers checkouts and about 10 GB per side, and
- * takes half an hour on 2 cores). A random-weight SD 1.5 is written, by
+ * (not a test: it needs two diffusers checkouts, up to 21 GB on diffusers'
+ * side and 6 GB on the project's, one side at a time, and 14 minutes on 2
+ * cores). A random-weight SD 1.5 is written, by
  * diffusers' own code (`diffusers_checkpoint.py`), in each form users have
  * it: an original-layout single file in fp32 and in fp16 (diffusers'
  * `scripts/convert_diffusers_to_original_stable_diffusion.py`, run as a user
