@@ -11,6 +11,7 @@ import { type Help, printHelp, wantsHelp } from "../mod/cli/mod.ts";
 import { runFullBench } from "./full.ts";
 import { runDiffusersCheck } from "./full_diffusers.ts";
 import { runPromptCheck } from "./full_prompt_check.ts";
+import { runCheckpointCheck } from "./full_checkpoint_check.ts";
 import { runPeersBench, splitPeersArgs } from "./peers.ts";
 
 const HELP: Help = {
@@ -23,6 +24,8 @@ const HELP: Help = {
     "[--eta E] [--seed N] [--python PATH] [--out FILE]",
     "deno task bench --prompt-check --export DIR --diffusers SRC [--steps N] [--seed N] " +
     "[--python PATH] [--out FILE]",
+    "deno task bench --checkpoint-check --diffusers SRC --convert-src SRC [--steps N] [--seed N] " +
+    "[--small] [--keep] [--python PATH] [--out FILE]",
   ],
   summary: "Benchmarks: speed and memory targets are measured by them, never in tests. Without " +
     "--full: the Deno benchmarks on the test-sized models (deno bench; its flags and files pass " +
@@ -78,7 +81,8 @@ const HELP: Help = {
     ],
     [
       "--python PY",
-      "full, peers and diffusers-check: the Python with torch (default /usr/bin/python3)",
+      "full, peers, diffusers-, prompt- and checkpoint-check: the Python with torch (default " +
+      "/usr/bin/python3)",
     ],
     [
       "--peers-images N",
@@ -95,11 +99,17 @@ const HELP: Help = {
       "diffusers-script export (bench/full_diffusers.ts); results in docs/performance.md",
     ],
     ["--export DIR", "diffusers-check: the folder diffusers_export.py wrote"],
-    ["--diffusers SRC", "diffusers-check: a diffusers v0.25.0 source checkout (src/, scripts/)"],
+    [
+      "--diffusers SRC",
+      "diffusers-, prompt- and checkpoint-check: a diffusers v0.25.0 source checkout (src/, scripts/)",
+    ],
     ["--tcd SRC", "diffusers-check: a diffusers v0.27.2 checkout, for its TCDScheduler"],
     ["--runs A,B", "diffusers-check: turbo-N and fast-N runs (default turbo-1,turbo-2,fast-4)"],
     ["--eta E", "diffusers-check: eta of the turbo runs (default 1, the preset's)"],
-    ["--seed N", "diffusers-check, prompt-check: the seed of every run (default 42)"],
+    [
+      "--seed N",
+      "diffusers-check, prompt-check, checkpoint-check: the seed of every run (default 42)",
+    ],
     [
       "--prompt-check",
       "a textual-inversion embedding and clip skip against diffusers' load_textual_inversion " +
@@ -107,12 +117,30 @@ const HELP: Help = {
       "--diffusers as for diffusers-check; --steps N: LCM steps, default 1); results in " +
       "docs/performance.md",
     ],
+    [
+      "--checkpoint-check",
+      "deno task models add of a random-weight SD 1.5 written by diffusers' own code (original-" +
+      "layout single files in fp32 and fp16, a diffusers folder, a standalone VAE file) against " +
+      "diffusers' StableDiffusionPipeline on the weights it reads from the same files " +
+      "(bench/full_checkpoint_check.ts; --diffusers: a v0.25.0 checkout; --steps N: LCM steps, " +
+      "default 1); results in docs/performance.md",
+    ],
+    [
+      "--convert-src SRC",
+      "checkpoint-check: a diffusers v0.27.0 or later checkout whose " +
+      "scripts/convert_diffusers_to_original_stable_diffusion.py writes the single files",
+    ],
+    ["--small", "checkpoint-check: the same at test widths and 64×64 (seconds), to try it"],
+    ["--keep", "checkpoint-check: keep the converted sets (about 8 GB each at full size)"],
     ["-h, --help", "print this help and exit"],
   ],
 };
 
 async function main(args: string[]): Promise<number> {
   if (wantsHelp(args)) return printHelp(HELP);
+  if (args.includes("--checkpoint-check")) {
+    return await runCheckpointCheck(args.filter((a) => a !== "--checkpoint-check"));
+  }
   if (args.includes("--prompt-check")) {
     return await runPromptCheck(args.filter((a) => a !== "--prompt-check"));
   }

@@ -7,14 +7,16 @@
  *
  * ```sh
  * deno run -P=test bench/full_diffusers_run.ts --root DIR --base sd15-fp32 --out DIR
- *   --prompt TEXT --seed 42 --size 512 [--lora PATH] [--vae tiny|full]
+ *   --prompt TEXT --seed 42 --size 512 [--lora PATH] [--vae tiny|full] [--vae-set DIR]
  *   --run NAME:SCHEDULER:STEPS:ETA:GUIDANCE [--run …]
  *   [--syntax plain|a1111] [--clip-skip N] [--embedding PATH] [--prompt-of NAME=TEXT …]
  * ```
  *
  * `--syntax`, `--clip-skip` and `--embedding` are the engine's `[prompt]`
  * (default: plain, 1, none; the embedding's word is its file's stem);
- * `--prompt-of` gives a run its own prompt. Each run also writes what the
+ * `--prompt-of` gives a run its own prompt. `--base` is a folder under `--root`;
+ * `--vae-set` an absolute VAE set folder (`[models] vae`: it decodes with
+ * `--vae full`). Each run also writes what the
  * UNet's first call was conditioned on (`NAME.embeds`, float32).
  *
  * @module
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
       size: { type: "string", default: "512" },
       lora: { type: "string" },
       vae: { type: "string", default: "tiny" },
+      "vae-set": { type: "string" },
       run: { type: "string", multiple: true },
       syntax: { type: "string", default: "plain" },
       "clip-skip": { type: "string", default: "1" },
@@ -81,6 +84,7 @@ async function main(): Promise<void> {
       controlnetUnet: join(root, v.base!, "controlnet_unet", "model.onnx"),
       vaeDecoder: v.vae === "full" ? "full" : "tiny",
       tinyVaeDecoder: join(root, "taesd", "vae_decoder", "model.onnx"),
+      ...(v["vae-set"] ? { vae: v["vae-set"] } : {}),
     },
     runtime: {
       executionProvider: "cpu",

@@ -15,18 +15,24 @@ NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
 
 
 def read(path):
-    """`{name: numpy array}` of a file (a copy of each tensor, little-endian)."""
+    """`{name: numpy array}` of a file, little-endian. Each tensor is read from the file into its
+    own array, so a file is held once (its tensors), and no mapping of it counts in the RSS."""
+    out = {}
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        dtype = np.dtype(DTYPES[info["dtype"]]).newbyteorder("<")
-        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"]).copy()
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            array = np.empty(info["shape"], dtype=np.dtype(DTYPES[info["dtype"]]).newbyteorder("<"))
+            raw = array.reshape(-1).view(np.uint8)
+            if raw.nbytes != end - begin:
+                raise ValueError(f"{path}: {name} has {end - begin} bytes for shape {info['shape']}")
+            f.seek(8 + n + begin)
+            if f.readinto(raw) != raw.nbytes:
+                raise ValueError(f"{path}: {name} runs past the end of the file")
+            out[name] = array
     return out
 
 
