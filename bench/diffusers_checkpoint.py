@@ -153,19 +153,6 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion import (  # 
 from diffusers.schedulers.scheduling_lcm import LCMScheduler  # noqa: E402
 
 MODEL_SEED = 1234  # diffusers_export.py's `randomized` seed
-SD15_SCHEDULER = {
-    "_class_name": "PNDMScheduler",
-    "_diffusers_version": "0.6.0",
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "beta_start": 0.00085,
-    "num_train_timesteps": 1000,
-    "set_alpha_to_one": False,
-    "skip_prk_steps": True,
-    "steps_offset": 1,
-    "trained_betas": None,
-    "clip_sample": False,
-}
 
 
 class Attrs(dict):
@@ -335,7 +322,7 @@ def write_forms(job, folder, unet_config, vae_config, convert_script):
         del vae
     for name in ("vocab.json", "merges.txt"):
         shutil.copy(Path(job["tokenizer"]) / name, folder / "tokenizer" / name)
-    json.dump(SD15_SCHEDULER, open(folder / "scheduler" / "scheduler_config.json", "w"), indent=2)
+    json.dump(dx.SD15_SCHEDULER, open(folder / "scheduler" / "scheduler_config.json", "w"), indent=2)
     json.dump({
         "_class_name": "StableDiffusionPipeline", "_diffusers_version": diffusers.__version__,
         "feature_extractor": [None, None], "requires_safety_checker": False,
@@ -447,7 +434,7 @@ def generate(name, models, job, out):
         prompt_embeds = models["text_encoder"](ids)[0]
         pipe = StableDiffusionPipeline(
             vae=models["vae"], text_encoder=None, tokenizer=None, unet=models["unet"],
-            scheduler=LCMScheduler.from_config(SD15_SCHEDULER), safety_checker=None,
+            scheduler=LCMScheduler.from_config(dx.SD15_SCHEDULER), safety_checker=None,
             feature_extractor=None, requires_safety_checker=False,
         )
         captured = {}

@@ -52,6 +52,22 @@ from torch import nn
 
 OPSET = 14  # the script's default --opset
 
+# SD 1.5's `scheduler/scheduler_config.json` (runwayml/stable-diffusion-v1-5), the config the
+# diffusers-side scripts build their schedulers from.
+SD15_SCHEDULER = {
+    "_class_name": "PNDMScheduler",
+    "_diffusers_version": "0.6.0",
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "beta_start": 0.00085,
+    "num_train_timesteps": 1000,
+    "set_alpha_to_one": False,
+    "skip_prk_steps": True,
+    "steps_offset": 1,
+    "trained_betas": None,
+    "clip_sample": False,
+}
+
 
 def setup(src):
     """Stubs what diffusers imports but does not use offline, puts the checkout `src` first."""

@@ -91,19 +91,6 @@ from diffusers.utils.constants import USE_PEFT_BACKEND  # noqa: E402
 
 assert not USE_PEFT_BACKEND, "this script runs diffusers' LoRA-compatible layers, not PEFT"
 
-SD15_SCHEDULER = {
-    "_class_name": "PNDMScheduler",
-    "_diffusers_version": "0.6.0",
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "beta_start": 0.00085,
-    "num_train_timesteps": 1000,
-    "set_alpha_to_one": False,
-    "skip_prk_steps": True,
-    "steps_offset": 1,
-    "trained_betas": None,
-    "clip_sample": False,
-}
 DTYPES = {"F32": np.float32, "F16": np.float16}
 
 
@@ -173,7 +160,7 @@ with torch.no_grad():
             text_encoder=None,
             tokenizer=None,
             unet=unet,
-            scheduler=LCMScheduler.from_config(SD15_SCHEDULER),
+            scheduler=LCMScheduler.from_config(dx.SD15_SCHEDULER),
             safety_checker=None,
             feature_extractor=None,
             requires_safety_checker=False,
@@ -184,7 +171,7 @@ with torch.no_grad():
         load_s = time.time() - t0
         for run in group["runs"]:
             cls = {"tcd": TCDScheduler, "lcm": LCMScheduler}[run["scheduler"]]
-            pipe.scheduler = cls.from_config(SD15_SCHEDULER)
+            pipe.scheduler = cls.from_config(dx.SD15_SCHEDULER)
             captured = {}
             decode = pipe.vae.decode
 

@@ -69,18 +69,6 @@ from diffusers.pipelines.stable_diffusion.pipeline_stable_diffusion import (  # 
 )
 from diffusers.schedulers.scheduling_lcm import LCMScheduler  # noqa: E402
 
-SD15_SCHEDULER = {
-    "_class_name": "PNDMScheduler",
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "beta_start": 0.00085,
-    "num_train_timesteps": 1000,
-    "set_alpha_to_one": False,
-    "skip_prk_steps": True,
-    "steps_offset": 1,
-    "trained_betas": None,
-    "clip_sample": False,
-}
 BOS, EOS, LENGTH = 49406, 49407, 77
 
 
@@ -230,7 +218,7 @@ with torch.no_grad():
         text_encoder=TextEncoder(models.pop("text_encoder")),
         tokenizer=Tokenizer(job["vocab"], job["words"]),
         unet=models.pop("unet"),
-        scheduler=LCMScheduler.from_config(SD15_SCHEDULER),
+        scheduler=LCMScheduler.from_config(dx.SD15_SCHEDULER),
         safety_checker=None,
         feature_extractor=None,
         requires_safety_checker=False,
