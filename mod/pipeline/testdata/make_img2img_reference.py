@@ -57,8 +57,9 @@ with open(os.path.join(pkg, "dependency_versions_check.py"), "w") as f:
     f.write("def dep_version_check(pkg, hint=None):\n    pass\n")
 
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
 import diffusers_offline  # noqa: E402
+from diffusers_export import SD15_SCHEDULER as SD15  # noqa: E402
 
 diffusers_offline.stub_missing(work)
 
@@ -123,19 +124,6 @@ sd_methods = extract(SD, {"get_timesteps", "prepare_latents"}, "StableDiffusionI
 lcm_fns = extract(LCM, {"retrieve_timesteps"})
 for fn in sd_methods.values():
     fn.__globals__["retrieve_latents"] = sd_fns["retrieve_latents"]
-
-SD15 = {
-    "_class_name": "PNDMScheduler",
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "beta_start": 0.00085,
-    "num_train_timesteps": 1000,
-    "set_alpha_to_one": False,
-    "skip_prk_steps": True,
-    "steps_offset": 1,
-    "trained_betas": None,
-    "clip_sample": False,
-}
 
 H = W = 4
 params = torch.zeros(1, 8, H, W)

@@ -62,27 +62,14 @@ open(os.path.join(pkg, "schedulers", "__init__.py"), "w").close()
 with open(os.path.join(pkg, "dependency_versions_check.py"), "w") as f:
     f.write("def dep_version_check(pkg, hint=None):\n    pass\n")
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
 import diffusers_offline  # noqa: E402
+from diffusers_export import SD15_SCHEDULER as SD15  # noqa: E402
 
 diffusers_offline.stub_missing(work)
 
 from diffusers.schedulers.scheduling_tcd import TCDScheduler  # noqa: E402
 from diffusers.utils.torch_utils import randn_tensor  # noqa: E402
-
-SD15 = {
-    "_class_name": "PNDMScheduler",
-    "_diffusers_version": "0.6.0",
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "beta_start": 0.00085,
-    "num_train_timesteps": 1000,
-    "set_alpha_to_one": False,
-    "skip_prk_steps": True,
-    "steps_offset": 1,
-    "trained_betas": None,
-    "clip_sample": False,
-}
 
 
 def b64(a):
